@@ -1,0 +1,36 @@
+# README command 1: `make demo`   README command 2: `make test`
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-slow lint venv check-java clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+check-java:
+	@command -v java >/dev/null 2>&1 || [ -x "$$JAVA_HOME/bin/java" ] || { \
+	  echo "Java was not found: Spark needs Java 17 or 21. Install it (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME." >&2; exit 1; }
+
+demo: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m spark_keyed_sql.demo
+
+test: check-java $(STAMP)
+	$(PY) -m ruff check spark_keyed_sql tests
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check spark_keyed_sql tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,34 @@
+"""User-facing building blocks. Imports nothing from Spark."""
+
+from .context import KeyContext
+from .errors import (
+    KeyedSQLError,
+    OutputSchemaError,
+    RegistrationError,
+    SchemaError,
+    StateAccessError,
+    StateEncodingError,
+    StateTypeError,
+    UnknownFunctionError,
+    UserFunctionError,
+)
+from .function import KeyedProcessor, StatefulFunction
+from .state import ListState, MapState, ValueState
+
+__all__ = [
+    "KeyContext",
+    "KeyedProcessor",
+    "KeyedSQLError",
+    "ListState",
+    "MapState",
+    "OutputSchemaError",
+    "RegistrationError",
+    "SchemaError",
+    "StateAccessError",
+    "StateEncodingError",
+    "StateTypeError",
+    "StatefulFunction",
+    "UnknownFunctionError",
+    "UserFunctionError",
+    "ValueState",
+]

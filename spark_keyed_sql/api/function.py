@@ -1,0 +1,119 @@
+"""The two kinds of user class: ``StatefulFunction`` (row at a time, attribute state) and
+``KeyedProcessor`` (group at a time, typed state)."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, ClassVar
+
+from .context import KeyContext
+from .errors import SchemaError
+from .state import StateDescriptor
+from .types import SqlType, python_type_to_sql
+
+__all__ = [
+    "StatefulFunction",
+    "KeyedProcessor",
+    "DEFAULT_EXCLUDED",
+    "state_attribute_names",
+    "typed_attributes",
+    "state_descriptors",
+]
+
+DEFAULT_EXCLUDED = frozenset({"logger", "_logger", "runtime_context", "ctx"})
+
+
+class _Keyed:
+    returns: ClassVar[str | None] = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        # SAGE passes framework kwargs through super().__init__(**kwargs); nothing to keep.
+        self.__dict__.setdefault("_ctx", KeyContext())
+
+    @property
+    def ctx(self) -> KeyContext:
+        c = self.__dict__.get("_ctx")
+        if c is None:
+            c = self.__dict__["_ctx"] = KeyContext()
+        return c
+
+    @property
+    def runtime_context(self) -> KeyContext:
+        return self.ctx
+
+    def on_timer(self, key: Any, timestamp: Any) -> Any:
+        """Called when a registered timer fires; may return rows like execute/process."""
+        return None
+
+
+class StatefulFunction(_Keyed):
+    """Row at a time: ``execute(event)`` with every instance attribute kept per key."""
+
+    __state_include__: ClassVar[list[str]] = []
+    __state_exclude__: ClassVar[list[str]] = []
+    state_ttl: ClassVar[str | None] = None
+
+    def execute(self, event: dict) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define execute(self, event)")
+
+
+class KeyedProcessor(_Keyed):
+    """Group at a time: ``process(key, rows)`` with typed ValueState/ListState/MapState."""
+
+    def process(self, key: Any, rows: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define process(self, key, rows)")
+
+    def on_initial_state(self, key: Any, state_row: dict) -> None:
+        """Seed the key's state from one row of an initial-state table. Default: for each
+        column named like a ValueState, set it; ListState/MapState columns take lists/dicts."""
+        for name, desc in state_descriptors(type(self)).items():
+            if name not in state_row or state_row[name] is None:
+                continue
+            acc = getattr(self, name)
+            v = state_row[name]
+            if desc.kind == "value":
+                acc.update(v)
+            elif desc.kind == "list":
+                acc.put(list(v))
+            else:
+                for k, item in dict(v).items():
+                    acc.put(k, item)
+
+
+def state_attribute_names(instance: Any) -> list[str]:
+    """The instance attributes that are per-key state, in definition order."""
+    cls = type(instance)
+    include = list(getattr(cls, "__state_include__", []) or [])
+    exclude = set(getattr(cls, "__state_exclude__", []) or [])
+    names = [n for n in vars(instance) if n != "_ctx" and n != "_ks_accessors"]
+    if include:
+        return [n for n in names if n in include]
+    return [n for n in names if n not in DEFAULT_EXCLUDED and not n.startswith("_") and n not in exclude]
+
+
+def typed_attributes(cls: type) -> dict[str, SqlType]:
+    """Annotated attributes of a StatefulFunction, as SQL types."""
+    out: dict[str, SqlType] = {}
+    for klass in reversed(cls.__mro__):
+        if klass in (object, _Keyed, StatefulFunction, KeyedProcessor):
+            continue
+        ann = klass.__dict__.get("__annotations__", {})
+        for name, a in ann.items():
+            if name.startswith("__") or name in ("returns", "state_ttl"):
+                continue
+            if typing.get_origin(a) is ClassVar or (isinstance(a, str) and a.startswith("ClassVar")):
+                continue
+            try:
+                out[name] = python_type_to_sql(a, f"{cls.__name__}.{name}")
+            except SchemaError:
+                raise
+    return out
+
+
+def state_descriptors(cls: type) -> dict[str, StateDescriptor]:
+    out: dict[str, StateDescriptor] = {}
+    for klass in reversed(cls.__mro__):
+        for name, v in vars(klass).items():
+            if isinstance(v, StateDescriptor):
+                out[name] = v
+    return out

@@ -1,0 +1,61 @@
+"""Column lists and ORDER BY lists given as strings (``key => 'a, b'``, ``order_by => 'ts DESC'``),
+read with sqlglot's Spark dialect rather than split by hand."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from ..api.errors import SchemaError
+from .runner import OrderSpec
+
+__all__ = ["parse_column_list", "parse_order_list", "quote"]
+
+
+def quote(name: str) -> str:
+    """A column name as a quoted Spark SQL identifier."""
+    return exp.to_identifier(name, quoted=True).sql(dialect="spark")
+
+
+def parse_column_list(text: str | list[str] | None, what: str = "key") -> list[str]:
+    if text is None:
+        return []
+    if isinstance(text, (list, tuple)):
+        return [str(t) for t in text]
+    if not isinstance(text, str):
+        raise SchemaError(f"{what} must be a string of column names, got {text!r}")
+    if not text.strip():
+        return []
+    try:
+        select = sqlglot.parse_one(f"SELECT {text}", read="spark")
+    except ParseError as exc:
+        raise SchemaError(f"cannot read {what} {text!r}: {exc.errors[0]['description'] if exc.errors else exc}") from None
+    names = []
+    for e in select.expressions:
+        if not isinstance(e, exp.Column) or e.table:
+            raise SchemaError(f"{what} {text!r}: {e.sql(dialect='spark')!r} is not a plain column name")
+        names.append(e.name)
+    return names
+
+
+def parse_order_list(text: str | list[str] | None) -> list[OrderSpec]:
+    if text is None:
+        return []
+    if isinstance(text, (list, tuple)):
+        text = ", ".join(text)
+    if not text.strip():
+        return []
+    try:
+        select = sqlglot.parse_one(f"SELECT 1 ORDER BY {text}", read="spark")
+    except ParseError as exc:
+        raise SchemaError(f"cannot read order_by {text!r}: {exc.errors[0]['description'] if exc.errors else exc}") from None
+    out = []
+    for o in select.args["order"].expressions:
+        col = o.this
+        if not isinstance(col, exp.Column) or col.table:
+            raise SchemaError(f"order_by {text!r}: {col.sql(dialect='spark')!r} is not a plain column name")
+        desc = bool(o.args.get("desc"))
+        nf = o.args.get("nulls_first")
+        out.append(OrderSpec(col.name, not desc, None if nf is None else bool(nf)))
+    return out

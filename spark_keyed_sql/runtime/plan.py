@@ -1,0 +1,25 @@
+"""What an engine is asked to run: a function over a source DataFrame's columns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .runner import OrderSpec
+from .spec import FunctionSpec
+
+__all__ = ["KeyedPlan"]
+
+
+@dataclass
+class KeyedPlan:
+    spec: FunctionSpec
+    key_columns: list[str]  # columns of the source frame; empty = unkeyed
+    arg_columns: list[str]  # the event dict / rows frame columns, in order
+    order: list[OrderSpec] = field(default_factory=list)
+    initial_state: Any = None  # a DataFrame with the key columns + state columns
+    output_mode: str = "Append"
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self.key_columns)

@@ -1,0 +1,201 @@
+"""Engine-neutral execution of one registered class, one key at a time.
+
+Every engine (transformWithState, the table function, KeyedTester) hands the runner a key,
+that key's rows and a ``KeyBinding`` (where the key's state lives); the runner does the rest:
+state in, user code, state out, output rows checked against ``returns``. Keeping this in one
+place is what makes the engines agree.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api.context import TimerService, from_epoch_ms
+from ..api.errors import KeyedSQLError, OutputSchemaError, UserFunctionError
+from ..api.function import state_descriptors
+from ..api.state import ACCESSORS, StateDescriptor, StateStorage
+from ..state.attributes import AttributeLayout
+from .output import normalize_output
+from .spec import FunctionSpec
+
+__all__ = ["KeyBinding", "KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
+
+
+@dataclass(frozen=True)
+class OrderSpec:
+    column: str
+    ascending: bool = True
+    nulls_first: bool | None = None  # Spark default: NULLS FIRST for ASC, NULLS LAST for DESC
+
+
+class KeyBinding(ABC):
+    """Where the current key's state lives, for one engine."""
+
+    @abstractmethod
+    def load_attributes(self) -> Any: ...
+    @abstractmethod
+    def save_attributes(self, row: tuple) -> None: ...
+    @abstractmethod
+    def clear_attributes(self) -> None: ...
+    @abstractmethod
+    def variable(self, desc: StateDescriptor) -> StateStorage: ...
+    @abstractmethod
+    def timers(self) -> TimerService: ...
+
+    def clear_timers(self) -> None:
+        ts = self.timers()
+        for ms in list(ts.list()):
+            ts.delete(ms)
+
+
+def user_key(values: tuple, keyed: bool) -> Any:
+    """Key column values -> what ``get_key()`` returns: scalar, tuple, or None when unkeyed."""
+    if not keyed:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def sort_rows(rows: list[dict], order: list[OrderSpec]) -> list[dict]:
+    if not order or len(rows) < 2:
+        return rows
+    out = list(rows)
+    for o in reversed(order):
+        nulls_first = o.ascending if o.nulls_first is None else o.nulls_first
+        present = [r for r in out if r.get(o.column) is not None]
+        missing = [r for r in out if r.get(o.column) is None]
+        present.sort(key=lambda r: r[o.column], reverse=not o.ascending)
+        out = missing + present if nulls_first else present + missing
+    return out
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 300 else r[:297] + "..."
+
+
+@dataclass
+class KeyedRunner:
+    spec: FunctionSpec
+    order: list[OrderSpec] = field(default_factory=list)
+    keyed: bool = True
+
+    def __post_init__(self) -> None:
+        self.instance = self.spec.instantiate()
+        self.ctx = self.instance.ctx
+        self.layout = AttributeLayout(self.instance) if self.spec.kind == "function" else None
+        self.descriptors = state_descriptors(self.spec.cls) if self.spec.kind == "processor" else {}
+
+    # ------------------------------------------------------------ per-key lifecycle
+    def _begin(self, key: Any, binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None) -> None:
+        self._cleared = False
+        self.ctx._processing_ms = processing_ms
+        self.ctx._watermark_ms = watermark_ms
+        self.ctx._timers = binding.timers()
+        self.ctx._clear = lambda: self._clear_state(binding)
+        if self.layout is not None:
+            row = binding.load_attributes()
+            if row is None:
+                self.layout.reset(self.instance)
+            else:
+                self.layout.decode_into(self.instance, row)
+        else:
+            self.instance.__dict__["_ks_accessors"] = {
+                name: ACCESSORS[d.kind](d, binding.variable(d)) for name, d in self.descriptors.items()
+            }
+        self.ctx.set_current_key(key, self.keyed)
+
+    def _clear_state(self, binding: KeyBinding) -> None:
+        if self.layout is not None:
+            self.layout.reset(self.instance)
+            self._cleared = True
+        for name in self.descriptors:
+            self.instance.__dict__["_ks_accessors"][name].clear()
+        binding.clear_timers()
+
+    def _end(self, key: Any, binding: KeyBinding) -> None:
+        try:
+            if self.layout is not None:
+                if self._cleared:
+                    binding.clear_attributes()
+                else:
+                    try:
+                        binding.save_attributes(self.layout.encode(self.instance))
+                    except KeyedSQLError as exc:
+                        raise type(exc)(f"function '{self.spec.name}', key {key!r}: {exc}") from None
+        finally:
+            self.ctx.clear_key()
+            self.ctx._timers = None
+            self.ctx._clear = None
+            self.instance.__dict__.pop("_ks_accessors", None)
+
+    def _call(self, key: Any, where: str, fn: Any, *args: Any) -> list[Any]:
+        try:
+            result = fn(*args)
+            return normalize_output(result, self.spec.returns, f"function '{self.spec.name}' (key {key!r}, {where})")
+        except OutputSchemaError:
+            raise
+        except Exception as exc:
+            raise UserFunctionError(self.spec.name, key, where, exc) from exc
+
+    # ------------------------------------------------------------ entry points
+    def process_key(
+        self,
+        key: Any,
+        rows: list[dict],
+        binding: KeyBinding,
+        processing_ms: int | None = None,
+        watermark_ms: int | None = None,
+    ) -> list[Any]:
+        """All of one key's rows of one batch. Returns output rows (tuples in returns order)."""
+        rows = sort_rows(rows, self.order)
+        out: list[Any] = []
+        self._begin(key, binding, processing_ms, watermark_ms)
+        try:
+            if self.layout is not None:
+                for row in rows:
+                    # a clear_state() in an earlier row is followed by this row's updates
+                    self._cleared = False
+                    self.ctx.set_current_key(key, self.keyed)
+                    try:
+                        out.extend(self._call(key, f"row {_short(row)}", self.instance.execute, row))
+                    finally:
+                        self.ctx.clear_key()  # SAGE: the key is cleared after each row
+            else:
+                import pandas as pd
+
+                columns = list(rows[0].keys()) if rows else []
+                frame = pd.DataFrame.from_records(rows, columns=columns)
+                where = f"{len(rows)} row(s), first {_short(rows[0]) if rows else None}"
+                out.extend(self._call(key, where, self.instance.process, key, frame))
+        finally:
+            self._end(key, binding)
+        return out
+
+    def fire_timer(
+        self, key: Any, expiry_ms: int, binding: KeyBinding, processing_ms: int | None = None, watermark_ms: int | None = None
+    ) -> list[Any]:
+        self._begin(key, binding, processing_ms, watermark_ms)
+        try:
+            return self._call(key, f"timer {from_epoch_ms(expiry_ms).isoformat()}", self.instance.on_timer, key, from_epoch_ms(expiry_ms))
+        finally:
+            self._end(key, binding)
+
+    def initial_state(self, key: Any, state_row: dict, binding: KeyBinding) -> None:
+        """Seed one key's state from a row of an initial-state table."""
+        self._begin(key, binding, None, None)
+        try:
+            if self.layout is not None:
+                unknown = [c for c in state_row if c not in self.layout.names]
+                if unknown:
+                    raise KeyedSQLError(
+                        f"initial state for '{self.spec.name}' has column(s) {unknown} that are not state "
+                        f"attributes of {self.spec.cls.__name__} ({', '.join(self.layout.names)})"
+                    )
+                for name, v in state_row.items():
+                    self.instance.__dict__[name] = v
+            else:
+                self._call(key, f"initial state {_short(state_row)}", self.instance.on_initial_state, key, state_row)
+        finally:
+            self._end(key, binding)

@@ -1,0 +1,112 @@
+"""A registered function: class, output schema, constructor arguments, validated once."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api.context import KeyContext
+from ..api.errors import KeyedSQLError, RegistrationError
+from ..api.function import KeyedProcessor, StatefulFunction, state_descriptors, typed_attributes
+from ..api.intervals import parse_interval_ms
+from ..api.types import StructType, parse_schema
+from ..state.attributes import AttributeLayout
+
+__all__ = ["FunctionSpec"]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class FunctionSpec:
+    name: str
+    cls: type
+    returns: StructType | None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    ttl_ms: int | None = None
+
+    @property
+    def kind(self) -> str:
+        return "function" if issubclass(self.cls, StatefulFunction) else "processor"
+
+    @property
+    def has_timers(self) -> bool:
+        return type(self.cls).__dict__.get("on_timer") is not None and _overrides(self.cls, "on_timer")
+
+    @property
+    def uses_ttl(self) -> bool:
+        if self.ttl_ms is not None:
+            return True
+        return any(d.ttl_ms is not None for d in state_descriptors(self.cls).values())
+
+    def instantiate(self) -> Any:
+        try:
+            inst = self.cls(**self.kwargs)
+        except KeyedSQLError:
+            raise
+        except Exception as exc:
+            raise RegistrationError(
+                f"{self.cls.__name__}(**{self.kwargs!r}) failed for function '{self.name}': "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        inst.__dict__.setdefault("_ctx", KeyContext())
+        return inst
+
+    @classmethod
+    def build(
+        cls, name: str, klass: Any, returns: str | StructType | None, kwargs: dict[str, Any], *, require_returns: bool = True
+    ) -> "FunctionSpec":
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise RegistrationError(f"function name {name!r} is not a valid SQL identifier (letters, digits, _)")
+        if not (inspect.isclass(klass) and issubclass(klass, (StatefulFunction, KeyedProcessor))):
+            raise RegistrationError(
+                f"'{name}': {klass!r} is not a subclass of StatefulFunction or KeyedProcessor"
+            )
+        if issubclass(klass, StatefulFunction) and not _overrides(klass, "execute"):
+            raise RegistrationError(f"'{name}': {klass.__name__} does not define execute(self, event)")
+        if issubclass(klass, KeyedProcessor) and not _overrides(klass, "process"):
+            raise RegistrationError(f"'{name}': {klass.__name__} does not define process(self, key, rows)")
+        returns = returns if returns is not None else getattr(klass, "returns", None)
+        schema: StructType | None = None
+        if returns is None:
+            if require_returns:
+                raise RegistrationError(
+                    f"'{name}': no output schema; pass returns='col type, ...' or give "
+                    f"{klass.__name__} a class attribute returns = '...'"
+                )
+        else:
+            try:
+                schema = parse_schema(returns)
+            except KeyedSQLError as exc:
+                raise RegistrationError(f"'{name}': bad returns={returns!r}: {exc}") from None
+            if not schema.fields:
+                raise RegistrationError(f"'{name}': returns= must name at least one column")
+        ttl = getattr(klass, "state_ttl", None)
+        spec = cls(name, klass, schema, dict(kwargs), parse_interval_ms(ttl) if ttl else None)
+        # validate the class up front: constructor, annotations, attribute encodability
+        try:
+            typed_attributes(klass)
+            state_descriptors(klass)
+            inst = spec.instantiate()
+            if spec.kind == "function":
+                AttributeLayout(inst)
+        except RegistrationError:
+            raise
+        except KeyedSQLError as exc:
+            raise RegistrationError(f"'{name}': {exc}") from None
+        return spec
+
+    def with_ttl(self, ttl_ms: int | None) -> "FunctionSpec":
+        return FunctionSpec(self.name, self.cls, self.returns, self.kwargs, ttl_ms if ttl_ms is not None else self.ttl_ms)
+
+
+def _overrides(klass: type, method: str) -> bool:
+    base = StatefulFunction if issubclass(klass, StatefulFunction) else KeyedProcessor
+    for k in klass.__mro__:
+        if k is base:
+            return False
+        if method in k.__dict__:
+            return True
+    return False

@@ -1,0 +1,138 @@
+"""KeyedTester: run a StatefulFunction or KeyedProcessor in-process, without Spark."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..api.context import to_epoch_ms
+from ..api.function import state_descriptors
+from ..api.intervals import parse_interval_ms
+from ..api.types import to_user
+from ..state.memory import MemoryKeyState
+from .memory_binding import MemoryBinding
+from .columns import parse_order_list
+from .output import rows_as_dicts
+from .runner import KeyedRunner
+from .spec import FunctionSpec
+
+__all__ = ["KeyedTester"]
+
+_UNKEYED = object()
+
+
+class KeyedTester:
+    """``run(rows, key=...)`` processes one batch for one key and returns its output dicts.
+
+    Time is yours to move: ``advance_processing_time(ts)`` drives processing-time TTL and
+    timers, ``set_watermark(ts)`` event-time timers; both return what fired timers emitted.
+    """
+
+    def __init__(
+        self,
+        cls: type,
+        returns: str | None = None,
+        *,
+        order_by: str | list[str] | None = None,
+        ttl: str | None = None,
+        **kwargs: Any,
+    ):
+        spec = FunctionSpec.build(cls.__name__, cls, returns, kwargs, require_returns=False)
+        if ttl is not None:
+            spec = spec.with_ttl(parse_interval_ms(ttl))
+        self.spec = spec
+        self._order = parse_order_list(order_by)
+        self._runners: dict[bool, KeyedRunner] = {}
+        self._keys: dict[Any, MemoryKeyState] = {}
+        self._processing_ms: int | None = None
+        self._watermark_ms: int | None = None
+
+    # ------------------------------------------------------------------ helpers
+    def _runner(self, keyed: bool) -> KeyedRunner:
+        if keyed not in self._runners:
+            self._runners[keyed] = KeyedRunner(self.spec, self._order, keyed)
+        return self._runners[keyed]
+
+    def _binding(self, slot: Any) -> MemoryBinding:
+        ks = self._keys.setdefault(slot, MemoryKeyState())
+        return MemoryBinding(ks, lambda: self._processing_ms, self.spec.ttl_ms)
+
+    def _gc(self, slot: Any) -> None:
+        ks = self._keys.get(slot)
+        if ks is not None and ks.is_empty():
+            del self._keys[slot]
+
+    def _out(self, rows: list[Any]) -> list[Any]:
+        return rows_as_dicts(rows, self.spec.returns)
+
+    # ------------------------------------------------------------------ public
+    def run(self, rows: Iterable[dict], key: Any = _UNKEYED, *, keyed: bool | None = None) -> list[Any]:
+        """Process ``rows`` as one batch of ``key`` (omit ``key`` for unkeyed use)."""
+        is_keyed = (key is not _UNKEYED) if keyed is None else keyed
+        k = None if key is _UNKEYED else key
+        rows = [dict(r) for r in rows]
+        slot = (is_keyed, k)
+        out = self._runner(is_keyed).process_key(k, rows, self._binding(slot), self._processing_ms, self._watermark_ms)
+        self._gc(slot)
+        return self._out(out)
+
+    def state(self, key: Any = _UNKEYED) -> dict:
+        """The key's current state: attribute values, or typed state variables' values."""
+        slot = (key is not _UNKEYED, None if key is _UNKEYED else key)
+        binding = self._binding(slot)
+        runner = self._runner(slot[0])
+        try:
+            if runner.layout is not None:
+                row = binding.load_attributes()
+                return {} if row is None else runner.layout.to_row_dict(row)
+            out: dict[str, Any] = {}
+            for name, d in state_descriptors(self.spec.cls).items():
+                st = binding.variable(d)
+                if d.kind == "value":
+                    if st.value_exists():
+                        out[name] = to_user(st.value_get(), d.type)
+                elif d.kind == "list":
+                    items = st.list_get()
+                    if items:
+                        out[name] = [to_user(v, d.type) for v in items]
+                else:
+                    items = st.map_items()
+                    if items:
+                        out[name] = {k: to_user(v, d.type) for k, v in sorted(items, key=lambda kv: (kv[0] is None, kv[0]))}
+            return out
+        finally:
+            self._gc(slot)
+
+    def keys(self) -> list[Any]:
+        return [k for (keyed, k), ks in self._keys.items() if keyed and not ks.is_empty()]
+
+    def timers(self, key: Any = _UNKEYED) -> list:
+        slot = (key is not _UNKEYED, None if key is _UNKEYED else key)
+        ks = self._keys.get(slot)
+        return [] if ks is None else sorted(ks.timers)
+
+    def _fire(self, now_ms: int) -> list[Any]:
+        out: list[Any] = []
+        while True:
+            due = sorted(
+                (t, slot) for slot, ks in self._keys.items() for t in ks.timers if t <= now_ms
+            )
+            if not due:
+                return self._out(out)
+            t, slot = due[0]
+            ks = self._keys[slot]
+            ks.timers.discard(t)
+            out.extend(
+                self._runner(slot[0]).fire_timer(slot[1], t, self._binding(slot), self._processing_ms, self._watermark_ms)
+            )
+            self._gc(slot)
+
+    def advance_processing_time(self, ts: Any) -> list[Any]:
+        """Move the processing-time clock to ``ts`` (datetime or epoch ms); fire due timers."""
+        self._processing_ms = to_epoch_ms(ts)
+        return self._fire(self._processing_ms)
+
+    def set_watermark(self, ts: Any) -> list[Any]:
+        """Move the event-time watermark to ``ts``; fire event-time timers at or before it."""
+        self._watermark_ms = to_epoch_ms(ts)
+        return self._fire(self._watermark_ms)
+

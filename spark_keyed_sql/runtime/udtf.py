@@ -1,0 +1,115 @@
+"""The table-function form: ``fn(TABLE(t), key => 'a, b', order_by => 'ts')`` as a Python UDTF.
+
+``analyze`` asks Spark to partition the table by a hash bucket of the key and to order each
+bucket by key then ``order_by``, so one UDTF instance sees many keys, each contiguously; the
+instance switches state when the key changes instead of paying one Python instance per key.
+State lives for the query (batch only).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from pyspark.sql import types as T
+from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, OrderingColumn, PartitioningColumn
+
+from ..api.errors import SchemaError
+from ..state.memory import MemoryKeyState
+from ..state.spark_types import to_spark
+from .columns import parse_column_list, parse_order_list, quote
+from .memory_binding import MemoryBinding
+from .runner import KeyedRunner, user_key
+from .spec import FunctionSpec
+
+__all__ = ["make_table_function", "BUCKETS"]
+
+BUCKETS = 64
+
+
+def _literal(arg: AnalyzeArgument | None, name: str, fn: str) -> str | None:
+    if arg is None:
+        return None
+    if not arg.isConstantExpression or not isinstance(arg.value, str):
+        raise SchemaError(f"{fn}: {name} => must be a string literal such as '{name}_column', got {arg.value!r}")
+    return arg.value
+
+
+def make_table_function(spec: FunctionSpec) -> type:
+    fn = spec.name
+    assert spec.returns is not None
+    returns_fields = [T.StructField(f.name, to_spark(f.type), True) for f in spec.returns.fields]
+
+    class KeyedTableFunction:
+        @staticmethod
+        def analyze(table: AnalyzeArgument, key: AnalyzeArgument | None = None, order_by: AnalyzeArgument | None = None) -> AnalyzeResult:
+            if not table.isTable:
+                raise SchemaError(f"{fn}: the first argument must be TABLE(<table or query>)")
+            source: T.StructType = table.dataType  # type: ignore[assignment]
+            names = {f.name.lower(): f for f in source.fields}
+            keys = parse_column_list(_literal(key, "key", fn), "key")
+            order = parse_order_list(_literal(order_by, "order_by", fn))
+            for what, cols in (("key", keys), ("order_by", [o.column for o in order])):
+                missing = [c for c in cols if c.lower() not in names]
+                if missing:
+                    raise SchemaError(
+                        f"{fn}: {what} column(s) {missing} not in the input table (columns: {', '.join(source.names)})"
+                    )
+            taken = {k.lower() for k in keys}
+            clash = [f.name for f in returns_fields if f.name.lower() in taken]
+            if clash:
+                raise SchemaError(f"{fn}: returns column(s) {clash} have the same name as key columns")
+            out = T.StructType([T.StructField(names[k.lower()].name, names[k.lower()].dataType, True) for k in keys] + returns_fields)
+            ordering = [OrderingColumn(quote(names[k.lower()].name)) for k in keys] + [
+                OrderingColumn(quote(names[o.column.lower()].name), ascending=o.ascending, overrideNullsFirst=o.nulls_first)
+                for o in order
+            ]
+            if not keys:
+                return AnalyzeResult(schema=out, withSinglePartition=True, orderBy=ordering)
+            bucket = f"pmod(hash({', '.join(quote(names[k.lower()].name) for k in keys)}), {BUCKETS})"
+            return AnalyzeResult(schema=out, partitionBy=[PartitioningColumn(bucket)], orderBy=ordering)
+
+        def __init__(self) -> None:
+            self.runner: KeyedRunner | None = None
+            self.current: tuple | None = None
+            self.state = MemoryKeyState()
+            self.buffer: list[dict] = []
+
+        def _setup(self, row: Any, key: str | None, order_by: str | None) -> None:
+            fields = row.__fields__
+            lower = {f.lower(): f for f in fields}
+            self.keys = [lower[k.lower()] for k in parse_column_list(key, "key")]
+            self.columns = list(fields)
+            self.runner = KeyedRunner(spec, [], bool(self.keys))  # order is applied by Spark
+
+        def _flush(self) -> Iterator[tuple]:
+            """KeyedProcessor: the buffered rows of the finished key as one group."""
+            if self.buffer:
+                assert self.runner is not None and self.current is not None
+                kv, rows, self.buffer = self.current, self.buffer, []
+                binding = MemoryBinding(self.state, lambda: None, None)
+                for out in self.runner.process_key(user_key(kv, bool(self.keys)), rows, binding):
+                    yield (*kv, *out)
+
+        def eval(self, row: Any, key: str | None = None, order_by: str | None = None) -> Iterator[tuple]:
+            if self.runner is None:
+                self._setup(row, key, order_by)
+            assert self.runner is not None
+            kv = tuple(row[k] for k in self.keys)
+            if kv != self.current:
+                yield from self._flush()
+                self.current = kv
+                self.state = MemoryKeyState()  # keys arrive contiguously: the last key is done
+            event = row.asDict()
+            if self.runner.layout is None:
+                self.buffer.append(event)
+                return
+            binding = MemoryBinding(self.state, lambda: None, None)
+            for out in self.runner.process_key(user_key(kv, bool(self.keys)), [event], binding):
+                yield (*kv, *out)
+
+        def terminate(self) -> Iterator[tuple]:
+            yield from self._flush()
+
+    KeyedTableFunction.__name__ = f"KeyedTableFunction_{fn}"
+    KeyedTableFunction.__qualname__ = KeyedTableFunction.__name__
+    return KeyedTableFunction
