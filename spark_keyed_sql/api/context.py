@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 __all__ = ["KeyContext", "TimerService", "to_epoch_ms", "from_epoch_ms"]
 

@@ -8,7 +8,8 @@ variables under the transformWithState engine, a dict in KeyedTester and the tab
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .errors import StateAccessError
 from .intervals import parse_interval_ms

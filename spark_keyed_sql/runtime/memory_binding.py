@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..api.context import TimerService
 from ..api.state import StateDescriptor, StateStorage
@@ -13,7 +14,7 @@ __all__ = ["MemoryBinding"]
 
 
 class MemoryBinding(KeyBinding):
-    def __init__(self, ks: MemoryKeyState, clock: Callable[[], "int | None"], attr_ttl_ms: int | None = None):
+    def __init__(self, ks: MemoryKeyState, clock: Callable[[], int | None], attr_ttl_ms: int | None = None):
         self.ks, self.clock, self.attr_ttl_ms = ks, clock, attr_ttl_ms
 
     def load_attributes(self) -> Any:

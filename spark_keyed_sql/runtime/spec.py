@@ -57,7 +57,7 @@ class FunctionSpec:
     @classmethod
     def build(
         cls, name: str, klass: Any, returns: str | StructType | None, kwargs: dict[str, Any], *, require_returns: bool = True
-    ) -> "FunctionSpec":
+    ) -> FunctionSpec:
         if not isinstance(name, str) or not _NAME.match(name):
             raise RegistrationError(f"function name {name!r} is not a valid SQL identifier (letters, digits, _)")
         if not (inspect.isclass(klass) and issubclass(klass, (StatefulFunction, KeyedProcessor))):
@@ -98,7 +98,7 @@ class FunctionSpec:
             raise RegistrationError(f"'{name}': {exc}") from None
         return spec
 
-    def with_ttl(self, ttl_ms: int | None) -> "FunctionSpec":
+    def with_ttl(self, ttl_ms: int | None) -> FunctionSpec:
         return FunctionSpec(self.name, self.cls, self.returns, self.kwargs, ttl_ms if ttl_ms is not None else self.ttl_ms)
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..api.context import to_epoch_ms
 from ..api.function import state_descriptors
 from ..api.intervals import parse_interval_ms
 from ..api.types import to_user
 from ..state.memory import MemoryKeyState
-from .memory_binding import MemoryBinding
 from .columns import parse_order_list
+from .memory_binding import MemoryBinding
 from .output import rows_as_dicts
 from .runner import KeyedRunner
 from .spec import FunctionSpec

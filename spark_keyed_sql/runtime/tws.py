@@ -8,9 +8,13 @@ Spark's own ``statestore`` reader sees them.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import time
+from collections.abc import Iterator
+from datetime import timezone
+from typing import Any
 
 from pyspark.sql import DataFrame, Row
+from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from ..api.context import TimerService
@@ -25,67 +29,104 @@ __all__ = ["TransformWithStateEngine", "ATTRIBUTES_VAR"]
 ATTRIBUTES_VAR = "attributes"
 
 
-def _unwrap(row: Any, struct: bool) -> Any:
-    if row is None:
-        return None
-    return tuple(row) if struct else row[0]
-
-
-def _wrap(v: Any, struct: bool) -> tuple:
-    return tuple(v) if struct else (v,)
+EXPIRES = "__expires_ms"
 
 
 class _SparkVariable(StateStorage):
-    """A typed state variable over one Spark state variable (scoped to the current key)."""
+    """A typed state variable over one Spark state variable (scoped to the current key).
 
-    def __init__(self, handle: StatefulProcessorHandle, desc: StateDescriptor, ttl_ok: bool):
+    TTL is kept here, not by Spark: Spark's TTL needs the ProcessingTime time mode, under
+    which an ``availableNow`` query never terminates. Each stored value carries an
+    ``__expires_ms`` field; expired values are never returned and are removed when seen.
+    """
+
+    def __init__(self, handle: StatefulProcessorHandle, desc: StateDescriptor, now: Any):
+        from pyspark.sql import types as T
+
         from ..api.types import StructType
 
         self.desc = desc
+        self.now = now
         self.struct = isinstance(desc.type, StructType)
-        ttl = desc.ttl_ms if ttl_ok else None
+        self.ttl = desc.ttl_ms
+        schema = scalar_wrap(desc.type)
+        self.width = len(schema.fields)
+        if self.ttl is not None:
+            schema = T.StructType(schema.fields + [T.StructField(EXPIRES, T.LongType(), True)])
         if desc.kind == "value":
-            self.var = handle.getValueState(desc.name, scalar_wrap(desc.type), ttl)
+            self.var = handle.getValueState(desc.name, schema)
         elif desc.kind == "list":
-            self.var = handle.getListState(desc.name, scalar_wrap(desc.type), ttl)
+            self.var = handle.getListState(desc.name, schema)
         else:
-            self.var = handle.getMapState(desc.name, scalar_wrap(desc.key_type), scalar_wrap(desc.type), ttl)  # type: ignore[attr-defined]
+            self.var = handle.getMapState(desc.name, scalar_wrap(desc.key_type), schema)  # type: ignore[attr-defined]
 
-    def value_get(self) -> Any:
-        return _unwrap(self.var.get(), self.struct)
+    def _alive(self, row: Any) -> bool:
+        return self.ttl is None or row[self.width] is None or self.now() < row[self.width]
+
+    def _unwrap(self, row: Any) -> Any:
+        return tuple(row[: self.width]) if self.struct else row[0]
+
+    def _wrap(self, v: Any) -> tuple:
+        t = tuple(v) if self.struct else (v,)
+        return t if self.ttl is None else (*t, self.now() + self.ttl)
 
     def value_exists(self) -> bool:
-        return self.var.exists()
+        if not self.var.exists():
+            return False
+        if self.ttl is not None and not self._alive(self.var.get()):
+            self.var.clear()
+            return False
+        return True
+
+    def value_get(self) -> Any:
+        return self._unwrap(self.var.get()) if self.value_exists() else None
 
     def value_set(self, v: Any) -> None:
-        self.var.update(_wrap(v, self.struct))
+        self.var.update(self._wrap(v))
 
     def clear(self) -> None:
         self.var.clear()
 
-    def list_get(self) -> list[Any]:
+    def _list_rows(self) -> list[Any]:
         if not self.var.exists():
             return []
-        return [_unwrap(r, self.struct) for r in self.var.get()]
+        rows = list(self.var.get())
+        if self.ttl is not None:
+            live = [r for r in rows if self._alive(r)]
+            if len(live) != len(rows):
+                self.var.put(live) if live else self.var.clear()
+            rows = live
+        return rows
+
+    def list_get(self) -> list[Any]:
+        return [self._unwrap(r) for r in self._list_rows()]
 
     def list_append(self, vs: list[Any]) -> None:
+        if self.ttl is not None:
+            self._list_rows()
         if vs:
-            self.var.appendList([_wrap(v, self.struct) for v in vs])
+            self.var.appendList([self._wrap(v) for v in vs])
 
     def list_put(self, vs: list[Any]) -> None:
         if vs:
-            self.var.put([_wrap(v, self.struct) for v in vs])
+            self.var.put([self._wrap(v) for v in vs])
         else:
             self.var.clear()
 
     def map_get(self, k: Any) -> Any:
-        return _unwrap(self.var.getValue((k,)), self.struct) if self.var.containsKey((k,)) else None
+        if not self.var.containsKey((k,)):
+            return None
+        row = self.var.getValue((k,))
+        if not self._alive(row):
+            self.var.removeKey((k,))
+            return None
+        return self._unwrap(row)
 
     def map_contains(self, k: Any) -> bool:
-        return self.var.containsKey((k,))
+        return self.map_get(k) is not None
 
     def map_put(self, k: Any, v: Any) -> None:
-        self.var.updateValue((k,), _wrap(v, self.struct))
+        self.var.updateValue((k,), self._wrap(v))
 
     def map_remove(self, k: Any) -> None:
         self.var.removeKey((k,))
@@ -93,7 +134,13 @@ class _SparkVariable(StateStorage):
     def map_items(self) -> list[tuple[Any, Any]]:
         if not self.var.exists():
             return []
-        return [(kk[0], _unwrap(vv, self.struct)) for kk, vv in self.var.iterator()]
+        out = []
+        for kk, vv in list(self.var.iterator()):
+            if self._alive(vv):
+                out.append((kk[0], self._unwrap(vv)))
+            else:
+                self.var.removeKey(kk)
+        return out
 
 
 class _SparkTimers(TimerService):
@@ -122,15 +169,25 @@ class _SparkTimers(TimerService):
 
 
 class _SparkBinding(KeyBinding):
-    def __init__(self, proc: "_Processor"):
+    def __init__(self, proc: _Processor):
         self.proc = proc
 
     def load_attributes(self) -> Any:
         v = self.proc.attr_var
-        return v.get() if v.exists() else None
+        if not v.exists():
+            return None
+        row = v.get()
+        ttl = self.proc.plan.spec.ttl_ms
+        if ttl is None:
+            return row
+        if row[-1] is not None and self.proc.now() >= row[-1]:
+            v.clear()
+            return None
+        return row[:-1]
 
     def save_attributes(self, row: tuple) -> None:
-        self.proc.attr_var.update(row)
+        ttl = self.proc.plan.spec.ttl_ms
+        self.proc.attr_var.update(row if ttl is None else (*row, self.proc.now() + ttl))
 
     def clear_attributes(self) -> None:
         self.proc.attr_var.clear()
@@ -143,20 +200,25 @@ class _SparkBinding(KeyBinding):
 
 
 class _Processor(StatefulProcessor):
-    def __init__(self, plan: KeyedPlan, time_mode: str, out_names: list[str]):
+    def __init__(self, plan: KeyedPlan, time_mode: str, out_names: list[str], ts_columns: list[str]):
         self.plan = plan
         self.time_mode = time_mode
         self.out_names = out_names
+        # row-based transformWithState gives tz-aware UTC datetimes; the other engines (and
+        # PySpark generally) give naive ones: normalise so every engine hands the same event
+        self.ts_columns = ts_columns
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed)
-        ttl_ok = self.time_mode != "None"
         self.attr_var = None
+        self._batch_now: int | None = None
         if self.runner.layout is not None:
-            ttl = self.plan.spec.ttl_ms if ttl_ok else None
-            self.attr_var = handle.getValueState(ATTRIBUTES_VAR, to_spark(self.runner.layout.schema), ttl)
-        self.variables = {name: _SparkVariable(handle, d, ttl_ok) for name, d in self.runner.descriptors.items()}
-        self.timer_service = _SparkTimers(handle, ttl_ok)
+            schema = to_spark(self.runner.layout.schema)
+            if self.plan.spec.ttl_ms is not None:
+                schema = T.StructType(schema.fields + [T.StructField(EXPIRES, T.LongType(), True)])
+            self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
+        self.variables = {name: _SparkVariable(handle, d, self.now) for name, d in self.runner.descriptors.items()}
+        self.timer_service = _SparkTimers(handle, self.time_mode != "None")
         self.binding = _SparkBinding(self)
         self.OutRow = Row(*self.out_names)
         self.n_keys = len(self.plan.key_columns)
@@ -166,15 +228,24 @@ class _Processor(StatefulProcessor):
         for r in rows:
             yield self.OutRow(*kv, *r)
 
-    @staticmethod
-    def _times(timer_values: Any) -> tuple[int | None, int | None]:
+    def now(self) -> int:
+        """Processing time for TTL: the batch's, or the wall clock without a time mode."""
+        return self._batch_now if self._batch_now is not None else int(time.time() * 1000)
+
+    def _times(self, timer_values: Any) -> tuple[int | None, int | None]:
         p = timer_values.getCurrentProcessingTimeInMs()
         w = timer_values.getCurrentWatermarkInMs()
+        self._batch_now = p if p >= 0 else None
         return (p if p >= 0 else None, w if w >= 0 else None)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         cols = self.plan.arg_columns
         events = [{c: r[c] for c in cols} for r in rows]
+        for c in self.ts_columns:
+            for e in events:
+                v = e[c]
+                if v is not None and v.tzinfo is not None:
+                    e[c] = v.astimezone(timezone.utc).replace(tzinfo=None)
         k = user_key(tuple(key), self.plan.keyed)
         p, w = self._times(timerValues)
         out = self.runner.process_key(k, events, self.binding, p, w)
@@ -208,7 +279,8 @@ class TransformWithStateEngine(Engine):
 
         schema = output_schema(df.schema, plan)
         streaming = df.isStreaming
-        needs_time = streaming and (plan.spec.has_timers or plan.spec.uses_ttl)
+        # TTL is handled by _SparkVariable; only timers need Spark's ProcessingTime mode
+        needs_time = streaming and plan.spec.has_timers
         time_mode = "ProcessingTime" if needs_time else "None"
         source = df
         group_cols = list(plan.key_columns)
@@ -218,7 +290,10 @@ class TransformWithStateEngine(Engine):
         initial = None
         if plan.initial_state is not None:
             initial = plan.initial_state.groupBy(*group_cols)
-        proc = _Processor(plan, time_mode, [f.name for f in schema.fields])
+        ts_columns = [
+            f.name for f in df.schema.fields if f.name in plan.arg_columns and isinstance(f.dataType, T.TimestampType)
+        ]
+        proc = _Processor(plan, time_mode, [f.name for f in schema.fields], ts_columns)
         return source.groupBy(*group_cols).transformWithState(
             proc, schema, plan.output_mode, time_mode, initial
         )

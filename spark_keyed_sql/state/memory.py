@@ -3,7 +3,8 @@ table-function form keep state here."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..api.state import StateDescriptor, StateStorage
 

@@ -1,0 +1,75 @@
+"""KeyedProcessor classes (ValueState, ListState, MapState) on 10k keys against an oracle,
+and KeyedTester giving the same rows as Spark."""
+import pytest
+from data import SCHEMA, by_key_in_ts_order, make_events
+from processors import LatestTransaction, Spend
+
+from spark_keyed_sql import KeyedTester
+
+PATHS = ["tws", "table_function"]
+
+
+@pytest.fixture(scope="module")
+def tx(spark, ks):
+    rows = make_events(10_000, per_key=3, seed=5)
+    df = spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA)
+    df.createOrReplaceTempView("tx_events")
+    ks.register("spend", Spend)
+    ks.register("latest_tx", LatestTransaction)
+    return rows, df
+
+
+def run(spark, ks, path, df, name):
+    if path == "tws":
+        out = ks.apply(df, name, key="user_id")
+    else:
+        out = spark.sql(f"SELECT * FROM {name}(TABLE(tx_events), key => 'user_id')")
+    return sorted((tuple(r) for r in out.collect()), key=repr)
+
+
+def spend_oracle(rows):
+    out = []
+    for user, evs in by_key_in_ts_order(rows).items():
+        total = sum(e["amount"] for e in evs)
+        per = {}
+        for e in evs:
+            per[e["merchant"]] = per.get(e["merchant"], 0.0) + e["amount"]
+        top = max(per.items(), key=lambda kv: (kv[1], kv[0]))
+        out.append((user, total, min(3, len(evs)), top[0], top[1]))
+    return out
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_spend(spark, ks, tx, path):
+    rows, df = tx
+    got = run(spark, ks, path, df, "spend")
+    exp = {r[0]: r for r in spend_oracle(rows)}
+    assert len(got) == len(exp) == 10_000
+    for g in got:
+        e = exp[g[0]]
+        assert g[0] == e[0] and g[2:4] == e[2:4]
+        assert g[1] == pytest.approx(e[1]) and g[4] == pytest.approx(e[4])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_latest_transaction(spark, ks, tx, path):
+    rows, df = tx
+    got = run(spark, ks, path, df, "latest_tx")
+    exp = sorted(
+        ((u, evs[-1]["amount"], evs[-1]["merchant"], len(evs)) for u, evs in by_key_in_ts_order(rows).items()), key=repr
+    )
+    assert got == exp
+
+
+def test_tester_matches_spark(spark, ks, tx):
+    rows, df = tx
+    sample = {u: evs for u, evs in list(by_key_in_ts_order(rows).items())[:200]}
+    keys = list(sample)
+    small = df.where(df.user_id.isin(keys))
+    for name, cls in (("spend", Spend), ("latest_tx", LatestTransaction)):
+        tester = KeyedTester(cls)
+        from_tester = []
+        for u, evs in sample.items():
+            from_tester += [(u, *d.values()) for d in tester.run(evs, key=u)]
+        from_spark = [tuple(r) for r in ks.apply(small, name, key="user_id").collect()]
+        assert sorted(from_tester, key=repr) == sorted(from_spark, key=repr)
