@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 check-java:
-	@command -v java >/dev/null 2>&1 || [ -x "$$JAVA_HOME/bin/java" ] || { \
+	@command -v java >/dev/null 2>&1 || { [ -n "$$JAVA_HOME" ] && [ -x "$$JAVA_HOME/bin/java" ]; } || { \
 	  echo "Java was not found: Spark needs Java 17 or 21. Install it (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME." >&2; exit 1; }
 
 demo: check-java $(STAMP)

@@ -30,9 +30,12 @@ class AttributeLayout:
         self.names: list[str] = state_attribute_names(instance)
         self.typed: dict[str, SqlType] = {n: typed[n] for n in self.names if n in typed}
         self.schema = StructType(tuple(StructField(n, self.typed.get(n, ENCODED)) for n in self.names))
+        # fail at registration, not in the middle of a query (and before deepcopy trips on it)
+        for n in self.names:
+            v = instance.__dict__[n]
+            where = f"attribute {self.owner}.{n}"
+            coerce(v, self.typed[n], where) if n in self.typed else dumps(v, where)
         self.template = {n: copy.deepcopy(getattr(instance, n)) for n in self.names}
-        # fail at registration, not in the middle of a query
-        self.encode(instance)
 
     def column_type(self, name: str) -> SqlType:
         return self.typed.get(name, ENCODED)

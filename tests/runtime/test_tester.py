@@ -1,0 +1,166 @@
+"""KeyedTester semantics (no Spark): ordering, key handling, state visibility, TTL, timers."""
+import datetime as dt
+
+import pytest
+
+from spark_keyed_sql import KeyedProcessor, KeyedTester, ListState, MapState, StatefulFunction, ValueState
+from spark_keyed_sql.api.errors import StateAccessError
+
+
+class Recorder(StatefulFunction):
+    __state_exclude__ = ["temp_cache"]
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen = []
+        self.temp_cache = {}
+        self._private = 0
+        self.logger = None
+
+    def execute(self, event):
+        self.seen.append(event["x"])
+        self.temp_cache["last"] = event["x"]
+        return {"key": repr(self.ctx.get_key()), "keyed": self.ctx.is_keyed, "seen": list(self.seen)}
+
+
+def test_order_within_key_and_state_visibility():
+    t = KeyedTester(Recorder, returns="key string, keyed boolean, seen array<bigint>", order_by="x DESC")
+    out = t.run([{"x": 1}, {"x": 3}, {"x": 2}], key="a")
+    assert [o["seen"] for o in out] == [[3], [3, 2], [3, 2, 1]]
+    assert t.state("a") == {"seen": [3, 2, 1]}  # temp_cache, _private and logger are not state
+
+
+def test_key_shapes_and_null_key():
+    t = KeyedTester(Recorder, returns="key string, keyed boolean, seen array<bigint>")
+    assert t.run([{"x": 1}], key=("a", 1))[0]["key"] == "('a', 1)"
+    null = t.run([{"x": 1}], key=None)[0]
+    assert null["key"] == "None" and null["keyed"] is True
+    unkeyed = t.run([{"x": 1}])[0]
+    assert unkeyed["key"] == "None" and unkeyed["keyed"] is False
+    # the null key and unkeyed use are separate states
+    assert t.run([{"x": 2}], key=None)[0]["seen"] == [1, 2]
+
+
+def test_key_is_cleared_after_each_row():
+    class K(StatefulFunction):
+        def execute(self, e):
+            return {"k": self.ctx.get_key()}
+
+    t = KeyedTester(K, returns="k string")
+    inst = t._runner(True).instance
+    t.run([{}], key="z")
+    assert inst.ctx.get_key() is None
+
+
+def test_state_include():
+    class Inc(StatefulFunction):
+        __state_include__ = ["_kept"]
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self._kept = 0
+            self.other = 0
+
+        def execute(self, e):
+            self._kept += 1
+            self.other += 1
+
+    t = KeyedTester(Inc)
+    t.run([{}, {}], key="a")
+    assert t.state("a") == {"_kept": 2}
+
+
+def test_clear_state():
+    class C(StatefulFunction):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.n = 0
+
+        def execute(self, e):
+            self.n += 1
+            if e.get("reset"):
+                self.ctx.clear_state()
+            return {"n": self.n}
+
+    t = KeyedTester(C, returns="n bigint")
+    # clear_state() puts the attributes back to their __init__ values at once
+    assert [o["n"] for o in t.run([{}, {}, {"reset": True}], key="a")] == [1, 2, 0]
+    assert t.state("a") == {} and t.keys() == []
+    assert [o["n"] for o in t.run([{"reset": True}, {}], key="a")] == [0, 1]
+    assert t.state("a") == {"n": 1}
+
+
+class Typed(KeyedProcessor):
+    total = ValueState("double", default=0.0, ttl="10 minutes")
+    items = ListState("bigint")
+    tags = MapState("string", "bigint", ttl="1 minute")
+    returns = "total double"
+
+    def process(self, key, rows):
+        self.total.update(self.total.get() + float(rows["v"].sum()))
+        self.items.extend(int(v) for v in rows["v"])
+        for t in rows["tag"]:
+            self.tags.put(t, (self.tags.get(t) or 0) + 1)
+        return {"total": self.total.get()}
+
+
+def test_ttl_with_controlled_clock():
+    t = KeyedTester(Typed)
+    t0 = dt.datetime(2026, 1, 1)
+    t.advance_processing_time(t0)
+    assert t.run([{"v": 2, "tag": "a"}], key="k") == [{"total": 2.0}]
+    t.advance_processing_time(t0 + dt.timedelta(minutes=5))
+    assert t.state("k") == {"total": 2.0, "items": [2]}  # tags expired after 1 minute
+    assert t.run([{"v": 1, "tag": "b"}], key="k") == [{"total": 3.0}]  # update resets the clock
+    t.advance_processing_time(t0 + dt.timedelta(minutes=14))
+    assert t.state("k")["total"] == 3.0
+    t.advance_processing_time(t0 + dt.timedelta(minutes=16))
+    assert "total" not in t.state("k")
+
+
+def test_map_state_scans():
+    class M(KeyedProcessor):
+        m = MapState("bigint", "string")
+
+        def process(self, key, rows):
+            for v in rows["v"]:
+                self.m.put(int(v), f"v{v}")
+            return [{"k": k, "v": v} for k, v in self.m.range(2, 5)] + [{"k": -1, "v": ",".join(self.m.values())}]
+
+    out = KeyedTester(M, returns="k bigint, v string").run([{"v": x} for x in (5, 1, 3, 2, 4)], key="a")
+    assert out == [{"k": 2, "v": "v2"}, {"k": 3, "v": "v3"}, {"k": 4, "v": "v4"}, {"k": -1, "v": "v1,v2,v3,v4,v5"}]
+
+
+def test_timers_fire_and_emit():
+    class Sessions(StatefulFunction):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.count = 0
+            self.deadline = None
+
+        def execute(self, e):
+            self.count += 1
+            if self.deadline is not None:
+                self.ctx.delete_timer(self.deadline)
+            self.deadline = e["ts"] + dt.timedelta(minutes=30)
+            self.ctx.register_timer(self.deadline)
+
+        def on_timer(self, key, timestamp):
+            out = {"user": key, "events": self.count, "closed_at": timestamp}
+            self.ctx.clear_state()
+            return out
+
+    t = KeyedTester(Sessions, returns="user string, events bigint, closed_at timestamp")
+    t0 = dt.datetime(2026, 1, 1)
+    t.run([{"ts": t0}, {"ts": t0 + dt.timedelta(minutes=10)}], key="a")
+    t.run([{"ts": t0 + dt.timedelta(minutes=5)}], key="b")
+    assert t.set_watermark(t0 + dt.timedelta(minutes=36)) == [
+        {"user": "b", "events": 1, "closed_at": dt.datetime(2026, 1, 1, 0, 35, tzinfo=dt.timezone.utc)}
+    ]
+    assert [o["user"] for o in t.set_watermark(t0 + dt.timedelta(hours=2))] == ["a"]
+    assert t.keys() == []
+
+
+def test_typed_state_outside_processing_is_refused():
+    with pytest.raises(StateAccessError, match="only available inside process"):
+        Typed().total.get()

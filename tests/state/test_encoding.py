@@ -1,0 +1,84 @@
+import collections
+import datetime as dt
+import decimal
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_keyed_sql.api.errors import StateEncodingError
+from spark_keyed_sql.state.encoding import dumps, loads
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1)),
+)
+hashables = st.recursive(st.one_of(st.integers(), st.text(max_size=5), st.booleans()), lambda c: st.tuples(c, c), max_leaves=4)
+values = st.recursive(
+    scalars,
+    lambda c: st.one_of(
+        st.lists(c, max_size=4),
+        st.tuples(c, c),
+        st.sets(hashables, max_size=4),
+        st.dictionaries(st.text(max_size=5), c, max_size=4),
+        st.dictionaries(hashables, c, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+def exact(a, b):
+    """Equal and of the same types all the way down (True == 1 would hide a bool/int swap)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a.keys()) == list(b.keys()) and all(exact(k1, k2) for k1, k2 in zip(a, b)) and all(exact(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(exact(x, y) for x, y in zip(a, b))
+    if isinstance(a, (set, frozenset)):
+        return a == b and sorted(map(repr, a)) == sorted(map(repr, b))
+    return a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(values)
+def test_round_trip_exact(v):
+    assert exact(loads(dumps(v)), v)
+
+
+def test_seed_shapes_round_trip():
+    v = {
+        "user_sessions": {"u1": {"session_count": 2, "total_value": 3.5}},
+        "by_int": {1: {(2, "a"): {3, 4}}, -7: {}},
+        "when": dt.datetime(2026, 1, 2, 3, 4, 5, 678),
+        "aware": dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc),
+        "day": dt.date(2026, 1, 2),
+        "inf": [float("inf"), float("-inf")],
+        "frozen": frozenset({1, 2}),
+        "dec": decimal.Decimal("1.25"),
+        "raw": b"\x00\x01",
+        "gap": dt.timedelta(minutes=30),
+        "$looks_tagged": 1,
+        "dd": collections.defaultdict(int, {"a": 1}),
+    }
+    back = loads(dumps(v))
+    assert exact(back, v)
+    assert back["dd"].default_factory is int
+    assert math.isnan(loads(dumps(float("nan"))))
+
+
+def test_encoding_is_readable_json():
+    text = dumps({"counts": {1: 2}, "seen": {"a"}})
+    assert json.loads(text) == {"counts": {"$dict": [[1, 2]]}, "seen": {"$set": ["a"]}}
+
+
+@pytest.mark.parametrize("bad", [object(), open, lambda: 1, collections.defaultdict(lambda: 0)])
+def test_refuses_unknown_types(bad):
+    with pytest.raises(StateEncodingError, match="attribute C.x"):
+        dumps({"k": bad}, "attribute C.x")
