@@ -18,6 +18,14 @@ def quote(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql(dialect="spark")
 
 
+def _parse(sql: str, what: str, text: str) -> exp.Expression:
+    try:
+        return sqlglot.parse_one(sql, read="spark")
+    except ParseError as exc:
+        detail = exc.errors[0]["description"] if exc.errors else str(exc)
+        raise SchemaError(f"cannot read {what} {text!r}: {detail}") from None
+
+
 def parse_column_list(text: str | list[str] | None, what: str = "key") -> list[str]:
     if text is None:
         return []
@@ -27,10 +35,7 @@ def parse_column_list(text: str | list[str] | None, what: str = "key") -> list[s
         raise SchemaError(f"{what} must be a string of column names, got {text!r}")
     if not text.strip():
         return []
-    try:
-        select = sqlglot.parse_one(f"SELECT {text}", read="spark")
-    except ParseError as exc:
-        raise SchemaError(f"cannot read {what} {text!r}: {exc.errors[0]['description'] if exc.errors else exc}") from None
+    select = _parse(f"SELECT {text}", what, text)
     names = []
     for e in select.expressions:
         if not isinstance(e, exp.Column) or e.table:
@@ -46,10 +51,7 @@ def parse_order_list(text: str | list[str] | None) -> list[OrderSpec]:
         text = ", ".join(text)
     if not text.strip():
         return []
-    try:
-        select = sqlglot.parse_one(f"SELECT 1 ORDER BY {text}", read="spark")
-    except ParseError as exc:
-        raise SchemaError(f"cannot read order_by {text!r}: {exc.errors[0]['description'] if exc.errors else exc}") from None
+    select = _parse(f"SELECT 1 ORDER BY {text}", "order_by", text)
     out = []
     for o in select.args["order"].expressions:
         col = o.this

@@ -17,6 +17,7 @@ from ..api.errors import KeyedSQLError, OutputSchemaError, UserFunctionError
 from ..api.function import state_descriptors
 from ..api.state import ACCESSORS, StateDescriptor, StateStorage
 from ..state.attributes import AttributeLayout
+from ..state.encoding import loads
 from .output import normalize_output
 from .spec import FunctionSpec
 
@@ -182,6 +183,20 @@ class KeyedRunner:
         finally:
             self._end(key, binding)
 
+    def _seed_value(self, name: str, v: Any) -> Any:
+        """An initial-state column for an attribute: encoded attributes take the JSON text
+        that read_state shows (or a plain value); typed attributes take their typed value."""
+        assert self.layout is not None
+        if self.layout.is_encoded(name) and isinstance(v, str):
+            try:
+                return loads(v)
+            except ValueError as exc:
+                raise KeyedSQLError(
+                    f"initial state column '{name}' for '{self.spec.name}' must hold the attribute's JSON "
+                    f"encoding (as read_state shows it), got {_short(v)}: {exc}"
+                ) from None
+        return v
+
     def initial_state(self, key: Any, state_row: dict, binding: KeyBinding) -> None:
         """Seed one key's state from a row of an initial-state table."""
         self._begin(key, binding, None, None)
@@ -194,7 +209,7 @@ class KeyedRunner:
                         f"attributes of {self.spec.cls.__name__} ({', '.join(self.layout.names)})"
                     )
                 for name, v in state_row.items():
-                    self.instance.__dict__[name] = v
+                    self.instance.__dict__[name] = self._seed_value(name, v)
             else:
                 self._call(key, f"initial state {_short(state_row)}", self.instance.on_initial_state, key, state_row)
         finally:

@@ -8,6 +8,7 @@ Spark's own ``statestore`` reader sees them.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from datetime import timezone
@@ -293,7 +294,9 @@ class TransformWithStateEngine(Engine):
         ts_columns = [
             f.name for f in df.schema.fields if f.name in plan.arg_columns and isinstance(f.dataType, T.TimestampType)
         ]
-        proc = _Processor(plan, time_mode, [f.name for f in schema.fields], ts_columns)
+        # the processor is pickled to executors: it must not carry the initial-state DataFrame
+        shipped = dataclasses.replace(plan, initial_state=None)
+        proc = _Processor(shipped, time_mode, [f.name for f in schema.fields], ts_columns)
         return source.groupBy(*group_cols).transformWithState(
             proc, schema, plan.output_mode, time_mode, initial
         )
