@@ -117,6 +117,106 @@ class KeyedSQL:
             raise SchemaError(f"unknown engine {name!r}; choose one of {sorted(ENGINES)}")
         return ENGINES[name]().apply(df, plan)
 
+    # ------------------------------------------------------------------ SQL
+    def _rewrite(self, query: str, *, execute: bool, mode: str = "sql"):
+        from .sql import ExplainKeyed, mentions_keyed_syntax, parse_statement, rewrite
+        from .sql.errors import KeyedSQLSyntaxError
+
+        if not mentions_keyed_syntax(query):
+            return None, False
+        try:
+            tree = parse_statement(query)
+        except KeyedSQLSyntaxError:
+            raise
+        explain = isinstance(tree, ExplainKeyed)
+        if explain:
+            tree = tree.this
+        return rewrite(self.spark, tree, self.function, ENGINES, self.default_engine, execute=execute, mode=mode), explain
+
     def sql(self, query: str) -> DataFrame:
-        """Run Spark SQL; statements without the keyed clause go to ``spark.sql`` unchanged."""
-        return self.spark.sql(query)
+        """Run SQL with the keyed clause; statements without it go to ``spark.sql`` unchanged.
+
+        ``EXPLAIN KEYED <query>`` returns a one-row DataFrame (column ``plan``)."""
+        rw, explain = self._rewrite(query, execute=True)
+        if rw is None:
+            return self.spark.sql(query)
+        if explain:
+            from .sql.explain import format_plan
+
+            return self.spark.createDataFrame([(format_plan(rw),)], "plan string")
+        return self.spark.sql(rw.final_sql)
+
+    def explain(self, query: str) -> str:
+        """The plan the rewriter makes for ``query``: source SQL, keys, function, options,
+        engine and outer SQL."""
+        from .sql.explain import format_plan
+
+        rw, _ = self._rewrite(query, execute=True)
+        if rw is None:
+            return "== Keyed plan ==\n(no GROUP BY KEY / WITH STATE: runs as plain Spark SQL)\n" + query
+        return format_plan(rw)
+
+    def start(self, query: str, checkpoint: str | None = None, sink: str = "console", *, trigger: str | None = None):
+        """Run a keyed query over a streaming source; returns the pyspark StreamingQuery."""
+        rw, _ = self._rewrite(query, execute=True, mode="stream")
+        df = self.spark.sql(rw.final_sql if rw else query)
+        if not df.isStreaming:
+            raise SchemaError("ks.start needs a streaming source (a readStream view or a file directory); use ks.sql for batch")
+        checkpoint = self._checkpoint(rw, checkpoint, "ks.start")
+        writer = df.writeStream.outputMode("append")
+        if checkpoint:
+            writer = writer.option("checkpointLocation", checkpoint)
+        if trigger:
+            writer = writer.trigger(processingTime=trigger)
+        return _start_sink(writer, sink)
+
+    def run(self, query: str, checkpoint: str | None = None, output: str | None = None) -> dict:
+        """Incremental batch: process what is new in the file/table source since the last run
+        (Spark's availableNow trigger), with state carried in ``checkpoint``."""
+        import time
+
+        rw, _ = self._rewrite(query, execute=True, mode="stream")
+        checkpoint = self._checkpoint(rw, checkpoint, "ks.run")
+        if not checkpoint:
+            raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")
+        if not output:
+            raise SchemaError("ks.run needs output=<parquet directory or table name>")
+        df = self.spark.sql(rw.final_sql if rw else query)
+        writer = df.writeStream.outputMode("append").option("checkpointLocation", checkpoint).trigger(availableNow=True)
+        q = _start_sink(writer, output)
+        timers = rw is not None and any(self.function(s.function).has_timers for s in rw.steps)
+        while q.isActive:
+            q.awaitTermination(1)
+            # with timers Spark runs in ProcessingTime mode, where availableNow never ends:
+            # stop once a batch has found no new input
+            if timers and q.recentProgress and q.recentProgress[-1]["numInputRows"] == 0 and len(q.recentProgress) > 1:
+                q.stop()
+            time.sleep(0.05)
+        if q.exception() is not None:
+            raise q.exception()
+        progress = [p for p in q.recentProgress if p.get("batchId") is not None]
+        data = [p for p in progress if p["numInputRows"] > 0]
+        return {
+            "batches": len(data),
+            "input_rows": sum(p["numInputRows"] for p in progress),
+            "output_rows": sum((p.get("sink") or {}).get("numOutputRows", 0) or 0 for p in progress),
+            "keys_touched": sum(
+                sum(op.get("numUpdatedStateRows", 0) for op in p.get("stateOperators", [])) for p in progress
+            ),
+        }
+
+    def _checkpoint(self, rw, checkpoint: str | None, where: str) -> str | None:
+        in_sql = [s.options.get("checkpoint") for s in (rw.steps if rw else []) if s.options.get("checkpoint")]
+        if checkpoint and in_sql:
+            raise SchemaError(f"checkpoint given twice: in {where}(checkpoint=...) and in OPTIONS; give it once")
+        return checkpoint or (str(in_sql[0]) if in_sql else None)
+
+
+def _start_sink(writer, sink: str):
+    if sink == "console":
+        return writer.format("console").start()
+    if sink.startswith("memory:"):
+        return writer.format("memory").queryName(sink.split(":", 1)[1]).start()
+    if "/" in sink or sink.startswith("."):
+        return writer.format("parquet").option("path", sink).start()
+    return writer.toTable(sink)

@@ -35,4 +35,9 @@ def output_schema(source: T.StructType, plan: KeyedPlan) -> T.StructType:
                 f"'{f.name}'; rename it in returns="
             )
         fields.append(T.StructField(f.name, to_spark(f.type), True))
+        taken.add(f.name.lower())
+    for c in plan.passthrough:
+        if c.lower() in taken:
+            raise SchemaError(f"function '{plan.spec.name}': pass-through column '{c}' clashes with an output column")
+        fields.append(T.StructField(c, by_name[c].dataType, True))
     return T.StructType(fields)

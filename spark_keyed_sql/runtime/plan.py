@@ -19,6 +19,12 @@ class KeyedPlan:
     order: list[OrderSpec] = field(default_factory=list)
     initial_state: Any = None  # a DataFrame with the key columns + state columns
     output_mode: str = "Append"
+    arg_names: list[str] | None = None  # event dict keys, when they differ from arg_columns
+    passthrough: list[str] = field(default_factory=list)  # source columns copied to each output row
+
+    @property
+    def event_names(self) -> list[str]:
+        return self.arg_names if self.arg_names is not None else self.arg_columns
 
     @property
     def keyed(self) -> bool:

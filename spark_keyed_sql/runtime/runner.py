@@ -148,27 +148,39 @@ class KeyedRunner:
         binding: KeyBinding,
         processing_ms: int | None = None,
         watermark_ms: int | None = None,
+        *,
+        event_map: list[tuple[str, str]] | None = None,
+        passthrough: list[str] | None = None,
     ) -> list[Any]:
-        """All of one key's rows of one batch. Returns output rows (tuples in returns order)."""
+        """All of one key's rows of one batch. Returns output rows (tuples in returns order).
+
+        ``event_map`` (event name, row column) builds each event from a wider row (default: the
+        row is the event); ``passthrough`` row columns are appended to every output row a
+        StatefulFunction produced from that row."""
         rows = sort_rows(rows, self.order)
+        events = rows if event_map is None else [{name: r[col] for name, col in event_map} for r in rows]
         out: list[Any] = []
         self._begin(key, binding, processing_ms, watermark_ms)
         try:
             if self.layout is not None:
-                for row in rows:
+                for row, event in zip(rows, events):
                     # a clear_state() in an earlier row is followed by this row's updates
                     self._cleared = False
                     self.ctx.set_current_key(key, self.keyed)
                     try:
-                        out.extend(self._call(key, f"row {_short(row)}", self.instance.execute, row))
+                        produced = self._call(key, f"row {_short(event)}", self.instance.execute, event)
                     finally:
                         self.ctx.clear_key()  # SAGE: the key is cleared after each row
+                    if passthrough:
+                        extra = tuple(row[c] for c in passthrough)
+                        produced = [(*p, *extra) for p in produced]
+                    out.extend(produced)
             else:
                 import pandas as pd
 
-                columns = list(rows[0].keys()) if rows else []
-                frame = pd.DataFrame.from_records(rows, columns=columns)
-                where = f"{len(rows)} row(s), first {_short(rows[0]) if rows else None}"
+                columns = [n for n, _ in event_map] if event_map is not None else (list(events[0].keys()) if events else [])
+                frame = pd.DataFrame.from_records(events, columns=columns)
+                where = f"{len(events)} row(s), first {_short(events[0]) if events else None}"
                 out.extend(self._call(key, where, self.instance.process, key, frame))
         finally:
             self._end(key, binding)

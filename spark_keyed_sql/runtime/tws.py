@@ -240,23 +240,26 @@ class _Processor(StatefulProcessor):
         return (p if p >= 0 else None, w if w >= 0 else None)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        cols = self.plan.arg_columns
-        events = [{c: r[c] for c in cols} for r in rows]
+        plan = self.plan
+        rows_ = [r.asDict() for r in rows]
         for c in self.ts_columns:
-            for e in events:
-                v = e[c]
+            for d in rows_:
+                v = d[c]
                 if v is not None and v.tzinfo is not None:
-                    e[c] = v.astimezone(timezone.utc).replace(tzinfo=None)
-        k = user_key(tuple(key), self.plan.keyed)
+                    d[c] = v.astimezone(timezone.utc).replace(tzinfo=None)
+        k = user_key(tuple(key), plan.keyed)
         p, w = self._times(timerValues)
-        out = self.runner.process_key(k, events, self.binding, p, w)
+        out = self.runner.process_key(
+            k, rows_, self.binding, p, w, event_map=list(zip(plan.event_names, plan.arg_columns)), passthrough=plan.passthrough
+        )
         return self._emit(tuple(key), out)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
         k = user_key(tuple(key), self.plan.keyed)
         p, w = self._times(timerValues)
         out = self.runner.fire_timer(k, expiredTimerInfo.getExpiryTimeInMs(), self.binding, p, w)
-        return self._emit(tuple(key), out)
+        pad = (None,) * len(self.plan.passthrough)
+        return self._emit(tuple(key), [(*o, *pad) for o in out])
 
     def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:
         k = user_key(tuple(key), self.plan.keyed)
@@ -291,9 +294,7 @@ class TransformWithStateEngine(Engine):
         initial = None
         if plan.initial_state is not None:
             initial = plan.initial_state.groupBy(*group_cols)
-        ts_columns = [
-            f.name for f in df.schema.fields if f.name in plan.arg_columns and isinstance(f.dataType, T.TimestampType)
-        ]
+        ts_columns = [f.name for f in df.schema.fields if isinstance(f.dataType, T.TimestampType)]
         # the processor is pickled to executors: it must not carry the initial-state DataFrame
         shipped = dataclasses.replace(plan, initial_state=None)
         proc = _Processor(shipped, time_mode, [f.name for f in schema.fields], ts_columns)

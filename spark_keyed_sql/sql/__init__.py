@@ -1,0 +1,21 @@
+"""The keyed SQL dialect, the rewriter and EXPLAIN KEYED."""
+
+from .dialect import KeyedSpark
+from .errors import KeyedQueryError, KeyedSQLSyntaxError
+from .expressions import ExplainKeyed, KeyedGroup, KeyedOption
+from .parse import mentions_keyed_syntax, parse_statement, render
+from .rewriter import KeyedRewrite, rewrite
+
+__all__ = [
+    "ExplainKeyed",
+    "KeyedGroup",
+    "KeyedOption",
+    "KeyedQueryError",
+    "KeyedRewrite",
+    "KeyedSQLSyntaxError",
+    "KeyedSpark",
+    "mentions_keyed_syntax",
+    "parse_statement",
+    "render",
+    "rewrite",
+]

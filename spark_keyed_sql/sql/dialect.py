@@ -1,0 +1,240 @@
+"""A sqlglot dialect: Spark SQL plus ``GROUP BY KEY ... WITH STATE ...`` and ``EXPLAIN KEYED``.
+
+Extends sqlglot's Spark dialect only through its own hooks: the Parser's ``_parse_group``,
+a ``QUERY_MODIFIER_PARSERS`` entry for the unkeyed ``WITH STATE`` form, ``STATEMENT_PARSERS``
+for ``EXPLAIN``, and Generator ``TRANSFORMS`` for the new expression classes.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.tokens import TokenType
+
+from .expressions import ExplainKeyed, KeyedGroup, KeyedOption
+
+__all__ = ["KeyedSpark"]
+
+# tokens after GROUP BY KEY that make "key" a column (GROUP BY key, x / GROUP BY key.y / key + 1)
+_KEY_AS_COLUMN_FOLLOWERS = {
+    TokenType.COMMA,
+    TokenType.DOT,
+    TokenType.R_PAREN,
+    TokenType.SEMICOLON,
+    TokenType.HAVING,
+    TokenType.ORDER_BY,
+    TokenType.LIMIT,
+    TokenType.PLUS,
+    TokenType.DASH,
+    TokenType.STAR,
+    TokenType.SLASH,
+    TokenType.EQ,
+    TokenType.NEQ,
+    TokenType.LT,
+    TokenType.GT,
+    TokenType.LTE,
+    TokenType.GTE,
+    TokenType.DPIPE,
+    TokenType.UNION,
+    TokenType.EXCEPT,
+    TokenType.INTERSECT,
+    TokenType.WINDOW,
+    TokenType.CLUSTER_BY,
+    TokenType.DISTRIBUTE_BY,
+    TokenType.SORT_BY,
+    TokenType.WITH,  # GROUP BY key WITH ROLLUP / WITH CUBE
+    TokenType.GROUPING_SETS,
+}
+
+
+class KeyedSpark(Spark):
+    class Tokenizer(Spark.Tokenizer):
+        # EXPLAIN is a COMMAND keyword (rest of the text swallowed) in sqlglot; make it a plain word so
+        # EXPLAIN KEYED <query> is parsed, and plain EXPLAIN falls back to a Command below.
+        KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"}
+
+    class Parser(Spark.Parser):
+        QUERY_MODIFIER_PARSERS = {
+            **Spark.Parser.QUERY_MODIFIER_PARSERS,
+            TokenType.WITH: lambda self: ("group", self._parse_unkeyed_with_state()),
+        }
+        STATEMENT_PARSERS = {
+            **Spark.Parser.STATEMENT_PARSERS,
+            TokenType.DESCRIBE: Spark.Parser.STATEMENT_PARSERS[TokenType.DESCRIBE],
+        }
+
+        # ---------------------------------------------------------- GROUP BY KEY
+        def _is_group_by_key(self) -> bool:
+            if not (self._curr and self._curr.text.upper() == "KEY" and self._curr.token_type != TokenType.STRING):
+                return False
+            nxt = self._next
+            return bool(nxt) and nxt.token_type not in _KEY_AS_COLUMN_FOLLOWERS
+
+        def _parse_group(self, skip_group_by_token: bool = False) -> exp.Expression | None:  # type: ignore[override]
+            if not skip_group_by_token and self._match(TokenType.GROUP_BY, advance=False) and self._next_is_key():
+                self._advance()  # GROUP BY
+                self._advance()  # KEY
+                keys = self._parse_csv(lambda: self._parse_aliasable("GROUP BY KEY", "a key expression"))
+                if not self._match_text_seq("WITH", "STATE"):
+                    self.raise_error("Expected WITH STATE <function>(...) after GROUP BY KEY <keys>")
+                return self._parse_with_state_body(keys)
+            return super()._parse_group(skip_group_by_token)
+
+        def _next_is_key(self) -> bool:
+            index = self._index
+            self._advance()
+            try:
+                return self._is_group_by_key()
+            finally:
+                self._retreat(index)
+
+        def _parse_aliasable(self, clause: str, what: str) -> exp.Expression | None:
+            """``expr [AS name]``: a key of GROUP BY KEY or an argument of WITH STATE fn(...)."""
+            e = self._parse_disjunction()
+            if e is None:
+                self.raise_error(f"Expected {what} in {clause}")
+            if self._match(TokenType.ALIAS):
+                alias = self._parse_id_var(any_token=False)
+                if alias is None:
+                    self.raise_error(f"Expected a name after AS in {clause}")
+                return self.expression(exp.Alias(this=e, alias=alias))
+            return e
+
+        def _parse_unkeyed_with_state(self) -> exp.Expression | None:
+            if not (self._curr and self._next and self._next.text.upper() == "STATE"):
+                return None
+            self._advance(2)
+            return self._parse_with_state_body([])
+
+        # ---------------------------------------------------------- WITH STATE fn(...)
+        def _parse_with_state_body(self, keys: list[exp.Expression]) -> exp.Expression:
+            if not self._curr or self._curr.token_type in (TokenType.L_PAREN, TokenType.STRING, TokenType.NUMBER):
+                self.raise_error("Expected a function call after WITH STATE, e.g. WITH STATE my_fn(col)")
+            name_token = self._curr
+            name = self._parse_id_var(any_token=True)
+            if name is None or not self._match(TokenType.L_PAREN):
+                self.raise_error(f"Expected '(' after WITH STATE {name_token.text}", token=self._curr or name_token)
+            if self._match(TokenType.STAR):
+                args: list[exp.Expression] = [exp.Star()]
+            elif self._curr and self._curr.token_type == TokenType.R_PAREN:
+                args = []
+            else:
+                args = self._parse_csv(lambda: self._parse_aliasable("WITH STATE arguments", "an argument"))
+            if not self._match(TokenType.R_PAREN):
+                self.raise_error("Expected ')' to close the WITH STATE function's arguments")
+            function = self.expression(exp.Anonymous(this=name.name, expressions=args))
+            alias = None
+            if self._match(TokenType.ALIAS):
+                alias = self._parse_id_var(any_token=False)
+                if alias is None:
+                    self.raise_error("Expected an alias after AS in WITH STATE")
+            group = self.expression(KeyedGroup(keys=keys, keyed=bool(keys), function=function, alias=alias))
+            self._parse_keyed_options(group)
+            return group
+
+        def _parse_keyed_options(self, group: KeyedGroup) -> None:
+            while self._curr:
+                start = self._curr
+                if group.args.get("order") is None and self._match(TokenType.ORDER_BY):
+                    group.set("order", self._parse_csv(self._parse_ordered))
+                elif self._match_text_seq("EVENT", "TIME"):
+                    self._once(group, "event_time", start)
+                    group.set("event_time", self._parse_column())
+                    if not self._match_text_seq("WATERMARK"):
+                        self.raise_error("Expected WATERMARK <interval> after EVENT TIME <column>")
+                    group.set("watermark", self._parse_interval_value())
+                elif self._match_text_seq("TTL"):
+                    self._once(group, "ttl", start)
+                    group.set("ttl", self._parse_interval_value())
+                elif self._match_text_seq("INITIAL", "STATE", "FROM"):
+                    self._once(group, "initial_state", start)
+                    group.set("initial_state", self._parse_initial_state_source())
+                elif self._curr.text.upper() == "OPTIONS" and self._next and self._next.token_type == TokenType.L_PAREN:
+                    self._once(group, "options", start)
+                    self._advance(2)
+                    group.set("options", self._parse_csv(self._parse_keyed_option))
+                    if not self._match(TokenType.R_PAREN):
+                        self.raise_error("Expected ')' to close OPTIONS (name = value, ...)")
+                else:
+                    return
+
+        def _once(self, group: KeyedGroup, arg: str, token) -> None:
+            if group.args.get(arg) is not None:
+                self.raise_error(f"{token.text.upper()} given twice in one WITH STATE clause", token=token)
+
+        def _parse_interval_value(self) -> exp.Expression:
+            if self._curr and self._curr.token_type == TokenType.STRING:
+                return self._parse_primary()
+            interval = self._parse_interval()
+            if interval is None:
+                self.raise_error("Expected an interval: INTERVAL 10 MINUTES or '10 minutes'")
+            return interval
+
+        def _parse_initial_state_source(self) -> exp.Expression:
+            if self._curr and self._curr.token_type == TokenType.L_PAREN:
+                self._advance()
+                query = self._parse_select(nested=True)
+                if query is None or not self._match(TokenType.R_PAREN):
+                    self.raise_error("Expected (SELECT ...) after INITIAL STATE FROM")
+                return self.expression(exp.Subquery(this=query))
+            table = self._parse_table_parts()
+            if table is None:
+                self.raise_error("Expected a table or (subquery) after INITIAL STATE FROM")
+            return table
+
+        def _parse_keyed_option(self) -> exp.Expression:
+            name = self._parse_id_var(any_token=True)
+            if name is None:
+                self.raise_error("Expected an option name in OPTIONS (name = value, ...)")
+            if not self._match(TokenType.EQ):
+                self.raise_error(f"Expected '=' after option {name.name}")
+            value = self._parse_primary()
+            if not isinstance(value, (exp.Literal, exp.Boolean)):
+                self.raise_error(f"Option {name.name} needs a literal value (string, number, true/false)")
+            return self.expression(KeyedOption(this=name, value=value))
+
+        # ---------------------------------------------------------- EXPLAIN KEYED
+        def _parse_statement(self) -> exp.Expression | None:
+            if self._curr and self._curr.text.upper() == "EXPLAIN" and self._curr.token_type != TokenType.STRING:
+                if self._next and self._next.text.upper() == "KEYED":
+                    self._advance(2)
+                    inner = super()._parse_statement()
+                    return self.expression(ExplainKeyed(this=inner))
+                start = self._curr
+                self._advance()
+                text = self._find_sql(start, start) if not self._curr else None
+                if text is not None:
+                    return exp.Command(this="EXPLAIN", expression="")
+                return self._parse_as_command(start)
+            return super()._parse_statement()
+
+    class Generator(Spark.Generator):
+        TRANSFORMS = {
+            **Spark.Generator.TRANSFORMS,
+            KeyedGroup: lambda self, e: self.keyedgroup_sql(e),
+            KeyedOption: lambda self, e: f"{self.sql(e, 'this')} = {self.sql(e, 'value')}",
+            ExplainKeyed: lambda self, e: f"EXPLAIN KEYED {self.sql(e, 'this')}",
+        }
+
+        def keyedgroup_sql(self, e: KeyedGroup) -> str:
+            parts = []
+            if e.keys:
+                parts.append(f"{self.seg('GROUP BY KEY')} {self.expressions(e, key='keys', flat=True)}")
+            fn = e.function
+            args = self.expressions(fn, flat=True)
+            call = f"{fn.name}({args})"
+            alias = f" AS {self.sql(e, 'alias')}" if e.args.get("alias") else ""
+            parts.append(f"{self.seg('WITH STATE')} {call}{alias}")
+            if e.args.get("order"):
+                parts.append(f"{self.seg('ORDER BY')} {self.expressions(e, key='order', flat=True)}")
+            if e.args.get("event_time"):
+                parts.append(
+                    f"{self.seg('EVENT TIME')} {self.sql(e, 'event_time')} WATERMARK {self.sql(e, 'watermark')}"
+                )
+            if e.args.get("ttl"):
+                parts.append(f"{self.seg('TTL')} {self.sql(e, 'ttl')}")
+            if e.args.get("initial_state"):
+                parts.append(f"{self.seg('INITIAL STATE FROM')} {self.sql(e, 'initial_state')}")
+            if e.args.get("options"):
+                parts.append(f"{self.seg('OPTIONS')} ({self.expressions(e, key='options', flat=True)})")
+            return "".join(parts)

@@ -1,0 +1,26 @@
+"""The text EXPLAIN KEYED / ks.explain shows."""
+
+from __future__ import annotations
+
+from .rewriter import KeyedRewrite
+
+__all__ = ["format_plan"]
+
+
+def format_plan(rw: KeyedRewrite) -> str:
+    lines = ["== Keyed plan =="]
+    for i, s in enumerate(rw.steps, 1):
+        lines += [
+            f"[{i}] WITH STATE {s.function} ({s.class_name}) on engine '{s.engine}'"
+            + (" (streaming source)" if s.streaming else " (batch source)"),
+            f"    keys:      {', '.join(s.keys) or '(unkeyed: one global state)'}",
+            f"    arguments: {', '.join(s.arguments) or '(none)'}",
+            f"    order:     {', '.join(s.order) or '(arrival order)'}",
+            f"    options:   {s.options or '{}'}",
+            f"    pass-through columns: {', '.join(s.passthrough) or '(none)'}",
+            f"    source SQL: {s.source_sql}",
+            f"    result view: {s.view}",
+            f"    outer SQL:  {s.outer_sql}",
+        ]
+    lines.append(f"== Final Spark SQL ==\n{rw.final_sql}")
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""Expression nodes of the keyed clause (sqlglot expression classes)."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+__all__ = ["KeyedGroup", "KeyedOption", "ExplainKeyed"]
+
+
+class KeyedGroup(exp.Expression):
+    """``GROUP BY KEY k [AS n], ... WITH STATE fn(args) [AS alias] [ORDER BY ...] [EVENT TIME c
+    WATERMARK i] [TTL i] [INITIAL STATE FROM t] [OPTIONS (...)]``; stored in a Select's
+    ``group`` arg. ``keys`` empty (``keyed`` False) is the unkeyed ``WITH STATE`` form."""
+
+    arg_types = {
+        "keys": False,
+        "keyed": False,
+        "function": True,
+        "alias": False,
+        "order": False,
+        "event_time": False,
+        "watermark": False,
+        "ttl": False,
+        "initial_state": False,
+        "options": False,
+    }
+
+    @property
+    def keys(self) -> list[exp.Expression]:
+        return self.args.get("keys") or []
+
+    @property
+    def function(self) -> exp.Expression:
+        return self.args["function"]
+
+    @property
+    def function_name(self) -> str:
+        f = self.function
+        return f.name if isinstance(f, exp.Anonymous) else f.sql_name().lower()
+
+    @property
+    def alias_name(self) -> str | None:
+        a = self.args.get("alias")
+        return a.name if a is not None else None
+
+    @property
+    def options(self) -> dict[str, exp.Expression]:
+        return {o.name.lower(): o.args["value"] for o in self.args.get("options") or []}
+
+
+class KeyedOption(exp.Expression):
+    """``name = literal`` inside ``OPTIONS (...)``."""
+
+    arg_types = {"this": True, "value": True}
+
+
+class ExplainKeyed(exp.Expression):
+    """``EXPLAIN KEYED <query>``."""
+
+    arg_types = {"this": True}
