@@ -156,6 +156,8 @@ class KeyedSpark(Spark):
                     if not self._match(TokenType.R_PAREN):
                         self.raise_error("Expected ')' to close OPTIONS (name = value, ...)")
                 else:
+                    if self._curr.text.upper() == "WITH" and self._next and self._next.text.upper() == "STATE":
+                        self.raise_error("Only one WITH STATE per SELECT; nest the second in a subquery or CTE")
                     return
 
         def _once(self, group: KeyedGroup, arg: str, token) -> None:
@@ -177,7 +179,7 @@ class KeyedSpark(Spark):
                 if query is None or not self._match(TokenType.R_PAREN):
                     self.raise_error("Expected (SELECT ...) after INITIAL STATE FROM")
                 return self.expression(exp.Subquery(this=query))
-            table = self._parse_table_parts()
+            table = self._parse_table_parts() if self._curr else None
             if table is None:
                 self.raise_error("Expected a table or (subquery) after INITIAL STATE FROM")
             return table
