@@ -111,7 +111,7 @@ class _Rewriter:
         keyed = [s for s in tree.find_all(exp.Select) if isinstance(s.args.get("group"), KeyedGroup)]
         # innermost first: a keyed select nested in another one's FROM is replaced before
         keyed.sort(key=_depth, reverse=True)
-        top_with = tree.args.get("with") if isinstance(tree, exp.Query) else None
+        top_with = tree.args.get("with_") if isinstance(tree, exp.Query) else None
         for sel in keyed:
             outer = self._rewrite_select(sel, top_with, execute)
             if sel is tree:
@@ -139,7 +139,7 @@ class _Rewriter:
             if sel.args.get(arg) is not None:
                 base.set(arg, sel.args[arg].copy() if not isinstance(sel.args[arg], list) else [a.copy() for a in sel.args[arg]])
         if top_with is not None:
-            base.set("with", self._ctes_visible_from(sel, top_with))
+            base.set("with_", self._ctes_visible_from(sel, top_with))
         if self.mode == "stream":
             self._streamify_tables(base)
         source_sql = render(base)
