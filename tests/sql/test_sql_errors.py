@@ -1,0 +1,74 @@
+"""Each way a keyed query can be wrong gets its own message."""
+import pytest
+
+from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql.api.errors import KeyedSQLError, UnknownFunctionError
+from spark_keyed_sql.sql.errors import KeyedQueryError, KeyedSQLSyntaxError
+
+
+class Count(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        return {"n": self.n}
+
+
+@pytest.fixture(scope="module")
+def setup(spark, ks, tmp_path_factory):
+    spark.createDataFrame([("a", 1.0, 1), ("b", 2.0, 2)], "user_id string, value double, ts bigint").createOrReplaceTempView("err_events")
+    ks.register("cnt", Count, returns="n bigint")
+    src = str(tmp_path_factory.mktemp("stream_src"))
+    spark.createDataFrame([("a", 1.0, 1)], "user_id string, value double, ts bigint").write.mode("append").parquet(src)
+    spark.readStream.schema("user_id string, value double, ts bigint").parquet(src).createOrReplaceTempView("err_stream")
+    return ks
+
+
+CASES = [
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE nope(value)", UnknownFunctionError, "unknown function 'nope'"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(valu)", KeyedQueryError,
+     "argument 1 of WITH STATE cnt refers to 'valu', which is not a column of the source (columns: user_id, value, ts)"),
+    ("SELECT * FROM err_events GROUP BY KEY userid WITH STATE cnt(value)", KeyedQueryError,
+     "GROUP BY KEY refers to 'userid', which is not a column of the source"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) ORDER BY tss", KeyedQueryError,
+     "ORDER BY of WITH STATE cnt refers to 'tss', which is not a column of the source"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (trigger = '1 second')", KeyedQueryError,
+     "option(s) ['trigger'] of WITH STATE cnt only apply to a streaming source"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (colour = 'red')", KeyedQueryError,
+     "unknown option(s) ['colour']"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (engine = 'turbo')", KeyedQueryError,
+     "unknown engine 'turbo'"),
+    ("SELECT user_id, n FROM err_stream GROUP BY KEY user_id WITH STATE cnt(value) ORDER BY ts ORDER BY n", KeyedQueryError,
+     "ORDER BY / LIMIT after WITH STATE cnt is batch-only; the source is streaming"),
+    ("SELECT user_id, n FROM err_stream GROUP BY KEY user_id WITH STATE cnt(value) LIMIT 3", KeyedQueryError,
+     "is batch-only; the source is streaming"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) WITH STATE cnt(ts)", KeyedSQLSyntaxError,
+     "Only one WITH STATE per SELECT"),
+    ("SELECT s.zzz FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) AS s", KeyedQueryError,
+     "cnt has no output column 'zzz'"),
+    ("SELECT nothing FROM err_events GROUP BY KEY user_id WITH STATE cnt(value)", KeyedQueryError,
+     "column 'nothing' is neither a key (user_id), an output of cnt (n) nor a source column"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value, value)", KeyedQueryError,
+     "two arguments named ['value']; name them with AS"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value", KeyedSQLSyntaxError,
+     "line 1, column 66: Expected ')' to close the WITH STATE function's arguments"),
+]
+
+
+@pytest.mark.parametrize("sql, error, message", CASES)
+def test_keyed_query_errors(setup, sql, error, message):
+    with pytest.raises(error) as info:
+        setup.sql(sql)
+    assert message in str(info.value)
+    assert isinstance(info.value, KeyedSQLError)
+
+
+def test_checkpoint_given_twice(setup, tmp_path):
+    with pytest.raises(KeyedSQLError, match="checkpoint given twice"):
+        setup.run(
+            f"SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (checkpoint = '{tmp_path}/a')",
+            checkpoint=str(tmp_path / "b"),
+            output=str(tmp_path / "out"),
+        )
