@@ -182,6 +182,7 @@ class KeyedSQL:
         if not output:
             raise SchemaError("ks.run needs output=<parquet directory or table name>")
         df = self.spark.sql(rw.final_sql if rw else query)
+        before = self._committed_rows(output)
         writer = df.writeStream.outputMode("append").option("checkpointLocation", checkpoint).trigger(availableNow=True)
         q = _start_sink(writer, output)
         timers = rw is not None and any(self.function(s.function).has_timers for s in rw.steps)
@@ -199,11 +200,19 @@ class KeyedSQL:
         return {
             "batches": len(data),
             "input_rows": sum(p["numInputRows"] for p in progress),
-            "output_rows": sum((p.get("sink") or {}).get("numOutputRows", 0) or 0 for p in progress),
-            "keys_touched": sum(
-                sum(op.get("numUpdatedStateRows", 0) for op in p.get("stateOperators", [])) for p in progress
-            ),
+            # the file sink reports numOutputRows = -1: count what its commit log now holds
+            "output_rows": self._committed_rows(output) - before,
+            "keys_touched": sum(sum(op.get("numRowsUpdated", 0) for op in p.get("stateOperators", [])) for p in progress),
         }
+
+    def _committed_rows(self, output: str) -> int:
+        """Rows readers see in ``output`` (a file sink's reader honours its _spark_metadata log)."""
+        try:
+            if _is_path(output):
+                return self.spark.read.parquet(output).count()
+            return self.spark.table(output).count()
+        except Exception:  # noqa: BLE001 - output not created yet
+            return 0
 
     def _checkpoint(self, rw, checkpoint: str | None, where: str) -> str | None:
         in_sql = [s.options.get("checkpoint") for s in (rw.steps if rw else []) if s.options.get("checkpoint")]
@@ -217,6 +226,10 @@ def _start_sink(writer, sink: str):
         return writer.format("console").start()
     if sink.startswith("memory:"):
         return writer.format("memory").queryName(sink.split(":", 1)[1]).start()
-    if "/" in sink or sink.startswith("."):
+    if _is_path(sink):
         return writer.format("parquet").option("path", sink).start()
     return writer.toTable(sink)
+
+
+def _is_path(sink: str) -> bool:
+    return "/" in sink or sink.startswith(".") or "://" in sink
