@@ -52,9 +52,17 @@ def main(argv: list[str] | None = None) -> int:
         GROUP BY user_id ORDER BY user_id
         """
     ).show(50, truncate=False)
-    print("Running state for user_01 (transformWithState engine, RocksDB state store):")
-    out = ks.apply(events, "session_counter", key="user_id", order_by="ts")
-    out.where("user_id = 'user_01'").orderBy("session_count").show(50, truncate=False)
+    query = """
+        SELECT user_id, s.session_count, s.total_value, category
+        FROM events
+        GROUP BY KEY user_id
+        WITH STATE session_counter(value, ts) AS s ORDER BY ts
+        HAVING user_id = 'user_01'
+        ORDER BY session_count
+    """
+    print("GROUP BY KEY ... WITH STATE for user_01 (transformWithState engine, RocksDB state store):")
+    ks.sql(query).show(50, truncate=False)
+    print(ks.explain(query))
     spark.stop()
     return 0
 
