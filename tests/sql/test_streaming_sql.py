@@ -86,3 +86,18 @@ def test_run_checkpoint_in_options(spark, ks, tmp_path):
     summary = ks.run(sql, output=out)
     assert summary["output_rows"] == 100
     assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == oracle(rows)
+
+
+def test_run_into_a_table(spark, ks, tmp_path):
+    ks.register("running_sum", RunningSum, returns="n bigint, total double")
+    src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
+    files = [make_events(40, per_key=2, seed=s, start_second=10_000 * s) for s in (7, 8)]
+    write(spark, files[0], src)
+    spark.sql("DROP TABLE IF EXISTS keyed_run_out")
+    sql = f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s ORDER BY ts"
+    assert ks.run(sql, checkpoint=cp, output="keyed_run_out")["output_rows"] == 80
+    write(spark, files[1], src)
+    assert ks.run(sql, checkpoint=cp, output="keyed_run_out")["output_rows"] == 80
+    got = sorted(tuple(r) for r in spark.table("keyed_run_out").collect())
+    assert got == oracle(files[0] + files[1])
+    spark.sql("DROP TABLE keyed_run_out")
