@@ -218,7 +218,49 @@ class KeyedSQL:
         in_sql = [s.options.get("checkpoint") for s in (rw.steps if rw else []) if s.options.get("checkpoint")]
         if checkpoint and in_sql:
             raise SchemaError(f"checkpoint given twice: in {where}(checkpoint=...) and in OPTIONS; give it once")
-        return checkpoint or (str(in_sql[0]) if in_sql else None)
+        checkpoint = checkpoint or (str(in_sql[0]) if in_sql else None)
+        if checkpoint and rw is not None:
+            from .state.checkpoint import check_compatible, write_metadata
+
+            operators = [self._operator_metadata(s) for s in rw.steps]
+            check_compatible(checkpoint, operators)
+            write_metadata(checkpoint, operators)
+        return checkpoint
+
+    def _operator_metadata(self, step) -> dict:
+        from .api.function import state_descriptors
+
+        spec = self.function(step.function)
+        layout = None
+        if spec.kind == "function":
+            from .state.attributes import AttributeLayout
+
+            layout = AttributeLayout(spec.instantiate())
+        return {
+            "function": step.function,
+            "class": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
+            "kind": spec.kind,
+            "keys": step.key_names,
+            "returns": spec.returns.field_ddl() if spec.returns else None,
+            "attributes": [
+                {"name": n, "type": layout.column_type(n).ddl(), "encoded": layout.is_encoded(n)} for n in layout.names
+            ]
+            if layout
+            else [],
+            "variables": [
+                {"name": n, "kind": d.kind, "type": d.type.ddl(), "ttl_ms": d.ttl_ms}
+                for n, d in state_descriptors(spec.cls).items()
+            ],
+            "ttl_ms": spec.ttl_ms,
+        }
+
+    # ------------------------------------------------------------------ state as tables
+    def read_state(self, checkpoint: str, function: str | None = None, batch_id: int | None = None) -> DataFrame:
+        """One row per key of the checkpoint's state: key columns, one column per state
+        variable / attribute, and ``batch_id``. ``batch_id`` reads an older committed batch."""
+        from .state.reader import read_state
+
+        return read_state(self.spark, checkpoint, function, batch_id)
 
 
 def _start_sink(writer, sink: str):

@@ -14,12 +14,14 @@ __all__ = ["parse_statement", "mentions_keyed_syntax", "render"]
 
 def mentions_keyed_syntax(text: str) -> bool:
     """True when the tokens (not strings or comments) contain WITH STATE / GROUP BY KEY /
-    EXPLAIN KEYED."""
+    EXPLAIN KEYED / keyed_state."""
     try:
         tokens = KeyedSpark().tokenize(text)
     except (TokenError, ValueError):
         return False
     words = [t.text.upper() for t in tokens]
+    if "KEYED_STATE" in words:
+        return True
     for a, b in zip(words, words[1:]):
         if (a, b) in {("WITH", "STATE"), ("EXPLAIN", "KEYED")}:
             return True

@@ -48,6 +48,7 @@ class KeyedStep:
     view: str
     streaming: bool
     passthrough: list[str] = field(default_factory=list)
+    key_names: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -108,6 +109,7 @@ class _Rewriter:
 
     # ------------------------------------------------------------------ entry
     def run(self, tree: exp.Expression, execute: bool) -> KeyedRewrite:
+        self._replace_keyed_state(tree)
         keyed = [s for s in tree.find_all(exp.Select) if isinstance(s.args.get("group"), KeyedGroup)]
         # innermost first: a keyed select nested in another one's FROM is replaced before
         keyed.sort(key=_depth, reverse=True)
@@ -333,9 +335,30 @@ class _Rewriter:
                 view=view,
                 streaming=streaming,
                 passthrough=pass_internal,
+                key_names=key_names,
             )
         )
         return outer
+
+    def _replace_keyed_state(self, tree: exp.Expression) -> None:
+        """``FROM keyed_state('<checkpoint>' [, '<function>' [, <batch id>]])`` -> a temp view of
+        ``read_state``."""
+        from ..state.reader import read_state
+
+        for table in list(tree.find_all(exp.Table)):
+            fn = table.this
+            if not (isinstance(fn, exp.Anonymous) and str(fn.this).lower() == "keyed_state"):
+                continue
+            args = [_lit_value(a) for a in fn.expressions]
+            if not args or not isinstance(args[0], str):
+                raise KeyedQueryError("keyed_state needs a checkpoint path: keyed_state('<checkpoint>' [, '<function>' [, batch_id]])")
+            function = args[1] if len(args) > 1 and args[1] is not None else None
+            batch = int(args[2]) if len(args) > 2 else None
+            view = f"__ks_state_{next(_view_ids)}"
+            read_state(self.spark, args[0], function, batch).createOrReplaceTempView(view)
+            table.set("this", _q(view))
+            if table.args.get("alias") is None:
+                table.set("alias", exp.TableAlias(this=_q("keyed_state")))
 
     def _ctes_visible_from(self, sel: exp.Select, top_with: exp.With) -> exp.With:
         ctes = []
