@@ -224,6 +224,13 @@ class KeyedSQL:
 
             operators = [self._operator_metadata(s) for s in rw.steps]
             check_compatible(checkpoint, operators)
+            if any(s.bootstrapped for s in rw.steps) and _has_commits(checkpoint):
+                from .state.checkpoint import CheckpointError
+
+                raise CheckpointError(
+                    f"checkpoint {checkpoint!r} already holds state; INITIAL STATE FROM only seeds a new "
+                    "checkpoint (Spark would silently ignore it). Use a new checkpoint, or drop INITIAL STATE"
+                )
             write_metadata(checkpoint, operators)
         return checkpoint
 
@@ -271,6 +278,13 @@ def _start_sink(writer, sink: str):
     if _is_path(sink):
         return writer.format("parquet").option("path", sink).start()
     return writer.toTable(sink)
+
+
+def _has_commits(checkpoint: str) -> bool:
+    from .state.checkpoint import local_path
+
+    commits = os.path.join(local_path(checkpoint), "commits")
+    return os.path.isdir(commits) and any(not f.startswith(".") for f in os.listdir(commits))
 
 
 def _is_path(sink: str) -> bool:

@@ -45,6 +45,7 @@ class KeyedStep:
     engine: str
     source_sql: str
     outer_sql: str
+    bootstrapped: bool
     view: str
     streaming: bool
     passthrough: list[str] = field(default_factory=list)
@@ -332,6 +333,7 @@ class _Rewriter:
                 engine=engine_name,
                 source_sql=render(keyed_source),
                 outer_sql=render(outer),
+                bootstrapped=initial_df is not None,
                 view=view,
                 streaming=streaming,
                 passthrough=pass_internal,
@@ -378,7 +380,9 @@ class _Rewriter:
                 f"INITIAL STATE FROM for {fname}: key column(s) {missing} missing (columns: {', '.join(df.columns)})"
             )
         exprs = [f"{_q(lower[k.lower()]).sql(dialect='spark')} AS `__ks_k{i}`" for i, k in enumerate(key_names)]
-        exprs += [_q(c).sql(dialect="spark") for c in df.columns if c.lower() not in {k.lower() for k in key_names}]
+        # batch_id is read_state's bookkeeping column, not state: a read_state table bootstraps as is
+        skip = {k.lower() for k in key_names} | {"batch_id"}
+        exprs += [_q(c).sql(dialect="spark") for c in df.columns if c.lower() not in skip]
         return df.selectExpr(*exprs)
 
     def _streamify_tables(self, base: exp.Select) -> None:
