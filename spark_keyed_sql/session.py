@@ -203,6 +203,8 @@ class KeyedSQL:
             # the file sink reports numOutputRows = -1: count what its commit log now holds
             "output_rows": self._committed_rows(output) - before,
             "keys_touched": sum(sum(op.get("numRowsUpdated", 0) for op in p.get("stateOperators", [])) for p in progress),
+            # rows older than the watermark (EVENT TIME ... WATERMARK), dropped by Spark
+            "late_rows": sum(sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", [])) for p in progress),
         }
 
     def _committed_rows(self, output: str) -> int:

@@ -34,3 +34,9 @@ def by_key_in_ts_order(rows, key="user_id"):
     for r in sorted(rows, key=lambda r: r["ts"]):
         out.setdefault(r[key], []).append(r)
     return out
+
+
+def write_parquet(spark, rows, path):
+    """Append ``rows`` (make_events dicts) to a Parquet directory as one file."""
+    cols = ("user_id", "value", "amount", "merchant", "ts")
+    spark.createDataFrame([tuple(r[c] for c in cols) for r in rows], SCHEMA).coalesce(1).write.mode("append").parquet(path)

@@ -21,6 +21,7 @@ class KeyedPlan:
     output_mode: str = "Append"
     arg_names: list[str] | None = None  # event dict keys, when they differ from arg_columns
     passthrough: list[str] = field(default_factory=list)  # source columns copied to each output row
+    event_time: str | None = None  # source column with the event time (watermarked on streams)
 
     @property
     def event_names(self) -> list[str]:

@@ -33,7 +33,7 @@ class FunctionSpec:
 
     @property
     def has_timers(self) -> bool:
-        return type(self.cls).__dict__.get("on_timer") is not None and _overrides(self.cls, "on_timer")
+        return _overrides(self.cls, "on_timer")
 
     @property
     def uses_ttl(self) -> bool:

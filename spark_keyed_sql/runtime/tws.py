@@ -283,9 +283,10 @@ class TransformWithStateEngine(Engine):
 
         schema = output_schema(df.schema, plan)
         streaming = df.isStreaming
-        # TTL is handled by _SparkVariable; only timers need Spark's ProcessingTime mode
+        # TTL is handled by _SparkVariable; only timers need a Spark time mode, and Spark
+        # allows one per operator: event time when the query names one, else processing time
         needs_time = streaming and plan.spec.has_timers
-        time_mode = "ProcessingTime" if needs_time else "None"
+        time_mode = ("EventTime" if plan.event_time else "ProcessingTime") if needs_time else "None"
         source = df
         group_cols = list(plan.key_columns)
         if not plan.keyed:

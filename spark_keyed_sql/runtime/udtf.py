@@ -72,7 +72,6 @@ def make_table_function(spec: FunctionSpec) -> type:
         def __init__(self) -> None:
             self.runner: KeyedRunner | None = None
             self.current: tuple | None = None
-            self.state = MemoryKeyState()
             self.buffer: list[dict] = []
 
         def _setup(self, row: Any, key: str | None, order_by: str | None) -> None:
@@ -80,33 +79,27 @@ def make_table_function(spec: FunctionSpec) -> type:
             lower = {f.lower(): f for f in fields}
             self.keys = [lower[k.lower()] for k in parse_column_list(key, "key")]
             self.columns = list(fields)
-            self.runner = KeyedRunner(spec, [], bool(self.keys))  # order is applied by Spark
+            # rows arrive in key, order_by order (analyze asked Spark for it); the runner's sort is stable
+            self.runner = KeyedRunner(spec, [], bool(self.keys))
 
         def _flush(self) -> Iterator[tuple]:
-            """KeyedProcessor: the buffered rows of the finished key as one group."""
+            """The finished key's rows as one group: state is decoded and encoded once per key
+            (keys arrive contiguously and in order, so the key's state is then done)."""
             if self.buffer:
                 assert self.runner is not None and self.current is not None
                 kv, rows, self.buffer = self.current, self.buffer, []
-                binding = MemoryBinding(self.state, lambda: None, None)
+                binding = MemoryBinding(MemoryKeyState(), lambda: None, None)
                 for out in self.runner.process_key(user_key(kv, bool(self.keys)), rows, binding):
                     yield (*kv, *out)
 
         def eval(self, row: Any, key: str | None = None, order_by: str | None = None) -> Iterator[tuple]:
             if self.runner is None:
                 self._setup(row, key, order_by)
-            assert self.runner is not None
             kv = tuple(row[k] for k in self.keys)
             if kv != self.current:
                 yield from self._flush()
                 self.current = kv
-                self.state = MemoryKeyState()  # keys arrive contiguously: the last key is done
-            event = row.asDict()
-            if self.runner.layout is None:
-                self.buffer.append(event)
-                return
-            binding = MemoryBinding(self.state, lambda: None, None)
-            for out in self.runner.process_key(user_key(kv, bool(self.keys)), [event], binding):
-                yield (*kv, *out)
+            self.buffer.append(row.asDict())
 
         def terminate(self) -> Iterator[tuple]:
             yield from self._flush()

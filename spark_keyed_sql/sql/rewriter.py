@@ -302,6 +302,7 @@ class _Rewriter:
                 str(options.get("output_mode", "Append")).capitalize(),
                 arg_names,
                 [f"__ks_p{i}" for i in range(len(pass_internal))],
+                "__ks_et" if group.args.get("event_time") is not None else None,
             )
             try:
                 out = self.engines[engine_name]().apply(df, plan)

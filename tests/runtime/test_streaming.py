@@ -1,7 +1,7 @@
 """Streaming over a Parquet directory: run, stop, add files, restart from the checkpoint."""
 import datetime as dt
 
-from data import SCHEMA, make_events
+from data import SCHEMA, make_events, write_parquet
 from processors import Spend
 
 from spark_keyed_sql import StatefulFunction
@@ -50,11 +50,6 @@ class NestedState(StatefulFunction):
         return {"snapshot": repr(canon(state))}
 
 
-def write_file(spark, rows, path):
-    spark.createDataFrame(
-        [tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA
-    ).coalesce(1).write.mode("append").parquet(path)
-
 
 def run_available_now(ks, src, name, key, order_by, sink, checkpoint, **opts):
     df = ks.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(src)
@@ -72,13 +67,13 @@ def test_streaming_restart_nested_state_round_trip(spark, ks, tmp_path):
     ks.register("nested_state", NestedState, returns="snapshot string")
     src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
     files = [make_events(300, per_key=2, seed=s, start_second=10_000 * s) for s in range(1, 5)]
-    write_file(spark, files[0], src)
-    write_file(spark, files[1], src)
+    write_parquet(spark, files[0], src)
+    write_parquet(spark, files[1], src)
     run_available_now(ks, src, "nested_state", "user_id", "ts", sink, cp)
     first = spark.read.parquet(sink).count()
     assert first == 1200
-    write_file(spark, files[2], src)
-    write_file(spark, files[3], src)
+    write_parquet(spark, files[2], src)
+    write_parquet(spark, files[3], src)
     run_available_now(ks, src, "nested_state", "user_id", "ts", sink, cp)
 
     expected = []
@@ -97,10 +92,10 @@ def test_streaming_restart_keyed_processor(spark, ks, tmp_path):
     ks.register("spend_stream", Spend)
     src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
     files = [make_events(200, per_key=2, seed=s, start_second=10_000 * s) for s in range(1, 4)]
-    write_file(spark, files[0], src)
+    write_parquet(spark, files[0], src)
     run_available_now(ks, src, "spend_stream", "user_id", None, sink, cp)
     for f in files[1:]:
-        write_file(spark, f, src)
+        write_parquet(spark, f, src)
     run_available_now(ks, src, "spend_stream", "user_id", None, sink, cp)
 
     expected = []

@@ -1,5 +1,5 @@
 """ks.start over a streaming view (stop, restart) and ks.run incremental batches."""
-from data import SCHEMA, by_key_in_ts_order, make_events
+from data import SCHEMA, by_key_in_ts_order, make_events, write_parquet
 
 from spark_keyed_sql import StatefulFunction
 
@@ -16,11 +16,6 @@ class RunningSum(StatefulFunction):
         return {"n": self.n, "total": round(self.total, 6)}
 
 
-def write(spark, rows, path):
-    spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA).coalesce(
-        1
-    ).write.mode("append").parquet(path)
-
 
 def oracle(all_rows):
     out = []
@@ -36,15 +31,15 @@ def test_start_restart_from_checkpoint(spark, ks, tmp_path):
     ks.register("running_sum", RunningSum, returns="n bigint, total double")
     src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
     files = [make_events(150, per_key=2, seed=s, start_second=10_000 * s) for s in (1, 2, 3)]
-    write(spark, files[0], src)
+    write_parquet(spark, files[0], src)
     spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("live_events")
     sql = "SELECT user_id, s.n, s.total FROM live_events GROUP BY KEY user_id WITH STATE running_sum(value) AS s ORDER BY ts"
     assert ks.sql(sql).isStreaming
     q = ks.start(sql, checkpoint=cp, sink=sink)
     q.processAllAvailable()
     q.stop()
-    write(spark, files[1], src)
-    write(spark, files[2], src)
+    write_parquet(spark, files[1], src)
+    write_parquet(spark, files[2], src)
     q = ks.start(sql, checkpoint=cp, sink=sink)
     q.processAllAvailable()
     q.stop()
@@ -56,7 +51,7 @@ def test_run_incremental_exactly_once(spark, ks, tmp_path):
     ks.register("running_sum", RunningSum, returns="n bigint, total double")
     src, out, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
     files = [make_events(120, per_key=2, seed=s, start_second=10_000 * s) for s in (4, 5, 6)]
-    write(spark, files[0], src)
+    write_parquet(spark, files[0], src)
     sql = (
         f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id "
         "WITH STATE running_sum(value) AS s ORDER BY ts"
@@ -66,8 +61,8 @@ def test_run_incremental_exactly_once(spark, ks, tmp_path):
     again = ks.run(sql, checkpoint=cp, output=out)  # nothing new: nothing changes
     assert again["input_rows"] == 0
     assert spark.read.parquet(out).count() == 240
-    write(spark, files[1], src)
-    write(spark, files[2], src)
+    write_parquet(spark, files[1], src)
+    write_parquet(spark, files[2], src)
     third = ks.run(sql, checkpoint=cp, output=out)
     assert third["input_rows"] == 480
     got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
@@ -78,7 +73,7 @@ def test_run_checkpoint_in_options(spark, ks, tmp_path):
     ks.register("running_sum", RunningSum, returns="n bigint, total double")
     src, out, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
     rows = make_events(50, per_key=2, seed=9)
-    write(spark, rows, src)
+    write_parquet(spark, rows, src)
     sql = (
         f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id "
         f"WITH STATE running_sum(value) AS s ORDER BY ts OPTIONS (checkpoint = '{cp}')"
@@ -92,11 +87,11 @@ def test_run_into_a_table(spark, ks, tmp_path):
     ks.register("running_sum", RunningSum, returns="n bigint, total double")
     src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
     files = [make_events(40, per_key=2, seed=s, start_second=10_000 * s) for s in (7, 8)]
-    write(spark, files[0], src)
+    write_parquet(spark, files[0], src)
     spark.sql("DROP TABLE IF EXISTS keyed_run_out")
     sql = f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s ORDER BY ts"
     assert ks.run(sql, checkpoint=cp, output="keyed_run_out")["output_rows"] == 80
-    write(spark, files[1], src)
+    write_parquet(spark, files[1], src)
     assert ks.run(sql, checkpoint=cp, output="keyed_run_out")["output_rows"] == 80
     got = sorted(tuple(r) for r in spark.table("keyed_run_out").collect())
     assert got == oracle(files[0] + files[1])

@@ -3,7 +3,7 @@ run. Bootstrapping onto a checkpoint with state is refused. TTL through SQL expi
 import time
 
 import pytest
-from data import SCHEMA, by_key_in_ts_order, make_events
+from data import by_key_in_ts_order, make_events, write_parquet
 from processors import Spend
 
 from spark_keyed_sql import StatefulFunction
@@ -24,18 +24,13 @@ class History(StatefulFunction):
         return {"count": self.count, "distinct": len(self.seen), "last_total": round(sum(self.seen[e["merchant"]]), 6)}
 
 
-def write(spark, rows, path):
-    spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA).coalesce(
-        1
-    ).write.mode("append").parquet(path)
-
 
 def test_read_bootstrap_continue_equals_uninterrupted(spark, ks, tmp_path):
     ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
     ks.register("spend_boot2", Spend)
     a, b = make_events(60, 2, seed=41), make_events(60, 2, seed=42, start_second=90_000)
-    write(spark, a, str(tmp_path / "a"))
-    write(spark, b, str(tmp_path / "b"))
+    write_parquet(spark, a, str(tmp_path / "a"))
+    write_parquet(spark, b, str(tmp_path / "b"))
     q = "SELECT user_id, s.* FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE {fn} AS s ORDER BY ts {extra}"
     for fn in ("history(value, merchant)", "spend_boot2(amount, merchant, ts)"):
         name = fn.split("(")[0]
@@ -77,7 +72,7 @@ def test_read_bootstrap_continue_equals_uninterrupted(spark, ks, tmp_path):
 
 def test_bootstrap_onto_existing_state_is_refused(spark, ks, tmp_path):
     ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
-    write(spark, make_events(10, 1, seed=43), str(tmp_path / "a"))
+    write_parquet(spark, make_events(10, 1, seed=43), str(tmp_path / "a"))
     sql = f"SELECT user_id, s.count FROM parquet.`{tmp_path}/a` GROUP BY KEY user_id WITH STATE history(value, merchant) AS s"
     ks.run(sql, checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "o"))
     ks.read_state(str(tmp_path / "cp")).createOrReplaceTempView("saved_refuse")
@@ -96,17 +91,17 @@ def test_bootstrap_column_mismatch_is_named(spark, ks, tmp_path):
 def test_ttl_clause_expires_state_between_runs(spark, ks, tmp_path):
     ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
     rows = make_events(5, 1, seed=44)
-    write(spark, rows, str(tmp_path / "in"))
+    write_parquet(spark, rows, str(tmp_path / "in"))
     sql = (
         f"SELECT user_id, s.count FROM parquet.`{tmp_path}/in` GROUP BY KEY user_id "
         "WITH STATE history(value, merchant) AS s ORDER BY ts TTL '40 seconds'"
     )
     cp, out = str(tmp_path / "cp"), str(tmp_path / "out")
     ks.run(sql, checkpoint=cp, output=out)
-    write(spark, rows, str(tmp_path / "in"))  # same keys again, soon after: state still alive
+    write_parquet(spark, rows, str(tmp_path / "in"))  # same keys again, soon after: state still alive
     ks.run(sql, checkpoint=cp, output=out)
     time.sleep(42)  # past the TTL (processing time; a query start takes seconds, so not shorter)
-    write(spark, rows, str(tmp_path / "in"))  # after the TTL: every key starts over
+    write_parquet(spark, rows, str(tmp_path / "in"))  # after the TTL: every key starts over
     ks.run(sql, checkpoint=cp, output=out)
     counts = sorted(r["count"] for r in spark.read.parquet(out).collect())
     assert counts == sorted([1] * 5 + [2] * 5 + [1] * 5)  # run 2 continues, run 3 starts over

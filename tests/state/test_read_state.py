@@ -2,7 +2,7 @@
 import json
 
 import pytest
-from data import SCHEMA, by_key_in_ts_order, make_events
+from data import by_key_in_ts_order, make_events, write_parquet
 from processors import Spend
 
 from spark_keyed_sql import StatefulFunction
@@ -23,11 +23,6 @@ class Tally(StatefulFunction):
         return {"count": self.count}
 
 
-def write(spark, rows, path):
-    spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA).coalesce(
-        1
-    ).write.mode("append").parquet(path)
-
 
 @pytest.fixture(scope="module")
 def checkpoints(spark, ks, tmp_path_factory):
@@ -35,12 +30,12 @@ def checkpoints(spark, ks, tmp_path_factory):
     ks.register("tally", Tally, returns="count bigint")
     ks.register("spend_rs", Spend)
     first, second = make_events(30, 2, seed=31), make_events(30, 1, seed=32, start_second=50_000)
-    write(spark, first, str(d / "in"))
+    write_parquet(spark, first, str(d / "in"))
     tally_sql = f"SELECT user_id, count FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE tally(merchant) ORDER BY ts"
     spend_sql = f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE spend_rs(amount, merchant, ts) AS s"
     ks.run(tally_sql, checkpoint=str(d / "cp_tally"), output=str(d / "out_tally"))
     ks.run(spend_sql, checkpoint=str(d / "cp_spend"), output=str(d / "out_spend"))
-    write(spark, second, str(d / "in"))
+    write_parquet(spark, second, str(d / "in"))
     ks.run(tally_sql, checkpoint=str(d / "cp_tally"), output=str(d / "out_tally"))
     return d, first, second, tally_sql
 
