@@ -205,7 +205,13 @@ class KeyedSQL:
             "keys_touched": sum(sum(op.get("numRowsUpdated", 0) for op in p.get("stateOperators", [])) for p in progress),
             # rows older than the watermark (EVENT TIME ... WATERMARK), dropped by Spark
             "late_rows": sum(sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", [])) for p in progress),
+            "metrics": state_metrics(progress, [s.function for s in rw.steps] if rw else []),
         }
+
+    def metrics(self, query) -> list[dict]:
+        """State size after each batch of a query started by ``ks.start``: per keyed function,
+        the number of keys holding state and the state store's size."""
+        return state_metrics(list(query.recentProgress), [])
 
     def _committed_rows(self, output: str) -> int:
         """Rows readers see in ``output`` (a file sink's reader honours its _spark_metadata log)."""
@@ -280,6 +286,29 @@ def _start_sink(writer, sink: str):
     if _is_path(sink):
         return writer.format("parquet").option("path", sink).start()
     return writer.toTable(sink)
+
+
+def state_metrics(progress: list[dict], functions: list[str]) -> list[dict]:
+    """Per batch and stateful operator: keys with state, rows updated, bytes (from Spark's
+    progress; RocksDB's SST size when present, else the store's memory use)."""
+    out = []
+    for p in progress:
+        for i, op in enumerate(p.get("stateOperators", [])):
+            if "transformWithState" not in op.get("operatorName", ""):
+                continue
+            custom = op.get("customMetrics", {})
+            out.append(
+                {
+                    "batch_id": p.get("batchId"),
+                    "function": functions[i] if i < len(functions) else None,
+                    # one state row per key for attribute state; a KeyedProcessor's rows are
+                    # per variable entry, so this is an upper bound on its keys
+                    "state_rows": op.get("numRowsTotal", 0),
+                    "rows_updated": op.get("numRowsUpdated", 0),
+                    "state_bytes": custom.get("rocksdbSstFileSize") or op.get("memoryUsedBytes", 0),
+                }
+            )
+    return out
 
 
 def _has_commits(checkpoint: str) -> bool:

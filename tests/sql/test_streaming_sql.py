@@ -96,3 +96,20 @@ def test_run_into_a_table(spark, ks, tmp_path):
     got = sorted(tuple(r) for r in spark.table("keyed_run_out").collect())
     assert got == oracle(files[0] + files[1])
     spark.sql("DROP TABLE keyed_run_out")
+
+
+def test_state_metrics_per_batch(spark, ks, tmp_path):
+    ks.register("running_sum", RunningSum, returns="n bigint, total double")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    a, b = make_events(30, 1, seed=51), make_events(45, 1, seed=52, start_second=80_000)
+    sql = f"SELECT user_id, s.n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s"
+    write_parquet(spark, a, src)
+    m1 = ks.run(sql, checkpoint=cp, output=out)["metrics"]
+    write_parquet(spark, b, src)
+    m2 = ks.run(sql, checkpoint=cp, output=out)["metrics"]
+    data = [m for m in m1 + m2 if m["rows_updated"]]
+    assert [m["function"] for m in data] == ["running_sum", "running_sum"]
+    # keys holding state after each batch: 30, then the union of both batches' keys
+    assert [m["state_rows"] for m in data] == [30, len({r["user_id"] for r in a + b})]
+    assert [m["rows_updated"] for m in data] == [30, 45]
+    assert all(m["state_bytes"] > 0 for m in data)
