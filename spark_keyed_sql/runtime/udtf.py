@@ -88,9 +88,18 @@ def make_table_function(spec: FunctionSpec) -> type:
             if self.buffer:
                 assert self.runner is not None and self.current is not None
                 kv, rows, self.buffer = self.current, self.buffer, []
-                binding = MemoryBinding(MemoryKeyState(), lambda: None, None)
-                for out in self.runner.process_key(user_key(kv, bool(self.keys)), rows, binding):
+                state = MemoryKeyState()
+                binding = MemoryBinding(state, lambda: None, None)
+                key = user_key(kv, bool(self.keys))
+                for out in self.runner.process_key(key, rows, binding):
                     yield (*kv, *out)
+                # end of input for this key: timers still due fire now, in timestamp order
+                # (Flink's batch rule); a timer registered by on_timer fires too
+                while state.timers:
+                    t = min(state.timers)
+                    state.timers.discard(t)
+                    for out in self.runner.fire_timer(key, t, binding, None, t):
+                        yield (*kv, *out)
 
         def eval(self, row: Any, key: str | None = None, order_by: str | None = None) -> Iterator[tuple]:
             if self.runner is None:

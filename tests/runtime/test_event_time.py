@@ -88,3 +88,13 @@ def test_sessions_close_after_inactivity(spark, ks, tmp_path):
         expected += [(user, s[0], s[-1], len(s)) for s in sessions]
     assert got == sorted(expected)
     assert late == 1
+
+
+def test_batch_table_function_fires_due_timers_at_end_of_input(spark, ks):
+    ks.register("sessions", Sessions, returns="session_start timestamp, session_end timestamp, events bigint")
+    rows = [ev("a", 0), ev("a", 10), ev("a", 100), ev("b", 5), ev("c", 20), ev("c", 45)]
+    spark.createDataFrame([(r["user_id"], r["ts"]) for r in rows], "user_id string, ts timestamp").createOrReplaceTempView("batch_sessions")
+    got = sorted(tuple(r) for r in spark.sql("SELECT * FROM sessions(TABLE(batch_sessions), key => 'user_id', order_by => 'ts')").collect())
+    m = lambda x: T0 + dt.timedelta(minutes=x)  # noqa: E731
+    # a's first session closes by the gap, every open session closes at end of input
+    assert got == [("a", m(0), m(10), 2), ("a", m(100), m(100), 1), ("b", m(5), m(5), 1), ("c", m(20), m(45), 2)]
