@@ -277,6 +277,15 @@ class KeyedSQL:
 
         return read_state(self.spark, checkpoint, function, batch_id)
 
+    def read_state_changes(
+        self, checkpoint: str, function: str | None = None, from_batch: int | None = None, to_batch: int | None = None
+    ) -> DataFrame:
+        """The change feed between committed batches (Samza's changelog): key columns,
+        ``variable``, ``change`` ('upsert' | 'delete'), ``new_value`` (JSON), ``batch_id``."""
+        from .state.reader import read_state_changes
+
+        return read_state_changes(self.spark, checkpoint, function, from_batch, to_batch)
+
 
 def _start_sink(writer, sink: str):
     if sink == "console":

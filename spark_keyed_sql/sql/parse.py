@@ -20,7 +20,7 @@ def mentions_keyed_syntax(text: str) -> bool:
     except (TokenError, ValueError):
         return False
     words = [t.text.upper() for t in tokens]
-    if "KEYED_STATE" in words:
+    if "KEYED_STATE" in words or "KEYED_STATE_CHANGES" in words:
         return True
     for a, b in zip(words, words[1:]):
         if (a, b) in {("WITH", "STATE"), ("EXPLAIN", "KEYED")}:

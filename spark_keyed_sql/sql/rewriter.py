@@ -346,22 +346,31 @@ class _Rewriter:
     def _replace_keyed_state(self, tree: exp.Expression) -> None:
         """``FROM keyed_state('<checkpoint>' [, '<function>' [, <batch id>]])`` -> a temp view of
         ``read_state``."""
-        from ..state.reader import read_state
+        from ..state.reader import read_state, read_state_changes
 
         for table in list(tree.find_all(exp.Table)):
             fn = table.this
-            if not (isinstance(fn, exp.Anonymous) and str(fn.this).lower() == "keyed_state"):
+            name = str(fn.this).lower() if isinstance(fn, exp.Anonymous) else ""
+            if name not in ("keyed_state", "keyed_state_changes"):
                 continue
             args = [_lit_value(a) for a in fn.expressions]
             if not args or not isinstance(args[0], str):
-                raise KeyedQueryError("keyed_state needs a checkpoint path: keyed_state('<checkpoint>' [, '<function>' [, batch_id]])")
-            function = args[1] if len(args) > 1 and args[1] is not None else None
-            batch = int(args[2]) if len(args) > 2 else None
+                raise KeyedQueryError(
+                    f"{name} needs a checkpoint path: keyed_state('<checkpoint>' [, '<function>' [, batch_id]]) or "
+                    "keyed_state_changes('<checkpoint>' [, '<function>' [, from_batch [, to_batch]]])"
+                )
+            function = args[1] if len(args) > 1 and args[1] not in (None, "") else None
             view = f"__ks_state_{next(_view_ids)}"
-            read_state(self.spark, args[0], function, batch).createOrReplaceTempView(view)
+            if name == "keyed_state":
+                batch = int(args[2]) if len(args) > 2 else None
+                read_state(self.spark, args[0], function, batch).createOrReplaceTempView(view)
+            else:
+                lo = int(args[2]) if len(args) > 2 else None
+                hi = int(args[3]) if len(args) > 3 else None
+                read_state_changes(self.spark, args[0], function, lo, hi).createOrReplaceTempView(view)
             table.set("this", _q(view))
             if table.args.get("alias") is None:
-                table.set("alias", exp.TableAlias(this=_q("keyed_state")))
+                table.set("alias", exp.TableAlias(this=_q(name)))
 
     def _ctes_visible_from(self, sel: exp.Select, top_with: exp.With) -> exp.With:
         ctes = []
