@@ -120,14 +120,10 @@ class KeyedSQL:
     # ------------------------------------------------------------------ SQL
     def _rewrite(self, query: str, *, execute: bool, mode: str = "sql"):
         from .sql import ExplainKeyed, mentions_keyed_syntax, parse_statement, rewrite
-        from .sql.errors import KeyedSQLSyntaxError
 
         if not mentions_keyed_syntax(query):
             return None, False
-        try:
-            tree = parse_statement(query)
-        except KeyedSQLSyntaxError:
-            raise
+        tree = parse_statement(query)
         explain = isinstance(tree, ExplainKeyed)
         if explain:
             tree = tree.this

@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from ..api.errors import KeyedSQLError, SchemaError
+from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
 from ..runtime.plan import KeyedPlan
 from ..runtime.runner import OrderSpec
@@ -304,10 +304,7 @@ class _Rewriter:
                 [f"__ks_p{i}" for i in range(len(pass_internal))],
                 "__ks_et" if group.args.get("event_time") is not None else None,
             )
-            try:
-                out = self.engines[engine_name]().apply(df, plan)
-            except KeyedSQLError:
-                raise
+            out = self.engines[engine_name]().apply(df, plan)
             renamed = [f"`__ks_k{i}` AS {_q(n).sql(dialect='spark')}" for i, n in enumerate(key_names)]
             renamed += [f"{_q(r).sql(dialect='spark')}" for r in returns]
             renamed += [f"`__ks_p{i}` AS {_q(p).sql(dialect='spark')}" for i, p in enumerate(pass_internal)]
