@@ -35,12 +35,6 @@ class FunctionSpec:
     def has_timers(self) -> bool:
         return _overrides(self.cls, "on_timer")
 
-    @property
-    def uses_ttl(self) -> bool:
-        if self.ttl_ms is not None:
-            return True
-        return any(d.ttl_ms is not None for d in state_descriptors(self.cls).values())
-
     def instantiate(self) -> Any:
         try:
             inst = self.cls(**self.kwargs)

@@ -33,6 +33,11 @@ ATTRIBUTES_VAR = "attributes"
 EXPIRES = "__expires_ms"
 
 
+def _with_expiry(schema: T.StructType) -> T.StructType:
+    """A stored row with TTL carries its expiry (epoch ms) as a last field."""
+    return T.StructType(schema.fields + [T.StructField(EXPIRES, T.LongType(), True)])
+
+
 class _SparkVariable(StateStorage):
     """A typed state variable over one Spark state variable (scoped to the current key).
 
@@ -42,8 +47,6 @@ class _SparkVariable(StateStorage):
     """
 
     def __init__(self, handle: StatefulProcessorHandle, desc: StateDescriptor, now: Any):
-        from pyspark.sql import types as T
-
         from ..api.types import StructType
 
         self.desc = desc
@@ -53,7 +56,7 @@ class _SparkVariable(StateStorage):
         schema = scalar_wrap(desc.type)
         self.width = len(schema.fields)
         if self.ttl is not None:
-            schema = T.StructType(schema.fields + [T.StructField(EXPIRES, T.LongType(), True)])
+            schema = _with_expiry(schema)
         if desc.kind == "value":
             self.var = handle.getValueState(desc.name, schema)
         elif desc.kind == "list":
@@ -80,7 +83,13 @@ class _SparkVariable(StateStorage):
         return True
 
     def value_get(self) -> Any:
-        return self._unwrap(self.var.get()) if self.value_exists() else None
+        if not self.var.exists():
+            return None
+        row = self.var.get()  # one read, not value_exists() and then another get()
+        if not self._alive(row):
+            self.var.clear()
+            return None
+        return self._unwrap(row)
 
     def value_set(self, v: Any) -> None:
         self.var.update(self._wrap(v))
@@ -216,13 +225,12 @@ class _Processor(StatefulProcessor):
         if self.runner.layout is not None:
             schema = to_spark(self.runner.layout.schema)
             if self.plan.spec.ttl_ms is not None:
-                schema = T.StructType(schema.fields + [T.StructField(EXPIRES, T.LongType(), True)])
+                schema = _with_expiry(schema)
             self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
         self.variables = {name: _SparkVariable(handle, d, self.now) for name, d in self.runner.descriptors.items()}
         self.timer_service = _SparkTimers(handle, self.time_mode != "None")
         self.binding = _SparkBinding(self)
         self.OutRow = Row(*self.out_names)
-        self.n_keys = len(self.plan.key_columns)
 
     def _emit(self, key_values: tuple, rows: list[Any]) -> Iterator[Row]:
         kv = key_values if self.plan.keyed else ()

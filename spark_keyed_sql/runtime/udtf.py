@@ -78,7 +78,6 @@ def make_table_function(spec: FunctionSpec) -> type:
             fields = row.__fields__
             lower = {f.lower(): f for f in fields}
             self.keys = [lower[k.lower()] for k in parse_column_list(key, "key")]
-            self.columns = list(fields)
             # rows arrive in key, order_by order (analyze asked Spark for it); the runner's sort is stable
             self.runner = KeyedRunner(spec, [], bool(self.keys))
 
