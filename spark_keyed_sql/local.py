@@ -13,12 +13,17 @@ from .session import configure_session
 __all__ = ["local_session"]
 
 
-def local_session(app: str = "spark-keyed-sql", master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
+def local_session(
+    app: str = "spark-keyed-sql", master: str = "local[2]", shuffle_partitions: int = 4, warehouse: str | None = None
+) -> SparkSession:
     """Start (or reuse) a quiet local SparkSession; a clear error if Java is missing."""
     require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    if warehouse:
+        builder = builder.config("spark.sql.warehouse.dir", warehouse)
     spark = (
-        SparkSession.builder.appName(app)
+        builder.appName(app)
         .master(master)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")

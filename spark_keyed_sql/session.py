@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from .api.errors import SchemaError, UnknownFunctionError
 from .runtime.base import Engine
+from .runtime.bulk import BulkEngine
 from .runtime.columns import parse_column_list, parse_order_list
 from .runtime.plan import KeyedPlan
 from .runtime.spec import FunctionSpec
@@ -21,7 +22,7 @@ __all__ = ["KeyedSQL", "ROCKSDB_PROVIDER", "configure_session"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
-ENGINES: dict[str, type[Engine]] = {"tws": TransformWithStateEngine}
+ENGINES: dict[str, type[Engine]] = {"tws": TransformWithStateEngine, "bulk": BulkEngine}
 
 
 def configure_session(spark: SparkSession) -> None:
@@ -51,9 +52,9 @@ def _ship_by_value(cls: type) -> None:
 class KeyedSQL:
     """The entry point: ``ks = KeyedSQL(spark)``; ``ks.register(...)``; ``ks.sql(...)``."""
 
-    def __init__(self, spark: SparkSession, *, engine: str = "tws"):
-        if engine not in ENGINES:
-            raise SchemaError(f"unknown engine {engine!r}; choose one of {sorted(ENGINES)}")
+    def __init__(self, spark: SparkSession, *, engine: str = "auto"):
+        if engine != "auto" and engine not in ENGINES:
+            raise SchemaError(f"unknown engine {engine!r}; choose one of {sorted(ENGINES) + ['auto']}")
         self.spark = spark
         self.default_engine = engine
         self.functions: dict[str, FunctionSpec] = {}
@@ -112,10 +113,20 @@ class KeyedSQL:
         keys = [columns[k.lower()] for k in keys]
         arg_cols = [columns[c.lower()] for c in arg_cols]
         plan = KeyedPlan(spec, keys, arg_cols, order, initial_state)
+        from .sql.rewriter import resolve_auto
+
         name = engine or self.default_engine
+        if name == "auto":
+            name = resolve_auto(df.isStreaming, spec)
         if name not in ENGINES:
-            raise SchemaError(f"unknown engine {name!r}; choose one of {sorted(ENGINES)}")
-        return ENGINES[name]().apply(df, plan)
+            raise SchemaError(f"unknown engine {name!r}; choose one of {sorted(ENGINES) + ['auto']}")
+        eng = ENGINES[name]()
+        if df.isStreaming and not getattr(eng, "streams_as_dataframe", True):
+            raise SchemaError(
+                f"engine {name!r} runs streams per micro-batch and has no streaming DataFrame to return; "
+                "use engine='tws' with ks.apply, or a SQL statement with ks.start / ks.run"
+            )
+        return eng.apply(df, plan)
 
     # ------------------------------------------------------------------ SQL
     def _rewrite(self, query: str, *, execute: bool, mode: str = "sql"):
@@ -155,16 +166,9 @@ class KeyedSQL:
     def start(self, query: str, checkpoint: str | None = None, sink: str = "console", *, trigger: str | None = None):
         """Run a keyed query over a streaming source; returns the pyspark StreamingQuery."""
         rw, _ = self._rewrite(query, execute=True, mode="stream")
-        df = self.spark.sql(rw.final_sql if rw else query)
-        if not df.isStreaming:
-            raise SchemaError("ks.start needs a streaming source (a readStream view or a file directory); use ks.sql for batch")
         checkpoint = self._checkpoint(rw, checkpoint, "ks.start")
-        writer = df.writeStream.outputMode("append")
-        if checkpoint:
-            writer = writer.option("checkpointLocation", checkpoint)
-        if trigger:
-            writer = writer.trigger(processingTime=trigger)
-        return _start_sink(writer, sink)
+        query_, _ = self._launch(rw, query, checkpoint, sink, trigger=trigger, available_now=False, where="ks.start")
+        return query_
 
     def run(self, query: str, checkpoint: str | None = None, output: str | None = None) -> dict:
         """Incremental batch: process what is new in the file/table source since the last run
@@ -177,20 +181,23 @@ class KeyedSQL:
             raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")
         if not output:
             raise SchemaError("ks.run needs output=<parquet directory or table name>")
-        df = self.spark.sql(rw.final_sql if rw else query)
         before = self._committed_rows(output)
-        writer = df.writeStream.outputMode("append").option("checkpointLocation", checkpoint).trigger(availableNow=True)
-        q = _start_sink(writer, output)
+        bulk_before = _bulk_version(checkpoint)
+        q, bulk = self._launch(rw, query, checkpoint, output, trigger=None, available_now=True, where="ks.run")
         timers = rw is not None and any(self.function(s.function).has_timers for s in rw.steps)
         while q.isActive:
             q.awaitTermination(1)
             # with timers Spark runs in ProcessingTime mode, where availableNow never ends:
             # stop once a batch has found no new input
-            if timers and q.recentProgress and q.recentProgress[-1]["numInputRows"] == 0 and len(q.recentProgress) > 1:
+            if timers and bulk is None and q.recentProgress and q.recentProgress[-1]["numInputRows"] == 0 and len(q.recentProgress) > 1:
                 q.stop()
             time.sleep(0.05)
         if q.exception() is not None:
-            raise q.exception()
+            raise _unwrap_stream_error(q.exception())
+        if bulk is not None:
+            if timers:
+                bulk.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
+            return _bulk_summary(checkpoint, bulk_before)
         progress = [p for p in q.recentProgress if p.get("batchId") is not None]
         data = [p for p in progress if p["numInputRows"] > 0]
         return {
@@ -203,6 +210,49 @@ class KeyedSQL:
             "late_rows": sum(sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", [])) for p in progress),
             "metrics": state_metrics(progress, [s.function for s in rw.steps] if rw else []),
         }
+
+    def _launch(self, rw, query: str, checkpoint: str | None, sink: str, *, trigger: str | None, available_now: bool, where: str):
+        """Start the streaming query: Spark's writer over the rewritten statement, or, for an
+        engine that runs per micro-batch, ``foreachBatch`` over the keyed step's source."""
+        deferred = [s for s in rw.steps if s.deferred is not None] if rw else []
+        bulk = None
+        if deferred:
+            from .runtime.bulk_stream import BulkStream
+            from .sql.errors import KeyedQueryError
+
+            if len(rw.steps) > 1:
+                raise KeyedQueryError(
+                    f"{where}: engine '{deferred[0].engine}' runs one keyed step per streaming statement; this one has "
+                    f"{len(rw.steps)}. Use engine 'tws' for nested keyed selects over a stream"
+                )
+            step = deferred[0]
+            df, plan, renamed = step.deferred
+            if not checkpoint:
+                import tempfile
+
+                checkpoint = tempfile.mkdtemp(prefix="spark-keyed-sql-")
+            final_sql = rw.final_sql
+
+            def finish(out: DataFrame) -> DataFrame:
+                out.selectExpr(*renamed).createOrReplaceTempView(step.view)
+                return out.sparkSession.sql(final_sql)
+
+            bulk = BulkStream(self.spark, plan, df.schema, checkpoint, sink, finish, step.function)
+            writer = df.writeStream.foreachBatch(bulk).option("checkpointLocation", checkpoint)
+        else:
+            df = self.spark.sql(rw.final_sql if rw else query)
+            if not df.isStreaming:
+                raise SchemaError(f"{where} needs a streaming source (a readStream view or a file directory); use ks.sql for batch")
+            writer = df.writeStream.outputMode("append")
+            if checkpoint:
+                writer = writer.option("checkpointLocation", checkpoint)
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        elif trigger:
+            writer = writer.trigger(processingTime=trigger)
+        if bulk is not None:
+            return writer.start(), bulk
+        return _start_sink(writer, sink), None
 
     def metrics(self, query) -> list[dict]:
         """State size after each batch of a query started by ``ks.start``: per keyed function,
@@ -263,6 +313,7 @@ class KeyedSQL:
                 for n, d in state_descriptors(spec.cls).items()
             ],
             "ttl_ms": spec.ttl_ms,
+            "engine": step.engine,
         }
 
     # ------------------------------------------------------------------ state as tables
@@ -314,6 +365,53 @@ def state_metrics(progress: list[dict], functions: list[str]) -> list[dict]:
                 }
             )
     return out
+
+
+def _bulk_version(checkpoint: str) -> int:
+    from .state.snapshots import SnapshotStore
+
+    latest = SnapshotStore(checkpoint).latest()
+    return -1 if latest is None else latest.version
+
+
+def _bulk_summary(checkpoint: str, before: int) -> dict:
+    """ks.run's summary for the bulk engine, from the commit files this run wrote."""
+    from .state.snapshots import SnapshotStore
+
+    new = [c for c in SnapshotStore(checkpoint).commits() if c.version > before]
+    return {
+        "batches": sum(1 for c in new if c.info.get("input_rows")),
+        "input_rows": sum(c.info.get("input_rows", 0) for c in new),
+        "output_rows": sum(c.info.get("output_rows") or 0 for c in new),
+        "keys_touched": sum(c.info.get("keys_touched", 0) for c in new),
+        "late_rows": sum(c.info.get("late_rows", 0) for c in new),
+        "metrics": [
+            {
+                "batch_id": c.version,
+                "function": c.info.get("function"),
+                "state_rows": c.info.get("state_rows"),
+                "rows_updated": c.info.get("keys_touched"),
+                "state_bytes": c.info.get("state_bytes"),
+            }
+            for c in new
+        ],
+    }
+
+
+def _unwrap_stream_error(exc: Exception) -> Exception:
+    """A foreachBatch failure reaches the driver wrapped in Spark's StreamingQueryException;
+    give the user our own error when one caused it."""
+    from .api.errors import KeyedSQLError
+
+    cause = exc
+    for _ in range(10):
+        if isinstance(cause, KeyedSQLError):
+            return cause
+        nxt = getattr(cause, "__cause__", None) or getattr(cause, "__context__", None)
+        if nxt is None:
+            break
+        cause = nxt
+    return exc
 
 
 def _has_commits(checkpoint: str) -> bool:

@@ -10,7 +10,7 @@ def blocks(lang):
     return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), re.S)
 
 
-def test_sql_reference_examples_run(spark, ks):
+def test_sql_reference_examples_run(spark, ks_auto):
     shutil.rmtree("/tmp/spark-keyed-sql-docs", ignore_errors=True)
     (setup,) = blocks("python")
     scope = {"__name__": "docs_sql"}

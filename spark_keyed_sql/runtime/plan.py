@@ -22,6 +22,7 @@ class KeyedPlan:
     arg_names: list[str] | None = None  # event dict keys, when they differ from arg_columns
     passthrough: list[str] = field(default_factory=list)  # source columns copied to each output row
     event_time: str | None = None  # source column with the event time (watermarked on streams)
+    watermark_ms: int | None = None  # allowed lateness behind the largest event time seen
 
     @property
     def event_names(self) -> list[str]:

@@ -289,8 +289,14 @@ class TransformWithStateEngine(Engine):
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
         from pyspark.sql import functions as F
 
-        schema = output_schema(df.schema, plan)
         streaming = df.isStreaming
+        if not streaming and plan.spec.has_timers:
+            # transformWithState has no timers in a batch query; the bulk engine fires the
+            # timers still due at end of input (DESIGN: time semantics)
+            from .bulk import BulkEngine
+
+            return BulkEngine().apply(df, plan)
+        schema = output_schema(df.schema, plan)
         # TTL is handled by _SparkVariable; only timers need a Spark time mode, and Spark
         # allows one per operator: event time when the query names one, else processing time
         needs_time = streaming and plan.spec.has_timers

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
+from ..runtime.base import output_schema
 from ..runtime.plan import KeyedPlan
 from ..runtime.runner import OrderSpec
 from ..runtime.spec import FunctionSpec
@@ -50,6 +51,9 @@ class KeyedStep:
     streaming: bool
     passthrough: list[str] = field(default_factory=list)
     key_names: list[str] = field(default_factory=list)
+    # an engine that runs a stream per micro-batch (bulk): (source frame, plan, renaming
+    # expressions); the step's view holds an empty placeholder until ks.start / ks.run runs it
+    deferred: tuple[DataFrame, KeyedPlan, list[str]] | None = None
 
 
 @dataclass
@@ -280,6 +284,8 @@ class _Rewriter:
         keyed_source = base.copy()
         keyed_source.set("expressions", projections)
         engine_name = str(options.get("engine", self.default_engine))
+        if engine_name == "auto":
+            engine_name = resolve_auto(streaming, spec)
         if engine_name not in self.engines:
             raise KeyedQueryError(f"unknown engine '{engine_name}' in OPTIONS; choose one of {sorted(self.engines)}")
         view = f"__ks_keyed_{next(_view_ids)}"
@@ -288,9 +294,12 @@ class _Rewriter:
         if group.args.get("initial_state") is not None:
             initial_df = self._initial_state(group.args["initial_state"], key_names, fname)
 
+        deferred = None
         if execute:
             df = self.spark.sql(render(keyed_source))
-            if group.args.get("event_time") is not None and df.isStreaming:
+            engine = self.engines[engine_name]()
+            per_batch = df.isStreaming and not getattr(engine, "streams_as_dataframe", True)
+            if group.args.get("event_time") is not None and df.isStreaming and not per_batch:
                 # late rows (older than the previous batch's watermark) are dropped by Spark
                 df = df.withWatermark("__ks_et", _interval_text(group.args["watermark"]))
             plan = KeyedPlan(
@@ -303,11 +312,21 @@ class _Rewriter:
                 arg_names,
                 [f"__ks_p{i}" for i in range(len(pass_internal))],
                 "__ks_et" if group.args.get("event_time") is not None else None,
+                _interval_ms(group.args.get("watermark")),
             )
-            out = self.engines[engine_name]().apply(df, plan)
             renamed = [f"`__ks_k{i}` AS {_q(n).sql(dialect='spark')}" for i, n in enumerate(key_names)]
             renamed += [f"{_q(r).sql(dialect='spark')}" for r in returns]
             renamed += [f"`__ks_p{i}` AS {_q(p).sql(dialect='spark')}" for i, p in enumerate(pass_internal)]
+            if per_batch:
+                if self.mode != "stream":
+                    raise KeyedQueryError(
+                        f"{where_fn}: engine '{engine_name}' runs a streaming source per micro-batch, so it has no "
+                        "streaming DataFrame to return; run the statement with ks.start / ks.run, or use engine 'tws'"
+                    )
+                out = self.spark.createDataFrame([], output_schema(df.schema, plan))
+                deferred = (df, plan, renamed)
+            else:
+                out = engine.apply(df, plan)
             out.selectExpr(*renamed).createOrReplaceTempView(view)
 
         outer = exp.Select(expressions=new_exprs).from_(exp.Table(this=_q(view), alias=exp.TableAlias(this=_q(alias))))
@@ -336,6 +355,7 @@ class _Rewriter:
                 streaming=streaming,
                 passthrough=pass_internal,
                 key_names=key_names,
+                deferred=deferred,
             )
         )
         return outer
@@ -419,6 +439,13 @@ class _Rewriter:
             return any(t.name.lower() == name.lower() and t.isTemporary for t in self.spark.catalog.listTables())
         except Exception:  # noqa: BLE001 - catalog listing failures just mean "not a temp view"
             return False
+
+
+def resolve_auto(streaming: bool, spec: FunctionSpec) -> str:
+    """Engine 'auto': measured in BENCHMARKS.md. A batch query runs on 'bulk' (many keys per
+    Python call); a stream runs on 'tws' (Spark's state store: per batch it touches only the
+    keys with input, where 'bulk' rewrites its whole snapshot)."""
+    return "tws" if streaming else "bulk"
 
 
 def _depth(node: exp.Expression) -> int:

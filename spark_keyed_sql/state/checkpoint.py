@@ -68,3 +68,11 @@ def check_compatible(checkpoint: str, operators: list[dict[str, Any]]) -> None:
             f"checkpoint {checkpoint!r} belongs to another query ({was}); this query runs {now}. "
             "Use a new checkpoint, or migrate the state"
         )
+    for o, n in zip(old["operators"], operators):
+        was, now = o.get("engine", "tws"), n.get("engine", "tws")
+        if was != now:
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r} holds state of engine '{was}' for {o['function']}; this query runs on "
+                f"engine '{now}'. Run it with OPTIONS (engine = '{was}'), or move the state with "
+                "ks.migrate_state(..., engine='" + now + "')"
+            )

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .checkpoint import CheckpointError, local_path, read_metadata
+from .snapshots import KEY_PREFIX, SnapshotStore, state_column_names
 
 __all__ = ["read_state", "read_state_changes"]
 
@@ -48,11 +49,40 @@ def _operator(meta: dict | None, function: str | None, checkpoint: str) -> tuple
     raise CheckpointError(f"checkpoint {checkpoint!r} has no function {function!r} (it has {[o['function'] for o in ops]})")
 
 
+def _is_bulk(op: dict | None) -> bool:
+    return bool(op) and op.get("engine") == "bulk"  # type: ignore[union-attr]
+
+
+def _read_bulk(spark: SparkSession, checkpoint: str, op: dict, batch_id: int | None) -> DataFrame:
+    store = SnapshotStore(checkpoint)
+    commit = store.get(int(batch_id)) if batch_id is not None else store.latest()
+    if commit is None:
+        raise CheckpointError(f"checkpoint {checkpoint!r} holds no committed state yet")
+    df = spark.read.parquet(store.state_dir(commit.version))
+    keys = [F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op["keys"])]
+    cols = [F.col(c).alias(n) for c, n in state_column_names(df.columns).items()]
+    return df.select(*keys, *cols, F.lit(commit.version).cast("long").alias("batch_id"))
+
+
+def _batch_range(spark: SparkSession, checkpoint: str, op_index: int, op: dict | None) -> tuple[int, int]:
+    """The oldest and newest committed batch whose state the checkpoint keeps."""
+    if _is_bulk(op):
+        versions = [c.version for c in SnapshotStore(checkpoint).commits()]
+        if not versions:
+            raise CheckpointError(f"checkpoint {checkpoint!r} holds no committed state yet")
+        return versions[0], versions[-1]
+    md = spark.read.format("state-metadata").load(checkpoint).collect()
+    info = next(r for r in md if r.operatorId == op_index)
+    return info.minBatchId, info.maxBatchId
+
+
 def read_state(spark: SparkSession, checkpoint: str, function: str | None = None, batch_id: int | None = None) -> DataFrame:
     if "://" not in checkpoint and not os.path.isdir(local_path(checkpoint)):
         raise CheckpointError(f"checkpoint {checkpoint!r} does not exist")
     meta = read_metadata(checkpoint)
     op_index, op = _operator(meta, function, checkpoint)
+    if _is_bulk(op):
+        return _read_bulk(spark, checkpoint, op, batch_id)  # type: ignore[arg-type]
     try:
         md = spark.read.format("state-metadata").load(checkpoint).collect()
     except Exception as exc:  # noqa: BLE001 - Spark's message is kept, wrapped in ours
@@ -126,14 +156,13 @@ def read_state_changes(
     ``batch_id``. Without ``from_batch``, from the oldest batch the checkpoint keeps (batch 0
     counts as a change from empty state)."""
     latest = read_state(spark, checkpoint, function)  # validates checkpoint/function
-    md = [r for r in spark.read.format("state-metadata").load(checkpoint).collect()]
-    op_index, _ = _operator(read_metadata(checkpoint), function, checkpoint)
-    info = next(r for r in md if r.operatorId == op_index)
-    lo = (info.minBatchId - 1 if info.minBatchId == 0 else info.minBatchId) if from_batch is None else int(from_batch)
-    hi = info.maxBatchId if to_batch is None else int(to_batch)
-    if lo < -1 or hi > info.maxBatchId or lo >= hi:
+    op_index, op_ = _operator(read_metadata(checkpoint), function, checkpoint)
+    min_batch, max_batch = _batch_range(spark, checkpoint, op_index, op_)
+    lo = (min_batch - 1 if min_batch == 0 else min_batch) if from_batch is None else int(from_batch)
+    hi = max_batch if to_batch is None else int(to_batch)
+    if lo < -1 or hi > max_batch or lo >= hi:
         raise CheckpointError(
-            f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps {info.minBatchId}..{info.maxBatchId}"
+            f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps {min_batch}..{max_batch}"
         )
     state_cols = [c for c in latest.columns if c != "batch_id"]
     _, op = _operator(read_metadata(checkpoint), function, checkpoint)
@@ -143,7 +172,7 @@ def read_state_changes(
     frames = []
     for b in range(lo + 1, hi + 1):
         cur = read_state(spark, checkpoint, function, b).drop("batch_id")
-        prev = read_state(spark, checkpoint, function, b - 1).drop("batch_id") if b - 1 >= info.minBatchId else None
+        prev = read_state(spark, checkpoint, function, b - 1).drop("batch_id") if b - 1 >= min_batch else None
         for var in variables:
             c = cur.select(*keys, F.to_json(F.struct(F.col(var).alias(var))).alias("__new"), F.col(var).isNull().alias("__cnull"))
             if prev is None:

@@ -10,18 +10,18 @@ PATHS = ["tws", "table_function"]
 
 
 @pytest.fixture(scope="module")
-def tx(spark, ks):
+def tx(spark, ks_auto):
     rows = make_events(10_000, per_key=3, seed=5)
     df = spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA)
     df.createOrReplaceTempView("tx_events")
-    ks.register("spend", Spend)
-    ks.register("latest_tx", LatestTransaction)
+    ks_auto.register("spend", Spend)
+    ks_auto.register("latest_tx", LatestTransaction)
     return rows, df
 
 
-def run(spark, ks, path, df, name):
+def run(spark, ks_auto, path, df, name):
     if path == "tws":
-        out = ks.apply(df, name, key="user_id")
+        out = ks_auto.apply(df, name, key="user_id")
     else:
         out = spark.sql(f"SELECT * FROM {name}(TABLE(tx_events), key => 'user_id')")
     return sorted((tuple(r) for r in out.collect()), key=repr)
@@ -40,9 +40,9 @@ def spend_oracle(rows):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_spend(spark, ks, tx, path):
+def test_spend(spark, ks_auto, tx, path):
     rows, df = tx
-    got = run(spark, ks, path, df, "spend")
+    got = run(spark, ks_auto, path, df, "spend")
     exp = {r[0]: r for r in spend_oracle(rows)}
     assert len(got) == len(exp) == 10_000
     for g in got:
@@ -52,16 +52,16 @@ def test_spend(spark, ks, tx, path):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_latest_transaction(spark, ks, tx, path):
+def test_latest_transaction(spark, ks_auto, tx, path):
     rows, df = tx
-    got = run(spark, ks, path, df, "latest_tx")
+    got = run(spark, ks_auto, path, df, "latest_tx")
     exp = sorted(
         ((u, evs[-1]["amount"], evs[-1]["merchant"], len(evs)) for u, evs in by_key_in_ts_order(rows).items()), key=repr
     )
     assert got == exp
 
 
-def test_tester_matches_spark(spark, ks, tx):
+def test_tester_matches_spark(spark, ks_auto, tx):
     rows, df = tx
     sample = {u: evs for u, evs in list(by_key_in_ts_order(rows).items())[:200]}
     keys = list(sample)
@@ -71,5 +71,5 @@ def test_tester_matches_spark(spark, ks, tx):
         from_tester = []
         for u, evs in sample.items():
             from_tester += [(u, *d.values()) for d in tester.run(evs, key=u)]
-        from_spark = [tuple(r) for r in ks.apply(small, name, key="user_id").collect()]
+        from_spark = [tuple(r) for r in ks_auto.apply(small, name, key="user_id").collect()]
         assert sorted(from_tester, key=repr) == sorted(from_spark, key=repr)

@@ -5,30 +5,30 @@ from data import SCHEMA, by_key_in_ts_order, make_events
 from sage_patterns import CounterFunction, FeatureComputer, FlexibleFunction, UserSessionFunction, WindowAggregator
 
 N_KEYS = 10_000
-PATHS = ["tws", "table_function"]
+PATHS = ["tws", "bulk", "table_function"]
 
 
 @pytest.fixture(scope="module")
-def events(spark, ks):
+def events(spark, ks_auto):
     rows = make_events(N_KEYS, per_key=3, seed=11)
     df = spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA)
     df.createOrReplaceTempView("sage_events")
-    ks.register("sage_sessions", UserSessionFunction, returns="session_count bigint, total_value double")
-    ks.register("sage_counter", CounterFunction, returns="counts map<string, bigint>")
+    ks_auto.register("sage_sessions", UserSessionFunction, returns="session_count bigint, total_value double")
+    ks_auto.register("sage_counter", CounterFunction, returns="counts map<string, bigint>")
     # extra kwargs go to __init__: a window far larger than the test run keeps time.time() in one window
-    ks.register("sage_window", WindowAggregator, returns="key string, window bigint, count bigint", window_size=10**12)
-    ks.register(
+    ks_auto.register("sage_window", WindowAggregator, returns="key string, window bigint, count bigint", window_size=10**12)
+    ks_auto.register(
         "sage_features",
         FeatureComputer,
         returns="features map<string, struct<mean double, count bigint, min double, max double>>",
     )
-    ks.register("sage_flexible", FlexibleFunction, returns="key string, key_count bigint, global_count bigint")
+    ks_auto.register("sage_flexible", FlexibleFunction, returns="key string, key_count bigint, global_count bigint")
     return rows, df
 
 
-def run(spark, ks, path, df, name):
-    if path == "tws":
-        out = ks.apply(df, name, key="user_id", order_by="ts")
+def run(spark, ks_auto, path, df, name):
+    if path in ("tws", "bulk"):
+        out = ks_auto.apply(df, name, key="user_id", order_by="ts", engine=path)
     else:
         out = spark.sql(f"SELECT * FROM {name}(TABLE(sage_events), key => 'user_id', order_by => 'ts')")
     return [r.asDict(recursive=True) for r in out.collect()]
@@ -39,7 +39,7 @@ def canon(rows):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_user_sessions(spark, ks, events, path):
+def test_user_sessions(spark, ks_auto, events, path):
     rows, df = events
     expected = []
     for user, evs in by_key_in_ts_order(rows).items():
@@ -48,23 +48,23 @@ def test_user_sessions(spark, ks, events, path):
             count += 1
             total += e["value"]
             expected.append({"user_id": user, "session_count": count, "total_value": total})
-    got = run(spark, ks, path, df, "sage_sessions")
+    got = run(spark, ks_auto, path, df, "sage_sessions")
     assert len(got) == len(rows)
     assert canon(got) == canon(expected)
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_counter(spark, ks, events, path):
+def test_counter(spark, ks_auto, events, path):
     rows, df = events
     expected = []
     for user, evs in by_key_in_ts_order(rows).items():
         for i, _ in enumerate(evs, 1):
             expected.append({"user_id": user, "counts": {user: i}})
-    assert canon(run(spark, ks, path, df, "sage_counter")) == canon(expected)
+    assert canon(run(spark, ks_auto, path, df, "sage_counter")) == canon(expected)
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_window(spark, ks, events, path):
+def test_window(spark, ks_auto, events, path):
     import time
 
     rows, df = events
@@ -73,11 +73,11 @@ def test_window(spark, ks, events, path):
     for user, evs in by_key_in_ts_order(rows).items():
         for i, _ in enumerate(evs, 1):
             expected.append({"user_id": user, "key": user, "window": window, "count": i})
-    assert canon(run(spark, ks, path, df, "sage_window")) == canon(expected)
+    assert canon(run(spark, ks_auto, path, df, "sage_window")) == canon(expected)
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_features(spark, ks, events, path):
+def test_features(spark, ks_auto, events, path):
     rows, df = events
     expected = {}
     for user, evs in by_key_in_ts_order(rows).items():
@@ -85,7 +85,7 @@ def test_features(spark, ks, events, path):
         for e in evs:
             vals.append(e["value"])
             expected[(user, len(vals))] = (sum(vals) / len(vals), min(vals), max(vals))
-    got = run(spark, ks, path, df, "sage_features")
+    got = run(spark, ks_auto, path, df, "sage_features")
     assert len(got) == len(expected)
     for r in got:
         f = r["features"][r["user_id"]]
@@ -95,19 +95,19 @@ def test_features(spark, ks, events, path):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_flexible_keyed(spark, ks, events, path):
+def test_flexible_keyed(spark, ks_auto, events, path):
     rows, df = events
     expected = []
     for user, evs in by_key_in_ts_order(rows).items():
         for i, _ in enumerate(evs, 1):
             # every attribute is per-key state, so the "global" count is per key too
             expected.append({"user_id": user, "key": user, "key_count": i, "global_count": i})
-    assert canon(run(spark, ks, path, df, "sage_flexible")) == canon(expected)
+    assert canon(run(spark, ks_auto, path, df, "sage_flexible")) == canon(expected)
 
 
-def test_flexible_unkeyed(spark, ks, events):
+def test_flexible_unkeyed(spark, ks_auto, events):
     rows, df = events
     small = df.limit(50)
-    got = [r.asDict() for r in ks.apply(small, "sage_flexible", order_by="ts").collect()]
+    got = [r.asDict() for r in ks_auto.apply(small, "sage_flexible", order_by="ts").collect()]
     assert sorted(r["global_count"] for r in got) == list(range(1, 51))
     assert all(r["key"] is None and r["key_count"] is None for r in got)

@@ -1,6 +1,7 @@
 """Streaming over a Parquet directory: run, stop, add files, restart from the checkpoint."""
 import datetime as dt
 
+import pytest
 from data import SCHEMA, make_events, write_parquet
 from processors import Spend
 
@@ -63,6 +64,7 @@ def run_available_now(ks, src, name, key, order_by, sink, checkpoint, **opts):
     return q
 
 
+@pytest.mark.notyet("bulk", reason="ks.apply returns a DataFrame; bulk runs streams per micro-batch (ks.start / ks.run)")
 def test_streaming_restart_nested_state_round_trip(spark, ks, tmp_path):
     ks.register("nested_state", NestedState, returns="snapshot string")
     src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
@@ -88,6 +90,7 @@ def test_streaming_restart_nested_state_round_trip(spark, ks, tmp_path):
     assert sorted(got) == sorted(expected)
 
 
+@pytest.mark.notyet("bulk", reason="ks.apply returns a DataFrame; bulk runs streams per micro-batch (ks.start / ks.run)")
 def test_streaming_restart_keyed_processor(spark, ks, tmp_path):
     ks.register("spend_stream", Spend)
     src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")

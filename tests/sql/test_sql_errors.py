@@ -17,13 +17,13 @@ class Count(StatefulFunction):
 
 
 @pytest.fixture(scope="module")
-def setup(spark, ks, tmp_path_factory):
+def setup(spark, ks_auto, tmp_path_factory):
     spark.createDataFrame([("a", 1.0, 1), ("b", 2.0, 2)], "user_id string, value double, ts bigint").createOrReplaceTempView("err_events")
-    ks.register("cnt", Count, returns="n bigint")
+    ks_auto.register("cnt", Count, returns="n bigint")
     src = str(tmp_path_factory.mktemp("stream_src"))
     spark.createDataFrame([("a", 1.0, 1)], "user_id string, value double, ts bigint").write.mode("append").parquet(src)
     spark.readStream.schema("user_id string, value double, ts bigint").parquet(src).createOrReplaceTempView("err_stream")
-    return ks
+    return ks_auto
 
 
 CASES = [

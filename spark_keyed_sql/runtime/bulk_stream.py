@@ -1,0 +1,166 @@
+"""The bulk engine over a streaming source: one step per micro-batch (``foreachBatch``).
+
+Each step reads the last committed state snapshot, runs one ``mapInArrow`` pass over the
+batch's rows and the snapshot's keys (every key holding state is visited, so timers fire for
+keys without new input), and stages output, new state and per-task stats in one Parquet
+write. Then, in this order: the staged state becomes the new snapshot version, the output
+goes to the sink (idempotently), and the version's commit file is written. A crash anywhere
+before the commit file re-runs the step from the previous snapshot; Spark replays the same
+micro-batch, so output and state are exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..state.snapshots import SnapshotStore
+from .base import output_schema
+from .bulk import KEY_PREFIX, KIND, NEW_STATE, OUT, STATS, BulkProgram, combine, step_schema
+from .bulk_state import StateRowCodec
+from .plan import KeyedPlan
+from .sinks import write_batch
+
+__all__ = ["BulkStream"]
+
+
+def _dir_size(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
+class BulkStream:
+    """Runs ``plan`` per micro-batch with state in ``checkpoint``/bulk; ``finish`` turns the
+    keyed output of a batch into what the sink receives (the statement's outer SQL)."""
+
+    def __init__(
+        self,
+        driver: SparkSession,
+        plan: KeyedPlan,
+        source_schema: T.StructType,
+        checkpoint: str,
+        sink: str,
+        finish: Callable[[DataFrame], DataFrame],
+        function: str,
+    ):
+        self.driver = driver
+        self.plan = plan
+        self.shipped = dataclasses.replace(plan, initial_state=None)
+        self.source_schema = source_schema
+        self.checkpoint = checkpoint
+        self.sink = sink
+        self.finish = finish
+        self.function = function
+        self.store = SnapshotStore(checkpoint)
+        self.codec = StateRowCodec(plan.spec)
+        self.out_schema = output_schema(source_schema, plan)
+        n = len(plan.key_columns)
+        self.step_schema = step_schema(self.out_schema, self.codec, n)
+        self.snapshot_schema = T.StructType(self.step_schema.fields[1 : 1 + n] + self.codec.fields)
+        self.initial_dir = os.path.join(self.store.root, "initial")
+        self._stage_initial_state()
+
+    # ------------------------------------------------------------------ setup
+    def _stage_initial_state(self) -> None:
+        """INITIAL STATE is read once, into the checkpoint, before the first batch (the batch
+        runs in Spark's streaming session, not the one the table was read in)."""
+        if self.plan.initial_state is None or self.store.latest() is not None:
+            return
+        tmp = self.initial_dir + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.plan.initial_state.write.parquet(tmp)
+        shutil.rmtree(self.initial_dir, ignore_errors=True)
+        os.replace(tmp, self.initial_dir)
+
+    # ------------------------------------------------------------------ foreachBatch
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        if self.store.committed_spark_batch(batch_id):
+            return  # done before a restart; Spark had not recorded it yet
+        self.step(batch_df, batch_id)
+
+    def flush_timers(self) -> dict[str, Any] | None:
+        """A step without input: fires timers due by the last watermark / now (what Spark's
+        no-data batch does). Commits only if a timer fired."""
+        empty = self.driver.createDataFrame([], self.source_schema)
+        return self.step(empty, None, only_if_timers=True)
+
+    def step(self, batch_df: DataFrame, spark_batch: int | None, only_if_timers: bool = False) -> dict[str, Any] | None:
+        spark = batch_df.sparkSession
+        store, plan = self.store, self.plan
+        prev = store.latest()
+        version = 0 if prev is None else prev.version + 1
+        state_df = spark.read.schema(self.snapshot_schema).parquet(store.state_dir(prev.version)) if prev else None
+        initial = None
+        if prev is None and os.path.isdir(self.initial_dir):
+            initial = spark.read.parquet(self.initial_dir)
+        wm = prev.watermark_ms if prev else None
+        started = time.time()
+        now = int(started * 1000)
+        program = BulkProgram(self.shipped, self.out_schema, step=True, now_ms=now, watermark_ms=wm, has_initial=initial is not None)
+        result = combine(batch_df, plan, state_df, initial).mapInArrow(program, self.step_schema)
+        staging = store.prepare_staging(version)
+        result.write.partitionBy(KIND).parquet(staging)
+
+        def part(kind: int) -> str:
+            return os.path.join(staging, f"{KIND}={kind}")
+
+        stats = spark.read.parquet(part(STATS)).agg(
+            F.sum("__ks_late"), F.max("__ks_max_et"), F.sum("__ks_events"), F.sum("__ks_keys"), F.sum("__ks_timers_fired")
+        ).collect()[0] if os.path.isdir(part(STATS)) else (0, None, 0, 0, 0)
+        late, max_et, events, keys, fired = (stats[0] or 0, stats[1], stats[2] or 0, stats[3] or 0, stats[4] or 0)
+        if only_if_timers and not fired:
+            shutil.rmtree(staging, ignore_errors=True)
+            return None
+        new_wm = wm
+        if plan.event_time is not None and max_et is not None:
+            cand = max_et - (plan.watermark_ms or 0)
+            new_wm = cand if wm is None else max(wm, cand)
+
+        # 1. state: the staged new-state rows are the snapshot
+        if os.path.isdir(part(NEW_STATE)):
+            store.install_state(version, part(NEW_STATE))
+        else:
+            spark.createDataFrame([], self.snapshot_schema).write.parquet(store.install_state(version, None))
+        # 2. output, through the statement's outer SQL, to the sink
+        n = len(plan.key_columns)
+        if os.path.isdir(part(OUT)):
+            staged = spark.read.schema(T.StructType(self.step_schema.fields[1:])).parquet(part(OUT))
+        else:
+            staged = spark.createDataFrame([], T.StructType(self.step_schema.fields[1:]))
+        out = staged.select(
+            *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(plan.key_columns)],
+            *[F.col(f.name) for f in self.out_schema.fields[n:]],
+        )
+        final = self.finish(out)
+        output_rows = final.count() if self.sink != "console" else None
+        write_batch(self.driver, final, self.sink, self.checkpoint, version)
+        # 3. commit
+        state_dir = store.state_dir(version)
+        info = {
+            "spark_batch": spark_batch,
+            "watermark_ms": new_wm,
+            "processing_ms": now,
+            "input_rows": int(events + late),
+            "events": int(events),
+            "late_rows": int(late),
+            "keys_touched": int(keys),
+            "timers_fired": int(fired),
+            "output_rows": output_rows,
+            "state_rows": spark.read.schema(self.snapshot_schema).parquet(state_dir).count(),
+            "state_bytes": _dir_size(state_dir),
+            "function": self.function,
+            "seconds": round(time.time() - started, 3),
+        }
+        store.commit(version, info)
+        store.cleanup()
+        return info
