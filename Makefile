@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint venv check-java clean
+.PHONY: demo test test-slow lint venv check-java clean bench bench-quick
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
@@ -23,14 +23,22 @@ demo: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m spark_keyed_sql.demo
 
 test: check-java $(STAMP)
-	$(PY) -m ruff check spark_keyed_sql tests
+	$(PY) -m ruff check spark_keyed_sql tests bench
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check spark_keyed_sql tests
+	$(PY) -m ruff check spark_keyed_sql tests bench
+
+# full benchmark (1k / 100k / 1M keys, 2M rows; about an hour on 2 cores) -> BENCHMARKS.md
+bench: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/run.py $(BENCH_ARGS)
+
+# quick benchmark (1k / 10k keys, 200k rows; a few minutes) -> bench-quick.md
+bench-quick: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/run.py --quick --out bench-quick.md $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

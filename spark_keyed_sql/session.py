@@ -129,7 +129,7 @@ class KeyedSQL:
         return eng.apply(df, plan)
 
     # ------------------------------------------------------------------ SQL
-    def _rewrite(self, query: str, *, execute: bool, mode: str = "sql"):
+    def _rewrite(self, query: str, *, execute: bool, mode: str = "sql", checkpoint: str | None = None):
         from .sql import ExplainKeyed, mentions_keyed_syntax, parse_statement, rewrite
 
         if not mentions_keyed_syntax(query):
@@ -138,7 +138,10 @@ class KeyedSQL:
         explain = isinstance(tree, ExplainKeyed)
         if explain:
             tree = tree.this
-        return rewrite(self.spark, tree, self.function, ENGINES, self.default_engine, execute=execute, mode=mode), explain
+        default = self.default_engine
+        if default == "auto" and checkpoint:
+            default = _checkpoint_engine(checkpoint) or default  # continue on the engine that wrote it
+        return rewrite(self.spark, tree, self.function, ENGINES, default, execute=execute, mode=mode), explain
 
     def sql(self, query: str) -> DataFrame:
         """Run SQL with the keyed clause; statements without it go to ``spark.sql`` unchanged.
@@ -165,17 +168,19 @@ class KeyedSQL:
 
     def start(self, query: str, checkpoint: str | None = None, sink: str = "console", *, trigger: str | None = None):
         """Run a keyed query over a streaming source; returns the pyspark StreamingQuery."""
-        rw, _ = self._rewrite(query, execute=True, mode="stream")
+        rw, _ = self._rewrite(query, execute=True, mode="stream", checkpoint=checkpoint)
         checkpoint = self._checkpoint(rw, checkpoint, "ks.start")
         query_, _ = self._launch(rw, query, checkpoint, sink, trigger=trigger, available_now=False, where="ks.start")
         return query_
 
-    def run(self, query: str, checkpoint: str | None = None, output: str | None = None) -> dict:
+    def run(self, query: str, checkpoint: str | None = None, output: str | None = None, *, progress=None) -> dict:
         """Incremental batch: process what is new in the file/table source since the last run
-        (Spark's availableNow trigger), with state carried in ``checkpoint``."""
+        (Spark's availableNow trigger), with state carried in ``checkpoint``. ``progress``, if
+        given, is called with a dict per finished batch (batch_id, input_rows, output_rows,
+        keys_touched, state_rows)."""
         import time
 
-        rw, _ = self._rewrite(query, execute=True, mode="stream")
+        rw, _ = self._rewrite(query, execute=True, mode="stream", checkpoint=checkpoint)
         checkpoint = self._checkpoint(rw, checkpoint, "ks.run")
         if not checkpoint:
             raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")
@@ -183,10 +188,18 @@ class KeyedSQL:
             raise SchemaError("ks.run needs output=<parquet directory or table name>")
         before = self._committed_rows(output)
         bulk_before = _bulk_version(checkpoint)
-        q, bulk = self._launch(rw, query, checkpoint, output, trigger=None, available_now=True, where="ks.run")
+        q, bulk = self._launch(rw, query, checkpoint, output, trigger=None, available_now=True, where="ks.run", progress=progress)
         timers = rw is not None and any(self.function(s.function).has_timers for s in rw.steps)
+        seen = 0
         while q.isActive:
             q.awaitTermination(1)
+            if progress is not None and bulk is None:
+                for p in q.recentProgress[seen:]:
+                    ops = p.get("stateOperators", [])
+                    progress({"batch_id": p.get("batchId"), "input_rows": p.get("numInputRows", 0),
+                              "keys_touched": sum(o.get("numRowsUpdated", 0) for o in ops),
+                              "state_rows": sum(o.get("numRowsTotal", 0) for o in ops)})
+                seen = len(q.recentProgress)
             # with timers Spark runs in ProcessingTime mode, where availableNow never ends:
             # stop once a batch has found no new input
             if timers and bulk is None and q.recentProgress and q.recentProgress[-1]["numInputRows"] == 0 and len(q.recentProgress) > 1:
@@ -211,7 +224,9 @@ class KeyedSQL:
             "metrics": state_metrics(progress, [s.function for s in rw.steps] if rw else []),
         }
 
-    def _launch(self, rw, query: str, checkpoint: str | None, sink: str, *, trigger: str | None, available_now: bool, where: str):
+    def _launch(
+        self, rw, query: str, checkpoint: str | None, sink: str, *, trigger: str | None, available_now: bool, where: str, progress=None
+    ):
         """Start the streaming query: Spark's writer over the rewritten statement, or, for an
         engine that runs per micro-batch, ``foreachBatch`` over the keyed step's source."""
         deferred = [s for s in rw.steps if s.deferred is not None] if rw else []
@@ -237,7 +252,7 @@ class KeyedSQL:
                 out.selectExpr(*renamed).createOrReplaceTempView(step.view)
                 return out.sparkSession.sql(final_sql)
 
-            bulk = BulkStream(self.spark, plan, df.schema, checkpoint, sink, finish, step.function)
+            bulk = BulkStream(self.spark, plan, df.schema, checkpoint, sink, finish, step.function, on_commit=progress)
             writer = df.writeStream.foreachBatch(bulk).option("checkpointLocation", checkpoint)
         else:
             df = self.spark.sql(rw.final_sql if rw else query)
@@ -274,10 +289,14 @@ class KeyedSQL:
             raise SchemaError(f"checkpoint given twice: in {where}(checkpoint=...) and in OPTIONS; give it once")
         checkpoint = checkpoint or (str(in_sql[0]) if in_sql else None)
         if checkpoint and rw is not None:
-            from .state.checkpoint import check_compatible, write_metadata
+            from .state.checkpoint import check_compatible, read_metadata, write_metadata
 
             operators = [self._operator_metadata(s) for s in rw.steps]
             check_compatible(checkpoint, operators)
+            old = read_metadata(checkpoint)
+            for new, was in zip(operators, old["operators"] if old else []):
+                if was.get("partitions"):
+                    new["partitions"] = was["partitions"]  # chosen by migrate_state
             if any(s.bootstrapped for s in rw.steps) and _has_commits(checkpoint):
                 from .state.checkpoint import CheckpointError
 
@@ -317,6 +336,31 @@ class KeyedSQL:
         }
 
     # ------------------------------------------------------------------ state as tables
+    def migrate_state(
+        self,
+        src_checkpoint: str,
+        dst_checkpoint: str,
+        *,
+        function: str | None = None,
+        to_function: str | None = None,
+        transform: str | None = None,
+        partitions: int | None = None,
+    ) -> dict:
+        """Rewrite ``src_checkpoint``'s state into ``dst_checkpoint``, which continues from the
+        same input position (on the bulk engine). ``to_function`` renames the function (it must
+        be registered; default: the same name), ``transform`` is a SQL query over a view named
+        ``state`` (one row per key, as ``read_state`` shows it) that evolves the schema, and
+        ``partitions`` sets the number of hash partitions the new checkpoint runs with."""
+        from .runtime.migrate import migrate_state
+        from .state.checkpoint import read_metadata
+
+        meta = read_metadata(src_checkpoint)
+        source_fn = function or (meta["operators"][0]["function"] if meta and meta["operators"] else None)
+        target = self.function(to_function or source_fn or "")
+        return migrate_state(
+            self.spark, src_checkpoint, dst_checkpoint, target, function=function, transform=transform, partitions=partitions
+        )
+
     def read_state(self, checkpoint: str, function: str | None = None, batch_id: int | None = None) -> DataFrame:
         """One row per key of the checkpoint's state: key columns, one column per state
         variable / attribute, and ``batch_id``. ``batch_id`` reads an older committed batch."""
@@ -365,6 +409,16 @@ def state_metrics(progress: list[dict], functions: list[str]) -> list[dict]:
                 }
             )
     return out
+
+
+def _checkpoint_engine(checkpoint: str) -> str | None:
+    from .state.checkpoint import CheckpointError, read_metadata
+
+    try:
+        meta = read_metadata(checkpoint)
+    except CheckpointError:
+        return None
+    return meta["operators"][0].get("engine", "tws") if meta and meta["operators"] else None
 
 
 def _bulk_version(checkpoint: str) -> int:

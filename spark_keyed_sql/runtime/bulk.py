@@ -220,7 +220,7 @@ def combine(df: DataFrame, plan: KeyedPlan, state: DataFrame | None, initial: Da
     for p in parts[1:]:
         out = out.unionByName(p, allowMissingColumns=True)
     if plan.keyed:
-        n = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
+        n = plan.partitions or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
         return out.repartition(n, *plan.key_columns).sortWithinPartitions(*plan.key_columns, KIND)
     return out.repartition(1).sortWithinPartitions(KIND)
 

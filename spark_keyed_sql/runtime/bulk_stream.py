@@ -52,8 +52,12 @@ class BulkStream:
         sink: str,
         finish: Callable[[DataFrame], DataFrame],
         function: str,
+        on_commit: Callable[[dict[str, Any]], None] | None = None,
     ):
+        from .migrate import bulk_partitions
+
         self.driver = driver
+        plan = dataclasses.replace(plan, partitions=plan.partitions or bulk_partitions(checkpoint))
         self.plan = plan
         self.shipped = dataclasses.replace(plan, initial_state=None)
         self.source_schema = source_schema
@@ -61,12 +65,22 @@ class BulkStream:
         self.sink = sink
         self.finish = finish
         self.function = function
+        self.on_commit = on_commit
         self.store = SnapshotStore(checkpoint)
         self.codec = StateRowCodec(plan.spec)
         self.out_schema = output_schema(source_schema, plan)
         n = len(plan.key_columns)
         self.step_schema = step_schema(self.out_schema, self.codec, n)
         self.snapshot_schema = T.StructType(self.step_schema.fields[1 : 1 + n] + self.codec.fields)
+        from .sinks import is_path
+
+        if is_path(sink) and os.path.isdir(os.path.join(sink.removeprefix("file:"), "_spark_metadata")):
+            from ..api.errors import KeyedSQLError
+
+            raise KeyedSQLError(
+                f"output {sink!r} was written by Spark's file sink (it has _spark_metadata), whose readers would hide "
+                "the files engine 'bulk' writes; give this query a new output directory"
+            )
         self.initial_dir = os.path.join(self.store.root, "initial")
         self._stage_initial_state()
 
@@ -163,4 +177,6 @@ class BulkStream:
         }
         store.commit(version, info)
         store.cleanup()
+        if self.on_commit is not None:
+            self.on_commit(info | {"batch_id": version})
         return info

@@ -23,6 +23,7 @@ class KeyedPlan:
     passthrough: list[str] = field(default_factory=list)  # source columns copied to each output row
     event_time: str | None = None  # source column with the event time (watermarked on streams)
     watermark_ms: int | None = None  # allowed lateness behind the largest event time seen
+    partitions: int | None = None  # bulk engine: hash partitions per batch (None: spark.sql.shuffle.partitions)
 
     @property
     def event_names(self) -> list[str]:

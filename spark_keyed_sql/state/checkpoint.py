@@ -71,8 +71,8 @@ def check_compatible(checkpoint: str, operators: list[dict[str, Any]]) -> None:
     for o, n in zip(old["operators"], operators):
         was, now = o.get("engine", "tws"), n.get("engine", "tws")
         if was != now:
+            hint = " (ks.migrate_state moves it into a new checkpoint on engine 'bulk')" if was == "tws" else ""
             raise CheckpointError(
                 f"checkpoint {checkpoint!r} holds state of engine '{was}' for {o['function']}; this query runs on "
-                f"engine '{now}'. Run it with OPTIONS (engine = '{was}'), or move the state with "
-                "ks.migrate_state(..., engine='" + now + "')"
+                f"engine '{now}'. Run it with OPTIONS (engine = '{was}'){hint}"
             )

@@ -1,0 +1,362 @@
+"""``make bench`` / ``make bench-quick``: every workload through every path, in one process, on
+the same generated data; each path's rows are checked against native Spark SQL's before its
+time counts. Writes BENCHMARKS.md (or --out).
+
+A path is timed as one Spark action computing ``count(*)`` and ``sum(hash(row))`` of its full
+output (doubles rounded to 6 places), so no path pays for writing files and every path's
+output is compared on the same digest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pyspark  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from bench.workloads import GAP, Aggregate, AggregateTWSPandas, Counter, CounterTWSPandas, CounterTWSRows, Sessions  # noqa: E402
+from spark_keyed_sql import KeyedSQL, KeyedTester  # noqa: E402
+from spark_keyed_sql.local import local_session  # noqa: E402
+
+W1_OUT = "user_id string, ts timestamp, n bigint, total double"
+
+
+class OverBudget(Exception):
+    pass
+
+
+def digest(df: DataFrame) -> tuple[int, int]:
+    cols = [F.round(F.col(f.name), 6).alias(f.name) if f.dataType.simpleString() == "double" else F.col(f.name) for f in df.schema.fields]
+    r = df.select(*cols).agg(F.count(F.lit(1)), F.sum(F.hash(*[F.col(f.name) for f in df.schema.fields]).cast("decimal(38,0)"))).collect()[0]
+    return int(r[0]), int(r[1] or 0)
+
+
+def timed(spark: SparkSession, fn: Callable[[], Any], budget: float) -> tuple[float, Any]:
+    """Run ``fn`` (which runs Spark jobs); cancel its jobs when over ``budget`` seconds."""
+    group = f"bench-{time.monotonic_ns()}"
+    spark.sparkContext.setJobGroup(group, "benchmark path", interruptOnCancel=True)
+    timer = threading.Timer(budget, lambda: spark.sparkContext.cancelJobGroup(group))
+    timer.start()
+    t0 = time.perf_counter()
+    try:
+        out = fn()
+    except Exception:  # noqa: BLE001 - a cancelled job surfaces as some Spark error
+        if time.perf_counter() - t0 >= budget * 0.99:
+            raise OverBudget(f"over the {budget:.0f} s budget") from None
+        raise
+    finally:
+        timer.cancel()
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return time.perf_counter() - t0, out
+
+
+def make_events(spark: SparkSession, keys: int, rows: int) -> DataFrame:
+    df = spark.range(rows).select(
+        F.concat(F.lit("u"), (F.col("id") % keys).cast("string")).alias("user_id"),
+        # per key: one event per minute, with a 45-minute pause every 7th (sessions in W3)
+        F.timestamp_seconds(F.lit(1_700_000_000) + (F.floor(F.col("id") / keys) * 60) + F.floor(F.col("id") / keys / 7) * 2700).alias("ts"),
+        ((F.col("id") * 7919) % 1000 / 10.0).alias("value"),
+    )
+    path = os.path.join(tempfile.gettempdir(), f"ks-bench-{keys}-{rows}")
+    if not os.path.exists(path):
+        df.repartition(4).write.parquet(path + ".tmp")
+        os.replace(path + ".tmp", path)
+    out = spark.read.parquet(path)
+    out.createOrReplaceTempView("bench_events")
+    return out
+
+
+# ------------------------------------------------------------------ paths
+def floor_counter(df: DataFrame) -> DataFrame:
+    """The practical Python floor: mapInArrow over key-sorted partitions, state in a dict."""
+
+    def fn(batches):
+        import pyarrow as pa
+
+        cur, n, total = None, 0, 0.0
+        for b in batches:
+            users, vals = b.column("user_id").to_pylist(), b.column("value").to_pylist()
+            on, ot = [], []
+            for u, v in zip(users, vals):
+                if u != cur:
+                    cur, n, total = u, 0, 0.0
+                n += 1
+                total += v
+                on.append(n)
+                ot.append(total)
+            yield pa.RecordBatch.from_arrays(
+                [b.column("user_id"), b.column("ts"), pa.array(on, pa.int64()), pa.array(ot, pa.float64())],
+                names=["user_id", "ts", "n", "total"],
+            )
+
+    return df.repartition("user_id").sortWithinPartitions("user_id", "ts").mapInArrow(fn, W1_OUT)
+
+
+def floor_aggregate(df: DataFrame) -> DataFrame:
+    def fn(batches):
+        import pyarrow as pa
+
+        acc: dict[str, list] = {}
+        for b in batches:
+            for u, v in zip(b.column("user_id").to_pylist(), b.column("value").to_pylist()):
+                a = acc.get(u)
+                if a is None:
+                    acc[u] = [1, v]
+                else:
+                    a[0] += 1
+                    a[1] += v
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(list(acc), pa.string()), pa.array([a[0] for a in acc.values()], pa.int64()), pa.array([a[1] for a in acc.values()], pa.float64())],
+            names=["user_id", "n", "total"],
+        )
+
+    return df.repartition("user_id").mapInArrow(fn, "user_id string, n bigint, total double")
+
+
+def plain_udtf(spark: SparkSession) -> DataFrame:
+    from pyspark.sql.functions import udtf
+
+    @udtf(returnType="user_id string, ts timestamp, n bigint, total double")
+    class CounterUDTF:
+        def __init__(self):
+            self.n, self.total = 0, 0.0
+
+        def eval(self, row):
+            self.n += 1
+            self.total += row["value"]
+            yield row["user_id"], row["ts"], self.n, self.total
+
+    spark.udtf.register("bench_plain_udtf", CounterUDTF)
+    return spark.sql("SELECT * FROM bench_plain_udtf(TABLE(bench_events) PARTITION BY user_id ORDER BY ts)")
+
+
+def tester_rows(rows: list[dict]) -> list[tuple]:
+    """W1 through KeyedTester: each key's rows in ts order, output row i belongs to input row i."""
+    t = KeyedTester(Counter, returns="n bigint, total double")
+    by_key: dict[str, list[dict]] = {}
+    for r in rows:
+        by_key.setdefault(r["user_id"], []).append(r)
+    out = []
+    for k, rs in by_key.items():
+        rs.sort(key=lambda r: r["ts"])
+        out += [(k, r["ts"], *o.values()) for r, o in zip(rs, t.run(rs, key=k))]
+    return out
+
+
+def workloads(spark: SparkSession, ks: KeyedSQL, df: DataFrame) -> dict[str, dict[str, Callable[[], DataFrame]]]:
+    w1_sql = "SELECT user_id, ts, n, total FROM bench_events GROUP BY KEY user_id WITH STATE bench_counter(value) ORDER BY ts OPTIONS (engine = '{e}')"
+    w2_sql = "SELECT user_id, n, total FROM bench_events GROUP BY KEY user_id WITH STATE bench_aggregate(value) OPTIONS (engine = '{e}')"
+    w3_sql = "SELECT user_id, session_start, events FROM bench_events GROUP BY KEY user_id WITH STATE bench_sessions(ts) ORDER BY ts OPTIONS (engine = 'bulk')"
+    return {
+        "W1 per-key counter (row out per row in)": {
+            "native Spark SQL (window)": lambda: spark.sql(
+                "SELECT user_id, ts, count(*) OVER w AS n, sum(value) OVER w AS total FROM bench_events "
+                "WINDOW w AS (PARTITION BY user_id ORDER BY ts ROWS UNBOUNDED PRECEDING)"
+            ),
+            "mapInArrow floor (hand-written)": lambda: floor_counter(df),
+            "ks.sql engine=bulk": lambda: ks.sql(w1_sql.format(e="bulk")),
+            "ks.sql engine=tws": lambda: ks.sql(w1_sql.format(e="tws")),
+            "table function": lambda: spark.sql("SELECT user_id, ts, n, total FROM bench_counter_ts(TABLE(bench_events), key => 'user_id', order_by => 'ts')"),
+            "plain UDTF PARTITION BY": lambda: plain_udtf(spark),
+            "transformWithState rows (hand-written)": lambda: df.groupBy("user_id").transformWithState(
+                CounterTWSRows(), W1_OUT, "Append", "None"
+            ),
+            "transformWithStateInPandas (hand-written)": lambda: df.groupBy("user_id").transformWithStateInPandas(
+                CounterTWSPandas(), W1_OUT, "Append", "None"
+            ),
+            "KeyedTester (pure Python)": "tester:w1",
+        },
+        "W2 per-key aggregate (row out per key)": {
+            "native Spark SQL (GROUP BY)": lambda: spark.sql("SELECT user_id, count(*) AS n, sum(value) AS total FROM bench_events GROUP BY user_id"),
+            "mapInArrow floor (hand-written)": lambda: floor_aggregate(df),
+            "ks.sql engine=bulk": lambda: ks.sql(w2_sql.format(e="bulk")),
+            "ks.sql engine=tws": lambda: ks.sql(w2_sql.format(e="tws")),
+            "transformWithStateInPandas (hand-written)": lambda: df.groupBy("user_id").transformWithStateInPandas(
+                AggregateTWSPandas(), "user_id string, n bigint, total double", "Append", "None"
+            ),
+        },
+        "W3 sessions closed by event-time timers": {
+            "native Spark SQL (session_window)": lambda: spark.sql(
+                f"SELECT user_id, session_window.start AS session_start, count(*) AS events FROM bench_events "
+                f"GROUP BY user_id, session_window(ts, '{int(GAP.total_seconds() // 60)} minutes')"
+            ),
+            "ks.sql engine=bulk": lambda: ks.sql(w3_sql),
+            "table function": lambda: spark.sql("SELECT * FROM bench_sessions(TABLE(bench_events), key => 'user_id', order_by => 'ts')"),
+        },
+    }
+
+
+class CounterTs(Counter):
+    """W1 for the table-function form, which returns key + returns only: ts travels in returns."""
+
+    def execute(self, row):
+        self.n += 1
+        self.total += row["value"]
+        return [(row["ts"], self.n, self.total)]
+
+
+def restart_time(spark: SparkSession, ks: KeyedSQL, keys: int, rows: int, engine: str, budget: float) -> str:
+    """ks.run over ``rows`` events of ``keys`` keys, then time a second run that adds 1,000 rows
+    (restart from the checkpoint holding every key's state)."""
+    d = tempfile.mkdtemp(prefix="ks-bench-restart-")
+    try:
+        src = os.path.join(d, "in")
+        spark.read.parquet(os.path.join(tempfile.gettempdir(), f"ks-bench-{keys}-{rows}")).write.parquet(os.path.join(src, "a"))
+        sql = (
+            f"SELECT user_id, n, total FROM parquet.`{src}/*` GROUP BY KEY user_id WITH STATE bench_counter(value) "
+            f"ORDER BY ts OPTIONS (engine = '{engine}')"
+        )
+        # a file source over sub-directories needs one flat directory: use the files of 'a'
+        flat = os.path.join(d, "flat")
+        os.makedirs(flat)
+        for f in os.listdir(os.path.join(src, "a")):
+            if f.endswith(".parquet"):
+                shutil.copy(os.path.join(src, "a", f), os.path.join(flat, f))
+        sql = sql.replace(f"{src}/*", flat)
+        t_first, _ = timed(spark, lambda: ks.run(sql, checkpoint=os.path.join(d, "cp"), output=os.path.join(d, "out")), budget)
+        spark.read.parquet(flat).limit(1000).write.parquet(os.path.join(d, "more"))
+        for f in os.listdir(os.path.join(d, "more")):
+            if f.endswith(".parquet"):
+                shutil.copy(os.path.join(d, "more", f), os.path.join(flat, "more-" + f))
+        t_restart, _ = timed(spark, lambda: ks.run(sql, checkpoint=os.path.join(d, "cp"), output=os.path.join(d, "out")), budget)
+        return f"first run {t_first:.1f} s; restart + 1,000 new rows {t_restart:.1f} s"
+    except OverBudget as exc:
+        return str(exc)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def peak_rss_mb() -> dict[str, float]:
+    """Peak resident memory (VmHWM) of the JVM driver and of the Python workers alive now."""
+    out = {"driver JVM": 0.0, "python workers (max)": 0.0}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="ignore")
+            status = open(f"/proc/{pid}/status").read()
+        except OSError:
+            continue
+        hwm = next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM")), 0.0)
+        if "org.apache.spark.deploy.SparkSubmit" in cmd:
+            out["driver JVM"] = max(out["driver JVM"], hwm)
+        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            out["python workers (max)"] = max(out["python workers (max)"], hwm)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="1k and 10k keys, 200k rows (a few minutes)")
+    ap.add_argument("--keys", default=None, help="comma-separated key counts (default 1000,100000,1000000)")
+    ap.add_argument("--rows", type=int, default=None, help="rows per run (default 2,000,000)")
+    ap.add_argument("--budget", type=float, default=None, help="seconds before a path is cancelled")
+    ap.add_argument("--out", default="BENCHMARKS.md")
+    a = ap.parse_args()
+    keys = [int(k) for k in (a.keys or ("1000,10000" if a.quick else "1000,100000,1000000")).split(",")]
+    rows = a.rows or (200_000 if a.quick else 2_000_000)
+    budget = a.budget or (120.0 if a.quick else 600.0)
+
+    spark = local_session("spark-keyed-sql bench", shuffle_partitions=8)
+    ks = KeyedSQL(spark)
+    ks.register("bench_counter", Counter, returns="n bigint, total double")
+    ks.register("bench_counter_ts", CounterTs, returns="ts timestamp, n bigint, total double")
+    ks.register("bench_aggregate", Aggregate)
+    ks.register("bench_sessions", Sessions, returns="session_start timestamp, events bigint")
+
+    results: list[tuple] = []
+    for k in keys:
+        df = make_events(spark, k, rows)
+        for wname, paths in workloads(spark, ks, df).items():
+            reference = None
+            native_t = floor_t = None
+            for pname, path in paths.items():
+                print(f"[{k} keys] {wname} :: {pname} ...", flush=True)
+                try:
+                    if isinstance(path, str):  # KeyedTester: no Spark at all
+                        if k * 1 > 100_000:
+                            raise OverBudget("skipped above 100k keys (driver-only, single core)")
+                        local = [r.asDict() for r in df.collect()]
+                        t0 = time.perf_counter()
+                        got = tester_rows(local)
+                        t = time.perf_counter() - t0
+                        check = spark.createDataFrame(got, W1_OUT)
+                        d = digest(check)
+                    else:
+                        t, d = timed(spark, lambda p=path: digest(p()), budget)
+                except OverBudget as exc:
+                    results.append((k, wname, pname, None, str(exc), None, None))
+                    continue
+                except Exception as exc:  # noqa: BLE001 - reported in the table, not hidden
+                    results.append((k, wname, pname, None, f"failed: {str(exc).splitlines()[0][:120]}", None, None))
+                    continue
+                if reference is None:
+                    reference, native_t = d, t
+                ok = d == reference
+                if pname.startswith("mapInArrow floor"):
+                    floor_t = t
+                results.append((k, wname, pname, t, "same rows as native" if ok else f"DIFFERENT rows: {d} vs {reference}", native_t, floor_t))
+    restarts = {e: restart_time(spark, ks, max(keys), rows, e, budget) for e in ("bulk", "tws")}
+    mem = peak_rss_mb()
+    write_report(a.out, results, rows, keys, restarts, mem, a.quick)
+    spark.stop()
+
+
+def write_report(path: str, results: list[tuple], rows: int, keys: list[int], restarts: dict, mem: dict, quick: bool) -> None:
+    import multiprocessing
+
+    try:
+        mem_total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_total = float("nan")
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated by `make bench{'-quick' if quick else ''}` (bench/run.py) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        f"Machine: {multiprocessing.cpu_count()} cores, {mem_total:.0f} GiB, {platform.platform()}; Python {platform.python_version()}, "
+        f"PySpark {pyspark.__version__}, local[2], 8 shuffle partitions. {rows:,} rows per run.",
+        "",
+        "Each time is one Spark action over the path's full output (count + hash digest); the digest is",
+        "compared with native Spark SQL's before the time is reported. Ratios: time / native time, and",
+        "time / the hand-written mapInArrow floor (the practical Python floor).",
+        "",
+    ]
+    by_w: dict[tuple[int, str], list[tuple]] = {}
+    for r in results:
+        by_w.setdefault((r[0], r[1]), []).append(r)
+    for (k, w), rs in by_w.items():
+        native = next((r[3] for r in rs if r[3] is not None and r[2].startswith("native")), None)
+        floor = next((r[3] for r in rs if r[3] is not None and r[2].startswith("mapInArrow floor")), None)
+        lines += [f"## {w} — {k:,} keys", "", "| path | time (s) | rows/s | × native | × floor | check |", "|---|---:|---:|---:|---:|---|"]
+        for _, _, p, t, check, _, _ in rs:
+            if t is None:
+                lines.append(f"| {p} | — | — | — | — | {check} |")
+                continue
+            lines.append(
+                f"| {p} | {t:.2f} | {rows / t:,.0f} | {t / native:.1f} | {'' if floor is None else f'{t / floor:.1f}'} | {check} |"
+                if native
+                else f"| {p} | {t:.2f} | {rows / t:,.0f} | | | {check} |"
+            )
+        lines.append("")
+    lines += ["## Restart from a checkpoint", "", f"{max(keys):,} keys of state (W1 counter through `ks.run`):", ""]
+    lines += [f"- engine `{e}`: {v}" for e, v in restarts.items()]
+    lines += ["", "## Peak memory (VmHWM)", ""] + [f"- {k}: {v:,.0f} MiB" for k, v in mem.items()] + [""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

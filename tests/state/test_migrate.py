@@ -1,0 +1,116 @@
+"""ks.migrate_state: a new checkpoint with other partitions, a renamed function or an evolved
+state schema continues from the same input position (nothing re-read, nothing skipped)."""
+import pytest
+from data import by_key_in_ts_order, make_events, write_parquet
+
+from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql.runtime.migrate import MigrationError
+from spark_keyed_sql.state.checkpoint import CheckpointError
+
+
+class TallyV1(StatefulFunction):
+    count: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.count = 0
+        self.merchants = set()
+
+    def execute(self, e):
+        self.count += 1
+        self.merchants.add(e["merchant"])
+        return {"count": float(self.count), "bonus": 0}
+
+
+class TallyV2(StatefulFunction):
+    """Evolved: ``count`` widened to double, ``merchants`` dropped, ``bonus`` added."""
+
+    count: float
+    bonus: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.count = 0.0
+        self.bonus = 5
+
+    def execute(self, e):
+        self.count += 1
+        return {"count": self.count, "bonus": self.bonus}
+
+
+RETURNS = "count double, bonus bigint"
+SQL = "SELECT user_id, count, bonus FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE {fn}(merchant) ORDER BY ts"
+AFTER = SQL + " OPTIONS (engine = 'bulk')"  # a migrated checkpoint runs on the bulk engine
+
+
+@pytest.fixture(scope="module")
+def first_run(spark, ks, tmp_path_factory):
+    d = tmp_path_factory.mktemp("mig")
+    ks.register("mig_tally", TallyV1, returns=RETURNS)
+    ks.register("mig_tally_v2", TallyV2, returns=RETURNS)
+    a, b = make_events(40, 2, seed=41), make_events(40, 2, seed=42, start_second=90_000)
+    write_parquet(spark, a, str(d / "in"))
+    ks.run(SQL.format(src=d / "in", fn="mig_tally"), checkpoint=str(d / "cp"), output=str(d / "out_a"))
+    write_parquet(spark, b, str(d / "in"))  # arrives after the checkpoint's last batch
+    return d, a, b
+
+
+def oracle(a, b, bonus_after_a=0):
+    out = []
+    for user, evs in by_key_in_ts_order(a).items():
+        out += [(user, float(i + 1), 0) for i in range(len(evs))]
+    counts = {u: len(evs) for u, evs in by_key_in_ts_order(a).items()}
+    for user, evs in by_key_in_ts_order(b).items():
+        base = counts.get(user, 0)
+        out += [(user, float(base + i + 1), bonus_after_a) for i in range(len(evs))]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("partitions", [8, 2])  # the session runs 4: twice and half as many
+def test_migrate_partitions_continues_from_same_position(spark, ks, first_run, partitions):
+    d, a, b = first_run
+    dst = str(d / f"cp_p{partitions}")
+    info = ks.migrate_state(str(d / "cp"), dst, partitions=partitions)
+    assert info["keys"] == 40 and info["partitions"] == partitions
+    summary = ks.run(AFTER.format(src=d / "in", fn="mig_tally"), checkpoint=dst, output=str(d / f"out_b{partitions}"))
+    assert summary["input_rows"] == len(b)  # only the new file: nothing re-read, nothing skipped
+    got = [tuple(r) for r in spark.read.parquet(str(d / "out_a")).collect()]
+    got += [tuple(r) for r in spark.read.parquet(str(d / f"out_b{partitions}")).collect()]
+    assert sorted(got) == oracle(a, b)
+    assert len(spark.read.parquet(f"{dst}/bulk/state/v={info['batch_id']}").inputFiles()) <= partitions
+
+
+def test_migrate_renamed_function_with_evolved_schema(spark, ks, first_run):
+    d, a, b = first_run
+    dst = str(d / "cp_v2")
+    ks.migrate_state(str(d / "cp"), dst, to_function="mig_tally_v2", transform="SELECT user_id, count FROM state")
+    state = {r.user_id: r for r in ks.read_state(dst).collect()}
+    assert {u: s["count"] for u, s in state.items()} == {u: float(len(e)) for u, e in by_key_in_ts_order(a).items()}
+    assert {s["bonus"] for s in state.values()} == {5}  # the new attribute takes its __init__ value
+    ks.run(AFTER.format(src=d / "in", fn="mig_tally_v2"), checkpoint=dst, output=str(d / "out_v2"))
+    got = [tuple(r) for r in spark.read.parquet(str(d / "out_a")).collect()]
+    got += [tuple(r) for r in spark.read.parquet(str(d / "out_v2")).collect()]
+    assert sorted(got) == oracle(a, b, bonus_after_a=5)
+
+
+def test_migrate_refusals(spark, ks, first_run):
+    d, _, _ = first_run
+    src = str(d / "cp")
+    (d / "busy").mkdir()
+    (d / "busy" / "x").write_text("x")
+    with pytest.raises(MigrationError, match="not empty"):
+        ks.migrate_state(src, str(d / "busy"))
+    with pytest.raises(MigrationError, match=r"\['merchants'\] are not state of TallyV2"):
+        ks.migrate_state(src, str(d / "r1"), to_function="mig_tally_v2")
+    with pytest.raises(MigrationError, match="does not convert"):
+        ks.migrate_state(src, str(d / "r2"), to_function="mig_tally_v2", transform="SELECT user_id, 'many' AS count FROM state")
+    # the old checkpoint is untouched and still runs on
+    assert ks.read_state(src).count() == 40
+
+
+def test_migrated_checkpoint_refuses_the_other_engine(spark, ks, first_run):
+    d, _, _ = first_run
+    dst = str(d / "cp_engine")
+    ks.migrate_state(str(d / "cp"), dst)
+    with pytest.raises(CheckpointError, match="engine 'bulk'"):
+        ks.run(SQL.format(src=d / "in", fn="mig_tally") + " OPTIONS (engine = 'tws')", checkpoint=dst, output=str(d / "o_engine"))
