@@ -7,6 +7,7 @@ last) and may name the classes it needs in comments::
 
 (``--udf`` on the command line does the same). A class gives its output schema as a
 ``returns`` class attribute, or the comment adds it: ``-- udf: name = mod:Class returns n bigint``.
+``${here}`` in the file stands for the file's own directory (data paths beside the query).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["main", "split_statements", "udf_specs"]
+__all__ = ["main", "split_statements", "udf_specs", "read_sql_file", "register_udfs"]
 
 _UDF_COMMENT = re.compile(r"^\s*--\s*udf:\s*(?P<spec>.+?)\s*$", re.M)
 _UDF = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<target>[\w.]+:\w+)(?:\s+returns\s+(?P<returns>.+))?$")
@@ -54,7 +55,7 @@ def udf_specs(text: str, extra: list[str]) -> list[tuple[str, str, str | None]]:
     return specs
 
 
-def _register(ks: Any, specs: list[tuple[str, str, str | None]], base_dir: str | None) -> None:
+def register_udfs(ks: Any, specs: list[tuple[str, str, str | None]], base_dir: str | None) -> None:
     if base_dir and base_dir not in sys.path:
         sys.path.insert(0, base_dir)  # classes beside the SQL file
     for name, target, returns in specs:
@@ -105,13 +106,19 @@ def _progress(p: dict) -> None:
     )
 
 
+def read_sql_file(path: str) -> str:
+    here = os.path.dirname(os.path.abspath(path))
+    with open(path) as f:
+        return f.read().replace("${here}", here)
+
+
 def _load(args: argparse.Namespace) -> tuple[Any, Any, list[str]]:
     from . import KeyedSQL
 
-    text = open(args.file).read()
+    text = read_sql_file(args.file)
     spark = _session(args.master)
     ks = KeyedSQL(spark, engine=args.engine)
-    _register(ks, udf_specs(text, args.udf), os.path.dirname(os.path.abspath(args.file)))
+    register_udfs(ks, udf_specs(text, args.udf), os.path.dirname(os.path.abspath(args.file)))
     return spark, ks, split_statements(text)
 
 
@@ -159,7 +166,7 @@ def cmd_state_migrate(args: argparse.Namespace) -> int:
     from . import KeyedSQL
 
     ks = KeyedSQL(_session(args.master))
-    _register(ks, udf_specs("", args.udf), os.getcwd())
+    register_udfs(ks, udf_specs("", args.udf), os.getcwd())
     info = ks.migrate_state(
         args.src, args.dst, function=args.function, to_function=args.to_function, transform=args.transform, partitions=args.partitions
     )

@@ -1,0 +1,51 @@
+"""The Flink keyed-state guide's examples as registered KeyedProcessors."""
+
+from spark_keyed_sql import KeyedProcessor, ListState, MapState, ValueState
+
+
+class LatestTransaction(KeyedProcessor):
+    """The latest transaction per customer (a struct ValueState) and how many were seen."""
+
+    latest = ValueState("amount double, ts timestamp, merchant string")
+    seen = ValueState("bigint", default=0)
+    returns = "amount double, merchant string, ts timestamp, seen bigint"
+
+    def process(self, key, rows):
+        last = rows.sort_values("ts").iloc[-1]
+        cur = self.latest.get()
+        if cur is None or last.ts.to_pydatetime() >= cur["ts"]:
+            self.latest.update({"amount": float(last.amount), "ts": last.ts.to_pydatetime(), "merchant": last.merchant})
+        self.seen.update(self.seen.get() + len(rows))
+        latest = self.latest.get()
+        return [(latest["amount"], latest["merchant"], latest["ts"], self.seen.get())]
+
+
+class EnrichTransactions(KeyedProcessor):
+    """Enrichment join that waits for missing data: transactions wait in a ListState until
+    the customer's details (ValueState) arrive; a MapState keeps spend per merchant."""
+
+    customer = ValueState("name string, tier string")
+    pending = ListState("tx_id string, amount double, merchant string")
+    spend = MapState("string", "double")
+    returns = "tx_id string, amount double, merchant string, name string, tier string, merchant_spend double"
+
+    def process(self, key, rows):
+        out = []
+        for r in rows.sort_values(["ts", "kind"]).itertuples():
+            if r.kind == "customer":
+                self.customer.update({"name": r.name, "tier": r.tier})
+                waiting = list(self.pending.get())
+                self.pending.clear()
+                for tx in waiting:
+                    out.append(self._enrich(tx))
+            elif self.customer.exists():
+                out.append(self._enrich({"tx_id": r.tx_id, "amount": r.amount, "merchant": r.merchant}))
+            else:
+                self.pending.append({"tx_id": r.tx_id, "amount": float(r.amount), "merchant": r.merchant})
+        return out
+
+    def _enrich(self, tx):
+        total = round((self.spend.get(tx["merchant"]) or 0.0) + tx["amount"], 2)
+        self.spend.put(tx["merchant"], total)
+        c = self.customer.get()
+        return (tx["tx_id"], float(tx["amount"]), tx["merchant"], c["name"], c["tier"], total)
