@@ -266,7 +266,12 @@ class KeyedSQL:
         elif trigger:
             writer = writer.trigger(processingTime=trigger)
         if bulk is not None:
-            return writer.start(), bulk
+            q = writer.start()
+            if not available_now and self.function(deferred[0].function).has_timers:
+                from .api.intervals import parse_interval_ms
+
+                bulk.pump_timers(q, parse_interval_ms(trigger) / 1000 if trigger else 1.0)
+            return q, bulk
         return _start_sink(writer, sink), None
 
     def metrics(self, query) -> list[dict]:

@@ -17,7 +17,6 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timezone
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -61,12 +60,6 @@ def step_schema(out: T.StructType, codec: StateRowCodec, n_keys: int) -> T.Struc
         + codec.fields
         + STATS_FIELDS
     )
-
-
-def _naive_utc(v: Any) -> Any:
-    if v is not None and getattr(v, "tzinfo", None) is not None:
-        return v.astimezone(timezone.utc).replace(tzinfo=None)
-    return v
 
 
 @dataclass
@@ -166,12 +159,15 @@ class BulkProgram:
         started = False
         for rb in batches:
             if ts_cols is None:
-                ts_cols = [f.name for f in rb.schema if pa.types.is_timestamp(f.type)]
+                ts_cols = [i for i, f in enumerate(rb.schema) if pa.types.is_timestamp(f.type) and f.type.tz is not None]
                 init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)]
+            for i in ts_cols:
+                # UTC instants as naive datetimes (what every engine hands user code), cast in C
+                rb = rb.set_column(i, rb.schema[i].name, rb.column(i).cast(pa.timestamp(rb.schema[i].type.unit)))
+            one_key = len(keys) == 1
+            k0 = keys[0] if one_key else None
             for r in rb.to_pylist():
-                for c in ts_cols:
-                    r[c] = _naive_utc(r[c])
-                kv = tuple(r[k] for k in keys)
+                kv = (r[k0],) if one_key else tuple(r[k] for k in keys)
                 if not started or kv != current:
                     if started:
                         finish_key(current, state_row, init_row, events)  # type: ignore[arg-type]

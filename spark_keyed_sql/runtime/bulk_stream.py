@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -66,6 +67,7 @@ class BulkStream:
         self.finish = finish
         self.function = function
         self.on_commit = on_commit
+        self.lock = threading.Lock()  # foreachBatch and the timer pump never step at once
         self.store = SnapshotStore(checkpoint)
         self.codec = StateRowCodec(plan.spec)
         self.out_schema = output_schema(source_schema, plan)
@@ -83,8 +85,18 @@ class BulkStream:
             )
         self.initial_dir = os.path.join(self.store.root, "initial")
         self._stage_initial_state()
+        if sink.startswith("memory:"):  # queryable from the start, as Spark's memory sink is
+            from .sinks import MEMORY_SINKS
+
+            MEMORY_SINKS.pop(sink.split(":", 1)[1], None)
+            driver.createDataFrame([], self.finish(self._empty_output()).schema).createOrReplaceTempView(
+                sink.split(":", 1)[1]
+            )
 
     # ------------------------------------------------------------------ setup
+    def _empty_output(self) -> DataFrame:
+        return self.driver.createDataFrame([], self.out_schema)
+
     def _stage_initial_state(self) -> None:
         """INITIAL STATE is read once, into the checkpoint, before the first batch (the batch
         runs in Spark's streaming session, not the one the table was read in)."""
@@ -98,15 +110,36 @@ class BulkStream:
 
     # ------------------------------------------------------------------ foreachBatch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        if self.store.committed_spark_batch(batch_id):
-            return  # done before a restart; Spark had not recorded it yet
-        self.step(batch_df, batch_id)
+        with self.lock:
+            if self.store.committed_spark_batch(batch_id):
+                return  # done before a restart; Spark had not recorded it yet
+            self.step(batch_df, batch_id)
 
     def flush_timers(self) -> dict[str, Any] | None:
         """A step without input: fires timers due by the last watermark / now (what Spark's
         no-data batch does). Commits only if a timer fired."""
-        empty = self.driver.createDataFrame([], self.source_schema)
-        return self.step(empty, None, only_if_timers=True)
+        with self.lock:
+            empty = self.driver.createDataFrame([], self.source_schema)
+            return self.step(empty, None, only_if_timers=True)
+
+    def pump_timers(self, query: Any, interval_s: float) -> threading.Thread:
+        """While ``query`` runs, fire due timers every ``interval_s`` even when no input
+        arrives (Spark schedules no batch for a foreachBatch query without new data)."""
+
+        def loop() -> None:
+            while query.isActive:
+                time.sleep(interval_s)
+                if not query.isActive:
+                    break
+                try:
+                    self.flush_timers()
+                except Exception:  # noqa: BLE001 - the query itself reports real failures
+                    if query.isActive:
+                        time.sleep(interval_s)
+
+        t = threading.Thread(target=loop, name=f"spark-keyed-sql timers {self.function}", daemon=True)
+        t.start()
+        return t
 
     def step(self, batch_df: DataFrame, spark_batch: int | None, only_if_timers: bool = False) -> dict[str, Any] | None:
         spark = batch_df.sparkSession

@@ -2,26 +2,58 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..api.errors import OutputSchemaError, StateTypeError
 from ..api.types import StructType, coerce
 
-__all__ = ["normalize_output", "rows_as_dicts"]
+__all__ = ["normalize_output", "rows_as_dicts", "Where", "resolve_where"]
+
+# where a value came from, for error messages only: a string, or a callable that builds it
+# (a per-row message would cost more than the row itself)
+Where = str | Callable[[], str]
 
 
-def normalize_output(result: Any, schema: StructType | None, where: str) -> list[Any]:
+def resolve_where(where: Where) -> str:
+    return where() if callable(where) else where
+
+
+_FIELDS: dict[int, tuple[StructType, tuple]] = {}
+
+
+def _fields(schema: StructType) -> tuple:
+    """(names, name set, (name, type, label) per field), computed once per schema object."""
+    hit = _FIELDS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        names = tuple(schema.names)
+        info = (names, frozenset(names), tuple((f.name, f.type, f"column '{f.name}'") for f in schema.fields))
+        hit = _FIELDS[id(schema)] = (schema, info)
+    return hit[1]
+
+
+def normalize_output(result: Any, schema: StructType | None, where: Where) -> list[Any]:
     """dict / tuple / None / DataFrame / iterable of those -> list of tuples in ``schema`` order.
 
     With ``schema`` None (KeyedTester without ``returns``) dicts and tuples pass unchanged.
     """
     out: list[Any] = []
+    t = type(result)
+    if t is list:  # the common shapes first, without the general dispatch
+        for item in result:
+            if type(item) is tuple or type(item) is dict:
+                out.append(_row(item, schema, where))
+            else:
+                _collect(item, schema, where, out, top=False)
+        return out
+    if t is dict:
+        out.append(_row(result, schema, where))
+        return out
     _collect(result, schema, where, out, top=True)
     return out
 
 
-def _collect(result: Any, schema: StructType | None, where: str, out: list, top: bool) -> None:
+def _collect(result: Any, schema: StructType | None, where: Where, out: list, top: bool) -> None:
     if result is None:
         return
     if isinstance(result, dict) or (isinstance(result, tuple) and hasattr(result, "__fields__")):
@@ -39,11 +71,11 @@ def _collect(result: Any, schema: StructType | None, where: str, out: list, top:
             out.append(_row((result,), schema, where))
             return
         raise OutputSchemaError(
-            f"{where} returned {type(result).__name__} {result!r}; return a dict, a tuple, None, "
+            f"{resolve_where(where)} returned {type(result).__name__} {result!r}; return a dict, a tuple, None, "
             "a pandas DataFrame or an iterable of dicts/tuples"
         )
     if not top:
-        raise OutputSchemaError(f"{where} yielded a nested {type(result).__name__}; yield dicts or tuples")
+        raise OutputSchemaError(f"{resolve_where(where)} yielded a nested {type(result).__name__}; yield dicts or tuples")
     for item in result:
         _collect(item, schema, where, out, top=False)
 
@@ -52,30 +84,30 @@ def _unnan(v: Any) -> Any:
     return None if isinstance(v, float) and v != v else v
 
 
-def _row(value: Any, schema: StructType | None, where: str) -> Any:
+def _row(value: Any, schema: StructType | None, where: Where) -> Any:
     if schema is None:
         return value
-    names = schema.names
+    names, name_set, fields = _fields(schema)
     try:
         if isinstance(value, dict):
-            unknown = [k for k in value if k not in names]
-            if not unknown:
-                return tuple(coerce(value.get(f.name), f.type, f"column '{f.name}'") for f in schema.fields)
-            if len(schema.fields) == 1:
-                f = schema.fields[0]
-                return (coerce(value, f.type, f"column '{f.name}'"),)
+            if name_set.issuperset(value):
+                return tuple([coerce(value.get(n), t, label) for n, t, label in fields])
+            unknown = [k for k in value if k not in name_set]
+            if len(fields) == 1:
+                n, t, label = fields[0]
+                return (coerce(value, t, label),)
             raise OutputSchemaError(
-                f"{where} returned {_short(value)} with key(s) {unknown} that are not columns of "
+                f"{resolve_where(where)} returned {_short(value)} with key(s) {unknown} that are not columns of "
                 f"returns ({schema.field_ddl()})"
             )
         if len(value) != len(names):
             raise OutputSchemaError(
-                f"{where} returned {len(value)} value(s) {_short(value)} but returns has "
+                f"{resolve_where(where)} returned {len(value)} value(s) {_short(value)} but returns has "
                 f"{len(names)} column(s) ({schema.field_ddl()})"
             )
-        return tuple(coerce(v, f.type, f"column '{f.name}'") for v, f in zip(value, schema.fields))
+        return tuple([coerce(v, t, label) for v, (_, t, label) in zip(value, fields)])
     except StateTypeError as exc:
-        raise OutputSchemaError(f"{where} returned {_short(value)} that does not match returns ({schema.field_ddl()}): {exc}") from None
+        raise OutputSchemaError(f"{resolve_where(where)} returned {_short(value)} that does not match returns ({schema.field_ddl()}): {exc}") from None
 
 
 def _short(v: Any) -> str:

@@ -18,7 +18,7 @@ from ..api.function import state_descriptors
 from ..api.state import ACCESSORS, StateDescriptor, StateStorage
 from ..state.attributes import AttributeLayout
 from ..state.encoding import loads
-from .output import normalize_output
+from .output import Where, normalize_output, resolve_where
 from .spec import FunctionSpec
 
 __all__ = ["KeyBinding", "KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
@@ -131,14 +131,15 @@ class KeyedRunner:
             self.ctx._clear = None
             self.instance.__dict__.pop("_ks_accessors", None)
 
-    def _call(self, key: Any, where: str, fn: Any, *args: Any) -> list[Any]:
+    def _call(self, key: Any, where: Where, fn: Any, *args: Any) -> list[Any]:
+        """Call user code; ``where`` (a string, or a callable building it) only on error."""
         try:
             result = fn(*args)
-            return normalize_output(result, self.spec.returns, f"function '{self.spec.name}' (key {key!r}, {where})")
+            return normalize_output(result, self.spec.returns, lambda: f"function '{self.spec.name}' (key {key!r}, {resolve_where(where)})")
         except OutputSchemaError:
             raise
         except Exception as exc:
-            raise UserFunctionError(self.spec.name, key, where, exc) from exc
+            raise UserFunctionError(self.spec.name, key, resolve_where(where), exc) from exc
 
     # ------------------------------------------------------------ entry points
     def process_key(
@@ -168,7 +169,7 @@ class KeyedRunner:
                     self._cleared = False
                     self.ctx.set_current_key(key, self.keyed)
                     try:
-                        produced = self._call(key, f"row {_short(event)}", self.instance.execute, event)
+                        produced = self._call(key, lambda e=event: f"row {_short(e)}", self.instance.execute, event)
                     finally:
                         self.ctx.clear_key()  # SAGE: the key is cleared after each row
                     if passthrough:
