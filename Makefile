@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint venv check-java clean bench bench-quick
+.PHONY: demo test test-slow lint venv check-java clean bench bench-quick crash
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
@@ -35,6 +35,10 @@ lint: $(STAMP)
 # full benchmark (1k / 100k / 1M keys, 2M rows; about an hour on 2 cores) -> BENCHMARKS.md
 bench: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/run.py $(BENCH_ARGS)
+
+# full crash run (20+ SIGKILLs per engine) -> figures in docs/reliability.md
+crash: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/crash/full.py
 
 # quick benchmark (1k / 10k keys, 200k rows; a few minutes) -> bench-quick.md
 bench-quick: check-java $(STAMP)

@@ -169,8 +169,16 @@ class KeyedSQL:
     def start(self, query: str, checkpoint: str | None = None, sink: str = "console", *, trigger: str | None = None):
         """Run a keyed query over a streaming source; returns the pyspark StreamingQuery."""
         rw, _ = self._rewrite(query, execute=True, mode="stream", checkpoint=checkpoint)
-        checkpoint = self._checkpoint(rw, checkpoint, "ks.start")
-        query_, _ = self._launch(rw, query, checkpoint, sink, trigger=trigger, available_now=False, where="ks.start")
+        lock = _lock(checkpoint or _sql_checkpoint(rw))
+        try:
+            checkpoint = self._checkpoint(rw, checkpoint, "ks.start")
+            query_, _ = self._launch(rw, query, checkpoint, sink, trigger=trigger, available_now=False, where="ks.start")
+        except BaseException:
+            if lock:
+                lock.release()
+            raise
+        if lock:
+            _release_when_done(query_, lock)
         return query_
 
     def run(self, query: str, checkpoint: str | None = None, output: str | None = None, *, progress=None) -> dict:
@@ -178,9 +186,17 @@ class KeyedSQL:
         (Spark's availableNow trigger), with state carried in ``checkpoint``. ``progress``, if
         given, is called with a dict per finished batch (batch_id, input_rows, output_rows,
         keys_touched, state_rows)."""
+        rw, _ = self._rewrite(query, execute=True, mode="stream", checkpoint=checkpoint)
+        lock = _lock(checkpoint or _sql_checkpoint(rw))
+        try:
+            return self._run(rw, query, checkpoint, output, progress)
+        finally:
+            if lock:
+                lock.release()
+
+    def _run(self, rw, query: str, checkpoint: str | None, output: str | None, progress) -> dict:
         import time
 
-        rw, _ = self._rewrite(query, execute=True, mode="stream", checkpoint=checkpoint)
         checkpoint = self._checkpoint(rw, checkpoint, "ks.run")
         if not checkpoint:
             raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")
@@ -230,6 +246,10 @@ class KeyedSQL:
         """Start the streaming query: Spark's writer over the rewritten statement, or, for an
         engine that runs per micro-batch, ``foreachBatch`` over the keyed step's source."""
         deferred = [s for s in rw.steps if s.deferred is not None] if rw else []
+        in_sql = [s.options["trigger"] for s in (rw.steps if rw else []) if s.options.get("trigger")]
+        if trigger and in_sql:
+            raise SchemaError(f"trigger given twice: in {where}(trigger=...) and in OPTIONS; give it once")
+        trigger = trigger or (str(in_sql[0]) if in_sql else None)
         bulk = None
         if deferred:
             from .runtime.bulk_stream import BulkStream
@@ -414,6 +434,47 @@ def state_metrics(progress: list[dict], functions: list[str]) -> list[dict]:
                 }
             )
     return out
+
+
+def _sql_checkpoint(rw) -> str | None:
+    found = [s.options.get("checkpoint") for s in (rw.steps if rw else []) if s.options.get("checkpoint")]
+    return str(found[0]) if found else None
+
+
+# checkpoint -> (lock, query started by ks.start) held by this process
+_HELD: dict[str, tuple] = {}
+
+
+def _lock(checkpoint: str | None):
+    if not checkpoint:
+        return None
+    from .state.lock import CheckpointLock
+
+    key = os.path.abspath(checkpoint)
+    held = _HELD.get(key)
+    if held is not None and not held[1].isActive:  # stopped, its waiter not yet run: take over
+        _HELD.pop(key, None)
+        held[0].release()
+    return CheckpointLock(checkpoint).acquire()
+
+
+def _release_when_done(query, lock) -> None:
+    import threading
+
+    key = os.path.abspath(lock.checkpoint)
+    _HELD[key] = (lock, query)
+
+    def wait() -> None:
+        try:
+            query.awaitTermination()
+        except Exception:  # noqa: BLE001 - the failure is the query's to report
+            pass
+        finally:
+            if _HELD.get(key, (None,))[0] is lock:
+                _HELD.pop(key, None)
+                lock.release()
+
+    threading.Thread(target=wait, name="spark-keyed-sql checkpoint lock", daemon=True).start()
 
 
 def _checkpoint_engine(checkpoint: str) -> str | None:

@@ -28,6 +28,7 @@ from ..state.memory import MemoryKeyState
 from ..state.snapshots import KEY_PREFIX
 from .base import Engine, output_schema
 from .bulk_state import StateRowCodec
+from .faults import crash_point
 from .memory_binding import MemoryBinding
 from .plan import KeyedPlan
 from .runner import KeyedRunner, user_key
@@ -157,6 +158,7 @@ class BulkProgram:
         init_row: dict | None = None
         events: list[dict] = []
         started = False
+        crashed_here = False
         for rb in batches:
             if ts_cols is None:
                 ts_cols = [i for i, f in enumerate(rb.schema) if pa.types.is_timestamp(f.type) and f.type.tz is not None]
@@ -171,6 +173,9 @@ class BulkProgram:
                 if not started or kv != current:
                     if started:
                         finish_key(current, state_row, init_row, events)  # type: ignore[arg-type]
+                        if not crashed_here:
+                            crash_point("processing")
+                            crashed_here = True
                     started, current, state_row, init_row, events = True, kv, None, None, []
                 if r[KIND] == EVENT:
                     events.append(r)

@@ -27,6 +27,7 @@ from ..state.snapshots import SnapshotStore
 from .base import output_schema
 from .bulk import KEY_PREFIX, KIND, NEW_STATE, OUT, STATS, BulkProgram, combine, step_schema
 from .bulk_state import StateRowCodec
+from .faults import crash_point
 from .plan import KeyedPlan
 from .sinks import write_batch
 
@@ -178,6 +179,7 @@ class BulkStream:
             store.install_state(version, part(NEW_STATE))
         else:
             spark.createDataFrame([], self.snapshot_schema).write.parquet(store.install_state(version, None))
+        crash_point("state_written")
         # 2. output, through the statement's outer SQL, to the sink
         n = len(plan.key_columns)
         if os.path.isdir(part(OUT)):
@@ -191,6 +193,7 @@ class BulkStream:
         final = self.finish(out)
         output_rows = final.count() if self.sink != "console" else None
         write_batch(self.driver, final, self.sink, self.checkpoint, version)
+        crash_point("after_sink")
         # 3. commit
         state_dir = store.state_dir(version)
         info = {

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from ..api.errors import KeyedSQLError
+from .faults import crash_point
 
 __all__ = ["write_batch", "is_path", "MEMORY_SINKS"]
 
@@ -58,6 +59,7 @@ def _write_path(df: DataFrame, path: str, checkpoint: str, version: int) -> None
     for name in sorted(os.listdir(tmp)):
         if name.endswith(".parquet"):
             os.replace(os.path.join(tmp, name), os.path.join(path, prefix + name))
+            crash_point("sink_write")
     shutil.rmtree(tmp)
 
 

@@ -22,6 +22,7 @@ from ..api.context import TimerService
 from ..api.state import StateDescriptor, StateStorage
 from ..state.spark_types import scalar_wrap, to_spark
 from .base import Engine, output_schema
+from .faults import crash_point
 from .plan import KeyedPlan
 from .runner import KeyBinding, KeyedRunner, user_key
 
@@ -248,6 +249,7 @@ class _Processor(StatefulProcessor):
         return (p if p >= 0 else None, w if w >= 0 else None)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        crash_point("processing")
         plan = self.plan
         rows_ = [r.asDict() for r in rows]
         for c in self.ts_columns:

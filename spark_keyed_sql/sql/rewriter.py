@@ -148,7 +148,7 @@ class _Rewriter:
         if top_with is not None:
             base.set("with_", self._ctes_visible_from(sel, top_with))
         if self.mode == "stream":
-            self._streamify_tables(base)
+            self._streamify_tables(base, options.get("max_files_per_trigger"))
         source_sql = render(base)
         source = self.spark.sql(source_sql)
         columns = source.columns
@@ -412,17 +412,21 @@ class _Rewriter:
         exprs += [_q(c).sql(dialect="spark") for c in df.columns if c.lower() not in skip]
         return df.selectExpr(*exprs)
 
-    def _streamify_tables(self, base: exp.Select) -> None:
-        """ks.start / ks.run: file and catalog tables of the source become streaming reads."""
+    def _streamify_tables(self, base: exp.Select, max_files: Any = None) -> None:
+        """ks.start / ks.run: file and catalog tables of the source become streaming reads
+        (``max_files_per_trigger`` caps the files each micro-batch takes)."""
         for table in list(base.find_all(exp.Table)):
             fmt = table.db.lower() if table.db else ""
             if fmt in ("parquet", "json", "csv", "orc") and not table.catalog:
                 path = table.name
-                key = f"{fmt}:{path}"
+                key = f"{fmt}:{path}:{max_files}"
                 if key not in self.stream_views:
                     schema = getattr(self.spark.read, fmt)(path).schema
                     view = f"__ks_stream_{next(_view_ids)}"
-                    getattr(self.spark.readStream.schema(schema), fmt)(path).createOrReplaceTempView(view)
+                    reader = self.spark.readStream.schema(schema)
+                    if max_files is not None:
+                        reader = reader.option("maxFilesPerTrigger", int(max_files))
+                    getattr(reader, fmt)(path).createOrReplaceTempView(view)
                     self.stream_views[key] = view
                 new = exp.Table(this=_q(self.stream_views[key]), alias=table.args.get("alias") or exp.TableAlias(this=_q(path.rsplit("/", 1)[-1] or "src")))
                 table.replace(new)

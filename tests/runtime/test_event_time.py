@@ -98,3 +98,17 @@ def test_batch_table_function_fires_due_timers_at_end_of_input(spark, ks):
     m = lambda x: T0 + dt.timedelta(minutes=x)  # noqa: E731
     # a's first session closes by the gap, every open session closes at end of input
     assert got == [("a", m(0), m(10), 2), ("a", m(100), m(100), 1), ("b", m(5), m(5), 1), ("c", m(20), m(45), 2)]
+
+
+def test_batch_sql_fires_due_timers_at_end_of_input(spark, ks):
+    """A one-shot batch ks.sql: timers still due at end of input fire then, in timestamp order
+    (on 'tws', which has no timers in batch, the query runs on 'bulk')."""
+    ks.register("sessions_b", Sessions, returns="session_start timestamp, session_end timestamp, events bigint")
+    rows = [ev("a", 0), ev("a", 10), ev("a", 100), ev("b", 5), ev("c", 20), ev("c", 45)]
+    spark.createDataFrame([(r["user_id"], r["ts"]) for r in rows], "user_id string, ts timestamp").createOrReplaceTempView("batch_sessions_sql")
+    got = sorted(tuple(r) for r in ks.sql(
+        "SELECT user_id, s.* FROM batch_sessions_sql GROUP BY KEY user_id WITH STATE sessions_b(ts) AS s ORDER BY ts "
+        "EVENT TIME ts WATERMARK '5 minutes'"
+    ).collect())
+    m = lambda x: T0 + dt.timedelta(minutes=x)  # noqa: E731
+    assert got == [("a", m(0), m(10), 2), ("a", m(100), m(100), 1), ("b", m(5), m(5), 1), ("c", m(20), m(45), 2)]

@@ -1,0 +1,137 @@
+"""Crash harness: run the child query, SIGKILL it at named fault points or at random times,
+restart from the same checkpoint, and at the end compare sink and state with an oracle."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
+
+
+@dataclass
+class CrashReport:
+    engine: str
+    kills: Counter = field(default_factory=Counter)  # per point (or "random")
+    restarts: int = 0
+    rows_expected: int = 0
+    rows_out: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    wrong_state: int = 0
+
+
+def make_input(src: str, files: int, keys: int, per_file: int, seed: int) -> pd.DataFrame:
+    rng = random.Random(seed)
+    os.makedirs(src, exist_ok=True)
+    frames = []
+    seq = 0
+    for i in range(files):
+        rows = []
+        for _ in range(per_file):
+            rows.append({"user_id": f"u{rng.randrange(keys):03d}", "seq": seq, "value": float(rng.randrange(100))})
+            seq += 1
+        df = pd.DataFrame(rows)
+        df.to_parquet(os.path.join(src, f"part-{i:04d}.parquet"), index=False)
+        frames.append(df)
+    return pd.concat(frames)
+
+
+def oracle(events: pd.DataFrame) -> tuple[set, dict]:
+    rows, state = set(), {}
+    for user, g in events.sort_values("seq").groupby("user_id"):
+        n, total = 0, 0.0
+        for r in g.itertuples():
+            n += 1
+            total += r.value
+            rows.add((user, int(r.seq), n, round(total, 6)))
+        state[user] = (n, round(total, 6))
+    return rows, state
+
+
+def _child(engine: str, src: str, cp: str, out: str, crash_at: str | None, crash_dir: str, timeout: float) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.pop("SPARK_KEYED_SQL_CRASH_AT", None)
+    if crash_at:
+        env["SPARK_KEYED_SQL_CRASH_AT"] = crash_at
+        env["SPARK_KEYED_SQL_CRASH_DIR"] = crash_dir
+    return subprocess.Popen([sys.executable, CHILD, engine, src, cp, out], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_file: int = 60, seed: int = 7,
+        random_kills: int = 0, workdir: str | None = None, timeout: float = 300) -> CrashReport:
+    """``plan``: fault specs ('point:n') used one per incarnation; then ``random_kills``
+    incarnations killed after a random delay; then one incarnation runs to the end."""
+    d = workdir or tempfile.mkdtemp(prefix="ks-crash-")
+    src, cp, out = os.path.join(d, "in"), os.path.join(d, "cp"), os.path.join(d, "out")
+    events = make_input(src, files, keys, per_file, seed)
+    report = CrashReport(engine)
+    rng = random.Random(seed)
+    schedule = [("point", p) for p in plan] + [("random", None)] * random_kills + [("finish", None)]
+    for i, (kind, spec) in enumerate(schedule):
+        crash_dir = tempfile.mkdtemp(prefix="hits-", dir=d)
+        proc = _child(engine, src, cp, out, spec if kind == "point" else None, crash_dir, timeout)
+        if kind == "random":
+            time.sleep(rng.uniform(8, 25))  # Spark takes ~8 s to start: land in the work
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"{engine}: incarnation {i} ({kind} {spec}) hung") from None
+        if proc.returncode == -signal.SIGKILL:
+            report.kills[spec.split(":")[0] if spec else "random"] += 1
+            _reap(proc)
+        elif proc.returncode != 0:
+            raise AssertionError(f"{engine}: incarnation {i} ({kind} {spec}) failed:\n{err.decode()[-3000:]}")
+        if i:
+            report.restarts += 1
+    expected_rows, expected_state = oracle(events)
+    got_rows, got_state = _read_back(cp, out)
+    counts = Counter(got_rows)
+    report.rows_expected = len(expected_rows)
+    report.rows_out = len(got_rows)
+    report.duplicated = sum(c - 1 for c in counts.values() if c > 1)
+    report.lost = len(expected_rows - set(counts))
+    extra = set(counts) - expected_rows
+    assert not extra, f"{engine}: rows no oracle has: {sorted(extra)[:5]}"
+    report.wrong_state = sum(1 for k, v in expected_state.items() if got_state.get(k) != v) + len(set(got_state) - set(expected_state))
+    return report
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the JVM and Python workers of the killed driver
+    except ProcessLookupError:
+        pass
+
+
+def _read_back(cp: str, out: str) -> tuple[list[tuple], dict]:
+    """The sink as Spark's readers see it (a file sink's _spark_metadata log decides which
+    files count) and the state as a table, read by a fresh process."""
+    code = (
+        "import json; from spark_keyed_sql.local import local_session; from spark_keyed_sql import KeyedSQL;"
+        "ks = KeyedSQL(local_session('crash check', shuffle_partitions=2));"
+        f"rows = [[r.user_id, r.seq, r.n, r.total] for r in ks.spark.read.parquet({out!r}).collect()];"
+        f"state = {{r['user_id']: [r['n'], r['total']] for r in ks.read_state({cp!r}).collect()}};"
+        "print(json.dumps({'rows': rows, 'state': state}))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        raise AssertionError(res.stderr[-3000:])
+    import json
+
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    rows = [(u, int(s), int(n), round(float(t), 6)) for u, s, n, t in got["rows"]]
+    state = {k: (int(v[0]), round(float(v[1]), 6)) for k, v in got["state"].items()}
+    return rows, state

@@ -1,0 +1,20 @@
+"""Crash recovery by fault injection (the CI subset: one kill per named point per engine).
+`make crash` runs the full suite (20+ kills per engine, random times too) and writes its
+figures to docs/reliability.md."""
+import pytest
+from crash.harness import run
+
+# the bulk engine's commit protocol has a point between each of its steps; transformWithState's
+# steps are inside Spark, so it is killed inside processing and at random times
+PLANS = {
+    "bulk": ["processing:3", "state_written:2", "sink_write:2", "after_sink:2"],
+    "tws": ["processing:10", "processing:25"],
+}
+
+
+@pytest.mark.parametrize("engine", sorted(PLANS))
+def test_kill_at_each_point_then_recover_exactly_once(engine, tmp_path):
+    report = run(engine, PLANS[engine], files=5, keys=20, per_file=40, workdir=str(tmp_path))
+    assert sum(report.kills.values()) == len(PLANS[engine]), report  # every planned kill happened
+    assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
+    assert report.rows_out == report.rows_expected
