@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint venv check-java clean bench bench-quick crash
+.PHONY: demo test test-slow lint venv check-java clean bench bench-quick crash fuzz
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
@@ -39,6 +39,10 @@ bench: check-java $(STAMP)
 # full crash run (20+ SIGKILLs per engine) -> figures in docs/reliability.md
 crash: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/crash/full.py
+
+# the SQL fuzzer with many more examples than CI's fixed-seed run
+fuzz: check-java $(STAMP)
+	KS_FUZZ_EXAMPLES=5000 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/sql/test_fuzz.py
 
 # quick benchmark (1k / 10k keys, 200k rows; a few minutes) -> bench-quick.md
 bench-quick: check-java $(STAMP)

@@ -154,7 +154,15 @@ class KeyedSQL:
             from .sql.explain import format_plan
 
             return self.spark.createDataFrame([(format_plan(rw),)], "plan string")
-        return self.spark.sql(rw.final_sql)
+        from pyspark.errors import AnalysisException, ParseException
+
+        try:
+            return self.spark.sql(rw.final_sql)
+        except (AnalysisException, ParseException) as exc:
+            from .sql.errors import KeyedQueryError
+
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise KeyedQueryError(f"Spark cannot run the statement's outer part: {first}") from None
 
     def explain(self, query: str) -> str:
         """The plan the rewriter makes for ``query``: source SQL, keys, function, options,

@@ -14,7 +14,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ..api.errors import KeyedSQLError
+from ..state.checkpoint import local_path
 from .faults import crash_point
 
 __all__ = ["write_batch", "is_path", "MEMORY_SINKS"]
@@ -29,13 +29,7 @@ def is_path(sink: str) -> bool:
 
 
 def _local(path: str) -> str:
-    if path.startswith("file:"):
-        path = path[len("file:") :]
-        while path.startswith("//"):
-            path = path[1:]
-    if "://" in path:
-        raise KeyedSQLError(f"output {path!r}: the bulk engine writes streaming output to local (or file:) paths only")
-    return path
+    return local_path(path, "output")
 
 
 def _prefix(checkpoint: str, version: int) -> str:

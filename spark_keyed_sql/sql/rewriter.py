@@ -463,7 +463,17 @@ def _depth(node: exp.Expression) -> int:
 def rewrite(
     spark: SparkSession, tree: exp.Expression, functions: Any, engines: dict, default_engine: str, *, execute: bool = True, mode: str = "sql"
 ) -> KeyedRewrite:
+    from pyspark.errors import AnalysisException, ParseException
+
     try:
         return _Rewriter(spark, functions, engines, default_engine, mode).run(tree, execute)
     except SchemaError as exc:
         raise KeyedQueryError(str(exc)) from None
+    except (AnalysisException, ParseException) as exc:
+        # the source part of the statement is Spark SQL: Spark's own complaint, as ours
+        raise KeyedQueryError(f"Spark cannot run the statement's source part: {_first_line(exc)}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

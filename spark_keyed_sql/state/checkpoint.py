@@ -20,13 +20,14 @@ class CheckpointError(KeyedSQLError):
     """A checkpoint is missing, belongs to another query, or cannot be read."""
 
 
-def local_path(path: str) -> str:
+def local_path(path: str, what: str = "checkpoint") -> str:
+    """A local (or ``file:``) path as an OS path; other file systems are refused by name."""
     if path.startswith("file:"):
         path = path[len("file:") :]
         while path.startswith("//"):
             path = path[1:]
     if "://" in path:
-        raise CheckpointError(f"checkpoint {path!r}: only local (or file:) checkpoint paths are supported for metadata")
+        raise CheckpointError(f"{what} {path!r}: only local (or file:) paths are supported")
     return path
 
 
