@@ -213,35 +213,40 @@ class CounterTs(Counter):
         return [(row["ts"], self.n, self.total)]
 
 
-def restart_time(spark: SparkSession, ks: KeyedSQL, keys: int, rows: int, engine: str, budget: float) -> str:
-    """ks.run over ``rows`` events of ``keys`` keys, then time a second run that adds 1,000 rows
-    (restart from the checkpoint holding every key's state)."""
+CROSSOVER_SIZES = (1_000, 20_000, 200_000)
+
+
+def stream_costs(spark: SparkSession, ks: KeyedSQL, keys: int, rows: int, engine: str, budget: float) -> dict[Any, Any]:
+    """ks.run over ``rows`` events of ``keys`` keys (the first run fills the state), then one
+    more run per size in CROSSOVER_SIZES adding that many rows: the time of a restart from a
+    checkpoint holding every key, and how a run's cost grows with its input at fixed state."""
     d = tempfile.mkdtemp(prefix="ks-bench-restart-")
+    out: dict[Any, Any] = {}
     try:
-        src = os.path.join(d, "in")
-        spark.read.parquet(os.path.join(tempfile.gettempdir(), f"ks-bench-{keys}-{rows}")).write.parquet(os.path.join(src, "a"))
-        sql = (
-            f"SELECT user_id, n, total FROM parquet.`{src}/*` GROUP BY KEY user_id WITH STATE bench_counter(value) "
-            f"ORDER BY ts OPTIONS (engine = '{engine}')"
-        )
-        # a file source over sub-directories needs one flat directory: use the files of 'a'
+        data = os.path.join(tempfile.gettempdir(), f"ks-bench-{keys}-{rows}")
         flat = os.path.join(d, "flat")
         os.makedirs(flat)
-        for f in os.listdir(os.path.join(src, "a")):
+        for f in os.listdir(data):
             if f.endswith(".parquet"):
-                shutil.copy(os.path.join(src, "a", f), os.path.join(flat, f))
-        sql = sql.replace(f"{src}/*", flat)
-        t_first, _ = timed(spark, lambda: ks.run(sql, checkpoint=os.path.join(d, "cp"), output=os.path.join(d, "out")), budget)
-        spark.read.parquet(flat).limit(1000).write.parquet(os.path.join(d, "more"))
-        for f in os.listdir(os.path.join(d, "more")):
-            if f.endswith(".parquet"):
-                shutil.copy(os.path.join(d, "more", f), os.path.join(flat, "more-" + f))
-        t_restart, _ = timed(spark, lambda: ks.run(sql, checkpoint=os.path.join(d, "cp"), output=os.path.join(d, "out")), budget)
-        return f"first run {t_first:.1f} s; restart + 1,000 new rows {t_restart:.1f} s"
+                shutil.copy(os.path.join(data, f), os.path.join(flat, f))
+        sql = (
+            f"SELECT user_id, n, total FROM parquet.`{flat}` GROUP BY KEY user_id WITH STATE bench_counter(value) "
+            f"ORDER BY ts OPTIONS (engine = '{engine}')"
+        )
+        run = lambda: ks.run(sql, checkpoint=os.path.join(d, "cp"), output=os.path.join(d, "out"))  # noqa: E731
+        out["first"], _ = timed(spark, run, budget)
+        for n in CROSSOVER_SIZES:
+            more = os.path.join(d, f"more-{n}")
+            spark.read.parquet(data).limit(n).write.parquet(more)
+            for f in os.listdir(more):
+                if f.endswith(".parquet"):
+                    shutil.copy(os.path.join(more, f), os.path.join(flat, f"more-{n}-{f}"))
+            out[n], _ = timed(spark, run, budget)
     except OverBudget as exc:
-        return str(exc)
+        out["error"] = str(exc)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+    return out
 
 
 def peak_rss_mb() -> dict[str, float]:
@@ -270,6 +275,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=None, help="rows per run (default 2,000,000)")
     ap.add_argument("--budget", type=float, default=None, help="seconds before a path is cancelled")
     ap.add_argument("--out", default="BENCHMARKS.md")
+    ap.add_argument("--crossover-only", action="store_true", help="only the restart / per-run cost section")
+    ap.add_argument("--state-keys", type=int, default=None, help="keys of state for that section (default: the largest --keys)")
     ap.add_argument("--slow-max-keys", type=int, default=None,
                     help="skip the per-key-round-trip paths (tws, UDTFs, hand-written transformWithState*) above this many keys")
     a = ap.parse_args()
@@ -285,7 +292,10 @@ def main() -> None:
     ks.register("bench_sessions", Sessions, returns="session_start timestamp, events bigint")
 
     results: list[tuple] = []
-    for k in keys:
+    if a.crossover_only:
+        make_events(spark, a.state_keys or max(keys), rows)
+        keys = [a.state_keys or max(keys)]
+    for k in ([] if a.crossover_only else keys):
         df = make_events(spark, k, rows)
         for wname, paths in workloads(spark, ks, df).items():
             reference = None
@@ -319,13 +329,13 @@ def main() -> None:
                 if pname.startswith("mapInArrow floor"):
                     floor_t = t
                 results.append((k, wname, pname, t, "same rows as native" if ok else f"DIFFERENT rows: {d} vs {reference}", native_t, floor_t))
-    restarts = {e: restart_time(spark, ks, max(keys), rows, e, budget) for e in ("bulk", "tws")}
+    costs = {e: stream_costs(spark, ks, a.state_keys or max(keys), rows, e, budget) for e in ("bulk", "tws")}
     mem = peak_rss_mb()
-    write_report(a.out, results, rows, keys, restarts, mem, a.quick)
+    write_report(a.out, results, rows, keys, costs, mem, a.quick)
     spark.stop()
 
 
-def write_report(path: str, results: list[tuple], rows: int, keys: list[int], restarts: dict, mem: dict, quick: bool) -> None:
+def write_report(path: str, results: list[tuple], rows: int, keys: list[int], costs: dict, mem: dict, quick: bool) -> None:
     import multiprocessing
 
     try:
@@ -361,8 +371,20 @@ def write_report(path: str, results: list[tuple], rows: int, keys: list[int], re
                 else f"| {p} | {t:.2f} | {rows / t:,.0f} | | | {check} |"
             )
         lines.append("")
-    lines += ["## Restart from a checkpoint", "", f"{max(keys):,} keys of state (W1 counter through `ks.run`):", ""]
-    lines += [f"- engine `{e}`: {v}" for e, v in restarts.items()]
+    lines += [
+        "## Restart and per-run cost at fixed state (the engine crossover)",
+        "",
+        f"W1 through `ks.run`: a first run over {rows:,} rows fills the state of {max(keys):,} keys; each later run restarts",
+        "from the checkpoint and adds the given number of rows. `tws` touches only keys with input; `bulk`",
+        "rewrites its whole snapshot each run, so its cost has a floor set by the state size.",
+        "",
+        "| engine | first run (s) | " + " | ".join(f"+{n:,} rows (s)" for n in CROSSOVER_SIZES) + " |",
+        "|---|---:|" + "---:|" * len(CROSSOVER_SIZES),
+    ]
+    for e, c in costs.items():
+        cells = [f"{c[n]:.1f}" if n in c else "—" for n in CROSSOVER_SIZES]
+        first = f"{c['first']:.1f}" if "first" in c else "—"
+        lines.append(f"| {e} | {first} | " + " | ".join(cells) + " |" + (f" {c['error']}" if "error" in c else ""))
     lines += ["", "## Peak memory (VmHWM)", ""] + [f"- {k}: {v:,.0f} MiB" for k, v in mem.items()] + [""]
     with open(path, "w") as f:
         f.write("\n".join(lines))

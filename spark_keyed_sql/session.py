@@ -49,6 +49,26 @@ def _ship_by_value(cls: type) -> None:
         pass
 
 
+_SHIPPED: set[int] = set()
+
+
+def _ship_package(spark: SparkSession) -> None:
+    """On a cluster, executors may lack this package: send it as a zip (``addPyFile``), once
+    per SparkContext. Local masters share the driver's interpreter and need nothing."""
+    sc = spark.sparkContext
+    master = sc.master or ""
+    if master.startswith("local") or id(sc) in _SHIPPED:
+        return
+    import shutil
+    import tempfile
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    base = os.path.join(tempfile.mkdtemp(prefix="spark-keyed-sql-"), "spark_keyed_sql")
+    archive = shutil.make_archive(base, "zip", root_dir=os.path.dirname(package), base_dir="spark_keyed_sql")
+    sc.addPyFile(archive)
+    _SHIPPED.add(id(sc))
+
+
 class KeyedSQL:
     """The entry point: ``ks = KeyedSQL(spark)``; ``ks.register(...)``; ``ks.sql(...)``."""
 
@@ -62,6 +82,7 @@ class KeyedSQL:
         python = os.environ.get("PYSPARK_PYTHON")
         if python is None:
             os.environ["PYSPARK_PYTHON"] = sys.executable
+        _ship_package(spark)
 
     # ------------------------------------------------------------------ registry
     def register(self, name: str, cls: type, returns: str | None = None, **kwargs: Any) -> FunctionSpec:

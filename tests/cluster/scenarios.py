@@ -1,0 +1,53 @@
+"""The SQL scenarios, run against a master given on the command line; prints JSON results
+for the test to compare with its oracle (and with local mode)."""
+import json
+import os
+import sys
+import tempfile
+
+from pyspark.sql import SparkSession
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_functions import Running  # noqa: E402
+
+from spark_keyed_sql import KeyedSQL  # noqa: E402
+
+
+def main(master: str, data: str) -> None:
+    spark = (SparkSession.builder.master(master).appName("ks cluster scenarios")
+             .config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.executor.memory", "768m").config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    ks = KeyedSQL(spark)
+    ks.register("running", Running, returns="n bigint, total double")
+    work = tempfile.mkdtemp(prefix="ks-scen-")
+    out = {}
+    # where executors import the package from (KeyedSQL ships it as a zip to a cluster)
+    out["executor_package"] = spark.sparkContext.parallelize([0], 1).map(
+        lambda _: __import__("spark_keyed_sql").__file__).collect()[0]
+    spark.read.parquet(f"{data}/a").createOrReplaceTempView("events")
+    sql = "SELECT user_id, seq, n, total FROM events GROUP BY KEY user_id WITH STATE running(value) ORDER BY seq"
+    out["batch_bulk"] = sorted(map(list, ks.sql(sql + " OPTIONS (engine = 'bulk')").collect()))
+    out["batch_tws"] = sorted(map(list, ks.sql(sql + " OPTIONS (engine = 'tws')").collect()))
+    # incremental runs: a then b, state carried in the checkpoint, for both engines
+    src = f"{work}/src"
+    os.makedirs(src)
+    for engine in ("bulk", "tws"):
+        cp, sink = f"{work}/cp_{engine}", f"{work}/out_{engine}"
+        run_sql = (f"SELECT user_id, seq, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running(value) "
+                   f"ORDER BY seq OPTIONS (engine = '{engine}')")
+        for part in ("a", "b"):
+            for f in sorted(os.listdir(f"{data}/{part}")):
+                if f.endswith(".parquet") and not os.path.exists(f"{src}/{part}-{f}"):
+                    os.link(f"{data}/{part}/{f}", f"{src}/{part}-{f}")
+            ks.run(run_sql, checkpoint=cp, output=sink)
+        out[f"run_{engine}"] = sorted(map(list, spark.read.parquet(sink).collect()))
+        out[f"state_{engine}"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(cp).collect())
+        for f in os.listdir(src):
+            os.remove(f"{src}/{f}")
+    print("RESULT " + json.dumps(out, default=str))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
