@@ -224,3 +224,25 @@ def test_make_says_java_missing(tmp_path):
     assert res.returncode != 0
     assert "Java was not found: Spark needs Java 17" in res.stderr
     assert "Exception" not in res.stderr and sys.executable  # a sentence, not a stack trace
+
+
+class NeedsAmount(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = 0.0
+
+    def execute(self, event):
+        self.total += event["amount"]
+        return (self.total,)
+
+
+def test_missing_argument_and_wrong_argument_type_name_function_key_row(spark, ks, bad_df):
+    """Arguments become the event dict: there is no fixed arity, so a missing argument or one
+    of the wrong type surfaces where the class uses it, named with function, key and row."""
+    ks.register("needs_amount", NeedsAmount, returns="total double")
+    with pytest.raises(Exception) as missing:
+        ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE needs_amount(value)").collect()
+    assert "function 'needs_amount' failed for key" in str(missing.value) and "KeyError: 'amount'" in str(missing.value)
+    with pytest.raises(Exception) as wrong:
+        ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE needs_amount(user_id AS amount)").collect()
+    assert "function 'needs_amount' failed for key" in str(wrong.value) and "TypeError" in str(wrong.value)

@@ -85,6 +85,9 @@ class BulkStream:
                 "the files engine 'bulk' writes; give this query a new output directory"
             )
         self.initial_dir = os.path.join(self.store.root, "initial")
+        latest = self.store.latest()
+        if latest is not None:
+            self.store.verify(latest.version)  # refuse a damaged checkpoint before Spark starts
         self._stage_initial_state()
         if sink.startswith("memory:"):  # queryable from the start, as Spark's memory sink is
             from .sinks import MEMORY_SINKS

@@ -124,6 +124,29 @@ class SnapshotStore:
             os.fsync(f.fileno())
         os.replace(tmp, self._commit_file(version))
 
+    def verify(self, version: int) -> None:
+        """Check that a committed version's files are whole Parquet files (footer readable),
+        so a damaged checkpoint is refused up front instead of failing inside a batch."""
+        import pyarrow.parquet as pq
+
+        d = self.state_dir(version)
+        if not os.path.isdir(d):
+            raise CheckpointError(
+                f"checkpoint {self.checkpoint!r}: state of committed version {version} is missing ({d}); the checkpoint "
+                "is damaged. Restore it, or migrate from a version it still holds"
+            )
+        for name in sorted(os.listdir(d)):
+            if not name.endswith(".parquet"):
+                continue
+            try:
+                pq.read_metadata(os.path.join(d, name))
+            except Exception as exc:  # noqa: BLE001 - any unreadable footer is damage
+                raise CheckpointError(
+                    f"checkpoint {self.checkpoint!r}: state file {name} of version {version} is damaged "
+                    f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); nothing was run. Restore the "
+                    "checkpoint, or read an older version with read_state(batch_id=...) and migrate from it"
+                ) from None
+
     # ------------------------------------------------------------------ state directories
     def install_state(self, version: int, source_dir: str | None) -> str:
         """Move a finished state directory into place as version ``version`` (replacing what a
