@@ -142,7 +142,7 @@ class KeyedSQL:
         if name not in ENGINES:
             raise SchemaError(f"unknown engine {name!r}; choose one of {sorted(ENGINES) + ['auto']}")
         eng = ENGINES[name]()
-        if df.isStreaming and not getattr(eng, "streams_as_dataframe", True):
+        if df.isStreaming and not eng.streams_as_dataframe:
             raise SchemaError(
                 f"engine {name!r} runs streams per micro-batch and has no streaming DataFrame to return; "
                 "use engine='tws' with ks.apply, or a SQL statement with ks.start / ks.run"

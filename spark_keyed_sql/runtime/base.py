@@ -16,6 +16,8 @@ __all__ = ["Engine", "output_schema"]
 
 class Engine(ABC):
     name: str = ""
+    # False: a stream runs per micro-batch (ks.start / ks.run), with no streaming DataFrame to return
+    streams_as_dataframe: bool = True
 
     @abstractmethod
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:

@@ -14,7 +14,6 @@ time) or the batch's start (processing time), for every key holding state.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -237,7 +236,3 @@ class BulkEngine(Engine):
         shipped = dataclasses.replace(plan, initial_state=None)
         program = BulkProgram(shipped, schema, has_initial=plan.initial_state is not None)
         return combine(df, plan, None, plan.initial_state).mapInArrow(program, schema)
-
-
-def batch_start_ms() -> int:
-    return int(time.time() * 1000)

@@ -298,7 +298,7 @@ class _Rewriter:
         if execute:
             df = self.spark.sql(render(keyed_source))
             engine = self.engines[engine_name]()
-            per_batch = df.isStreaming and not getattr(engine, "streams_as_dataframe", True)
+            per_batch = df.isStreaming and not engine.streams_as_dataframe
             if group.args.get("event_time") is not None and df.isStreaming and not per_batch:
                 # late rows (older than the previous batch's watermark) are dropped by Spark
                 df = df.withWatermark("__ks_et", _interval_text(group.args["watermark"]))
