@@ -1,5 +1,7 @@
-"""One incarnation of the crash-test query: ks.run over the input directory, one file per
-micro-batch, until everything is processed (or the harness kills it)."""
+"""One incarnation of the crash-test query over the input directory, one file per micro-batch,
+until everything is processed (or the harness kills it). Mode ``run``: an incremental
+``ks.run``; mode ``start``: a continuous ``ks.start`` stream (processing-time trigger),
+stopped once all available input is processed."""
 import os
 import sys
 
@@ -17,13 +19,19 @@ SQL = (
 )
 
 
-def main(engine: str, src: str, cp: str, out: str) -> None:
+def main(engine: str, src: str, cp: str, out: str, mode: str = "run") -> None:
     spark = local_session("crash child", shuffle_partitions=2)
     ks = KeyedSQL(spark)
     ks.register("running_total", RunningTotal, returns="n bigint, total double")
-    ks.run(SQL.format(src=src, engine=engine), checkpoint=cp, output=out)
+    sql = SQL.format(src=src, engine=engine)
+    if mode == "start":
+        q = ks.start(sql, checkpoint=cp, sink=out, trigger="500 milliseconds")
+        q.processAllAvailable()
+        q.stop()
+    else:
+        ks.run(sql, checkpoint=cp, output=out)
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

@@ -1,5 +1,6 @@
 """`make crash`: the full crash run, 20+ SIGKILLs per engine at named points and random
-times, then the figures written to docs/reliability.md (between its markers)."""
+times over incremental ks.run batches, more over a continuous ks.start stream, then the
+figures written to docs/reliability.md (between its markers)."""
 import os
 import sys
 import time
@@ -15,20 +16,28 @@ PLANS = {
     "tws": [f"processing:{n}" for n in (10, 25, 40, 55) * 3 + (15, 30)],
 }
 RANDOM = {"bulk": 8, "tws": 8}
+# the continuous ks.start stream: every named point once more, and random kills
+START_PLANS = {
+    "bulk": ["processing:2", "state_written:2", "sink_write:3", "after_sink:3"],
+    "tws": ["processing:10", "processing:30", "processing:50"],
+}
+START_RANDOM = 4
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "reliability.md")
 BEGIN, END = "<!-- crash-results:begin -->", "<!-- crash-results:end -->"
 
 
 def main() -> None:
     lines = [f"Full run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (`make crash`):", "",
-             "| engine | kills per point | restarts | rows expected | rows out | lost | duplicated | keys with wrong state |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for engine, plan in PLANS.items():
+             "| engine | query | kills per point | restarts | rows expected | rows out | lost | duplicated | keys with wrong state |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    runs = [(e, "run", p, RANDOM[e], 24) for e, p in PLANS.items()] + [(e, "start", p, START_RANDOM, 12) for e, p in START_PLANS.items()]
+    for engine, mode, plan, random_kills, files in runs:
         t0 = time.time()
-        r = run(engine, plan, files=24, keys=40, per_file=50, random_kills=RANDOM[engine], timeout=600)
+        r = run(engine, plan, files=files, keys=40, per_file=50, random_kills=random_kills, timeout=600, mode=mode)
         kills = ", ".join(f"{k}: {v}" for k, v in sorted(r.kills.items()))
-        lines.append(f"| {engine} | {kills} (total {sum(r.kills.values())}) | {r.restarts} | {r.rows_expected} | {r.rows_out} | "
-                     f"{r.lost} | {r.duplicated} | {r.wrong_state} |")
+        query = "`ks.run` (incremental)" if mode == "run" else "`ks.start` (continuous)"
+        lines.append(f"| {engine} | {query} | {kills} (total {sum(r.kills.values())}) | {r.restarts} | {r.rows_expected} | "
+                     f"{r.rows_out} | {r.lost} | {r.duplicated} | {r.wrong_state} |")
         print(lines[-1], f"({time.time() - t0:.0f} s)", flush=True)
     text = open(DOC).read()
     head, rest = text.split(BEGIN)

@@ -20,6 +20,7 @@ CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
 @dataclass
 class CrashReport:
     engine: str
+    mode: str = "run"
     kills: Counter = field(default_factory=Counter)  # per point (or "random")
     restarts: int = 0
     rows_expected: int = 0
@@ -57,29 +58,30 @@ def oracle(events: pd.DataFrame) -> tuple[set, dict]:
     return rows, state
 
 
-def _child(engine: str, src: str, cp: str, out: str, crash_at: str | None, crash_dir: str, timeout: float) -> subprocess.Popen:
+def _child(engine: str, mode: str, src: str, cp: str, out: str, crash_at: str | None, crash_dir: str) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop("SPARK_KEYED_SQL_CRASH_AT", None)
     if crash_at:
         env["SPARK_KEYED_SQL_CRASH_AT"] = crash_at
         env["SPARK_KEYED_SQL_CRASH_DIR"] = crash_dir
-    return subprocess.Popen([sys.executable, CHILD, engine, src, cp, out], env=env, stdout=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, CHILD, engine, src, cp, out, mode], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
 
 
 def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_file: int = 60, seed: int = 7,
-        random_kills: int = 0, workdir: str | None = None, timeout: float = 300) -> CrashReport:
+        random_kills: int = 0, workdir: str | None = None, timeout: float = 300, mode: str = "run") -> CrashReport:
     """``plan``: fault specs ('point:n') used one per incarnation; then ``random_kills``
-    incarnations killed after a random delay; then one incarnation runs to the end."""
+    incarnations killed after a random delay; then one incarnation runs to the end.
+    ``mode``: ``run`` (incremental ks.run) or ``start`` (a continuous ks.start stream)."""
     d = workdir or tempfile.mkdtemp(prefix="ks-crash-")
     src, cp, out = os.path.join(d, "in"), os.path.join(d, "cp"), os.path.join(d, "out")
     events = make_input(src, files, keys, per_file, seed)
-    report = CrashReport(engine)
+    report = CrashReport(engine, mode)
     rng = random.Random(seed)
     schedule = [("point", p) for p in plan] + [("random", None)] * random_kills + [("finish", None)]
     for i, (kind, spec) in enumerate(schedule):
         crash_dir = tempfile.mkdtemp(prefix="hits-", dir=d)
-        proc = _child(engine, src, cp, out, spec if kind == "point" else None, crash_dir, timeout)
+        proc = _child(engine, mode, src, cp, out, spec if kind == "point" else None, crash_dir)
         if kind == "random":
             time.sleep(rng.uniform(8, 25))  # Spark takes ~8 s to start: land in the work
             if proc.poll() is None:

@@ -12,9 +12,21 @@ PLANS = {
 }
 
 
+# the continuous ks.start stream: one kill each, at the point where a half-done batch is likeliest
+START_PLANS = {"bulk": ["after_sink:2"], "tws": ["processing:10"]}
+
+
 @pytest.mark.parametrize("engine", sorted(PLANS))
 def test_kill_at_each_point_then_recover_exactly_once(engine, tmp_path):
     report = run(engine, PLANS[engine], files=5, keys=20, per_file=40, workdir=str(tmp_path))
     assert sum(report.kills.values()) == len(PLANS[engine]), report  # every planned kill happened
+    assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
+    assert report.rows_out == report.rows_expected
+
+
+@pytest.mark.parametrize("engine", sorted(START_PLANS))
+def test_kill_a_continuous_stream_then_recover_exactly_once(engine, tmp_path):
+    report = run(engine, START_PLANS[engine], files=4, keys=10, per_file=20, workdir=str(tmp_path), mode="start")
+    assert sum(report.kills.values()) == len(START_PLANS[engine]), report
     assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
     assert report.rows_out == report.rows_expected
