@@ -306,7 +306,7 @@ class KeyedSQL:
         else:
             df = self.spark.sql(rw.final_sql if rw else query)
             if not df.isStreaming:
-                raise SchemaError(f"{where} needs a streaming source (a readStream view or a file directory); use ks.sql for batch")
+                raise SchemaError(f"{where} needs a streaming source (a readStream view, a file directory such as parquet.`/dir`, a view over files, or a catalog table); use ks.sql for batch")
             writer = df.writeStream.outputMode("append")
             if checkpoint:
                 writer = writer.option("checkpointLocation", checkpoint)

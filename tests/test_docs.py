@@ -1,7 +1,11 @@
-"""Every code block of docs/sql.md runs: the Python setup, then each SQL example."""
+"""Every code block of the docs runs: docs/sql.md's Python setup, then each SQL example;
+docs/state.md's blocks on top of that setup; the CLI synopsis against the parser."""
+import ast
 import re
 import shutil
 from pathlib import Path
+
+from spark_keyed_sql.cli import build_parser, split_statements
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "sql.md"
 
@@ -37,3 +41,89 @@ def test_sql_reference_examples_run(spark, ks_auto):
     assert sorted(boot) == [("U2", 1, 5.0), ("u1", 11, 101.0), ("u1", 12, 103.0), ("u2", 1, 4.0)]
     top = next(v for k, v in by_first.items() if k.startswith("SELECT user_id, s.total_value AS total"))
     assert top == [("U2", 5.0), ("u2", 4.0)]
+
+
+def run_python_block(code: str, scope: dict, where: str) -> list:
+    """Run a doc's Python block the way a reader pastes it; the values of its top-level
+    expression statements (DataFrames collected) come back, in order."""
+    values = []
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.Expr):
+            value = eval(compile(ast.Expression(node.value), where, "eval"), scope)
+            values.append([tuple(r) for r in value.collect()] if hasattr(value, "collect") else value)
+        else:
+            exec(compile(ast.Module([node], []), where, "exec"), scope)
+    return values
+
+
+def run_page(page: str, scope: dict) -> list[tuple[str, list]]:
+    """Every python and sql block of a docs page in order (sql through the page's ``ks``);
+    per block, its language and the results of its statements."""
+    out = []
+    for lang, code in re.findall(r"```(python|sql)\n(.*?)```", (DOC.parent / page).read_text(), re.S):
+        if lang == "python":
+            out.append((lang, run_python_block(code, scope, f"docs/{page}")))
+        else:
+            out.append((lang, [[tuple(r) for r in scope["ks"].sql(s).collect()] for s in split_statements(code)]))
+    return out
+
+
+def test_state_page_examples_run(spark, ks_auto):
+    """docs/state.md, on top of docs/sql.md's setup, checked against the events counted by hand:
+    u1 1.0, 2.0 then 3.0 in the second run; U2 5.0; u2 4.0."""
+    shutil.rmtree("/tmp/spark-keyed-sql-docs", ignore_errors=True)
+    scope = {"__name__": "docs_state"}
+    (setup,) = blocks("python")
+    exec(compile(setup, "docs/sql.md", "exec"), scope)
+    results = run_page("state.md", scope)
+    assert [lang for lang, _ in results] == ["python", "python", "sql", "python", "sql", "sql", "python"]
+    (_, made), (_, reads), (_, read_sql), (_, changes), (_, changes_sql), (_, boot), (_, migrated) = results
+    assert [r["output_rows"] for r in made if isinstance(r, dict)] == [4, 1]
+
+    latest = {("u1", 3, 6.0), ("U2", 1, 5.0), ("u2", 1, 4.0)}
+    first = {("u1", 2, 3.0), ("U2", 1, 5.0), ("u2", 1, 4.0)}
+    assert {r[:3] for r in reads[0]} == latest and {r[3] for r in reads[0]} == {1}
+    assert {r[:3] for r in reads[1]} == first and {r[3] for r in reads[1]} == {0}
+    assert {r[:3] for r in reads[2]} == latest
+    assert [r[:3] for r in read_sql[0]] == [("u1", 3, 6.0)]
+    assert {r[:3] for r in read_sql[1]} == first
+
+    all_changes, batch1 = changes
+    assert {(r[0], r[1], r[2], r[-1]) for r in batch1} == {("u1", "session_count", "upsert", 1), ("u1", "total_value", "upsert", 1)}
+    assert {(r[0], r[1], r[-1]) for r in all_changes} >= {(u, v, 0) for u in ("u1", "U2", "u2") for v in ("session_count", "total_value")}
+    assert [tuple(r) for r in changes_sql[0]] == [tuple(r) for r in batch1]
+
+    # INITIAL STATE: u1 starts from saved_state's (10, 100.0), the others from nothing
+    assert sorted(boot[0]) == sorted([("u1", 11, 101.0), ("u1", 12, 103.0), ("u1", 13, 106.0), ("U2", 1, 5.0), ("u2", 1, 4.0)])
+
+    ks = scope["ks"]
+    assert {r[:3] for r in ks.read_state("/tmp/spark-keyed-sql-docs/chk/sessions-8").collect()} == latest
+    v2 = {r.user_id: r.n for r in ks.read_state("/tmp/spark-keyed-sql-docs/chk/sessions-v2").collect()}
+    assert v2 == {"u1": 3.0, "U2": 1.0, "u2": 1.0}
+
+
+def _subparser(parser, *names):
+    for name in names:
+        action = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+        parser = action.choices[name]
+    return parser
+
+
+def test_cli_synopsis_matches_the_parser():
+    """Every command and flag docs/cli.md's synopsis shows exists in that command's parser, and
+    every flag the parser has is shown."""
+    text = (DOC.parent / "cli.md").read_text()
+    synopsis = re.search(r"```text\n(.*?)```", text, re.S).group(1)
+    commands: dict[tuple, set] = {}
+    current = None
+    for line in synopsis.splitlines():
+        m = re.match(r"spark-keyed-sql \[--master URL\] (state \w+|\w+)", line)
+        if m:
+            current = tuple(m.group(1).split())
+        commands.setdefault(current, set()).update(re.findall(r"--[a-z-]+", line))
+    assert set(commands) == {("run",), ("explain",), ("state", "show"), ("state", "migrate")}
+    parser = build_parser()
+    for cmd, flags in commands.items():
+        sub = _subparser(parser, *cmd)
+        real = {o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+        assert flags - {"--master"} == real, (cmd, flags, real)

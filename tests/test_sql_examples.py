@@ -3,6 +3,8 @@ here in plain Python from the same CSV files."""
 import csv
 import datetime as dt
 import os
+import re
+import shlex
 import subprocess
 import sys
 from collections import defaultdict
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_keyed_sql import KeyedSQL
+from spark_keyed_sql import KeyedSQL, cli
 from spark_keyed_sql.cli import read_sql_file, register_udfs, split_statements, udf_specs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +177,7 @@ def test_enrichment_join(spark):
 
 
 # ------------------------------------------------------------------ sessions
-def test_event_time_sessions(spark):
+def event_time_sessions_oracle():
     expected = []
     for user, cs in by_key(load("clicks"), "user_id").items():
         cur = [cs[0]["ts"]]
@@ -186,7 +188,11 @@ def test_event_time_sessions(spark):
             else:
                 cur.append(c["ts"])
         expected.append((user, cur[0], cur[-1], len(cur)))  # closed at end of input
-    assert run_example(spark, "sessions/event_time_sessions.sql") == sorted(expected)
+    return sorted(expected)
+
+
+def test_event_time_sessions(spark):
+    assert run_example(spark, "sessions/event_time_sessions.sql") == event_time_sessions_oracle()
 
 
 # ------------------------------------------------------------------ the CLI itself
@@ -204,6 +210,33 @@ def test_cli_help_documents_every_command():
     state = _cli("state", "--help").stdout
     assert "show" in state and "migrate" in state
     assert "--transform" in _cli("state", "migrate", "--help").stdout
+
+
+def _printed_table(out: str) -> list[list[str]]:
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines() if line.startswith("| ")]
+    return rows[1:]  # without the header
+
+
+def test_readme_cli_commands_run_as_documented(spark, tmp_path, capsys, monkeypatch):
+    """The README's CLI block, command by command (in this process, on the test session), with
+    its /tmp paths moved into tmp_path; what each prints is checked against the CSV data."""
+    block = re.search(r"```bash\n(\.venv/bin/spark-keyed-sql .*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    commands = [shlex.split(line)[1:] for line in block.strip().splitlines()]
+    assert [c[0] for c in commands] == ["run", "explain", "run", "state"]
+    monkeypatch.chdir(ROOT)
+    printed = []
+    for argv in commands:
+        argv = [a.replace("/tmp/ks-", f"{tmp_path}/ks-") for a in argv]
+        assert cli.main(argv) == 0, argv
+        printed.append(capsys.readouterr().out)
+    sessions = [(u, str(start), str(end), str(n)) for u, start, end, n in event_time_sessions_oracle()]
+    assert [tuple(r) for r in _printed_table(printed[0])] == sessions
+    assert "click_sessions" in printed[1] and "user_id" in printed[1]
+    events = by_key(load("events"), "user_id")
+    n = sum(len(v) for v in events.values())
+    assert f"1 batch(es), {n} rows in, {n} rows out, {len(events)} keys touched" in printed[2]
+    state = {r[0]: r[1] for r in _printed_table(printed[3])}
+    assert state == {u: str(len(v)) for u, v in events.items()}
 
 
 @pytest.mark.slow

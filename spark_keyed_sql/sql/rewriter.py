@@ -194,13 +194,7 @@ class _Rewriter:
 
         alias = group.alias_name or fname
         returns = spec.returns.names if spec.returns else []
-        if streaming:
-            if sel.args.get("order") is not None or sel.args.get("limit") is not None:
-                raise KeyedQueryError(
-                    f"ORDER BY / LIMIT after {where_fn} is batch-only; the source is streaming (order or limit "
-                    "the result in the sink, or use a batch source)"
-                )
-        else:
+        if not streaming:
             bad = sorted(set(options) & STREAMING_ONLY_OPTIONS)
             if bad:
                 raise KeyedQueryError(f"option(s) {bad} of {where_fn} only apply to a streaming source; the source is a batch query")
@@ -288,6 +282,14 @@ class _Rewriter:
             engine_name = resolve_auto(streaming, spec, per_batch_ok=self.mode == "stream")
         if engine_name not in self.engines:
             raise KeyedQueryError(f"unknown engine '{engine_name}' in OPTIONS; choose one of {sorted(self.engines)}")
+        if streaming and sel.args.get("limit") is not None:
+            raise KeyedQueryError(f"LIMIT after {where_fn} is batch-only; the source is streaming (limit the result in the sink, or use a batch source)")
+        if streaming and sel.args.get("order") is not None and self.engines[engine_name].streams_as_dataframe:
+            # a per-micro-batch engine (bulk under ks.start / ks.run) orders each batch's output
+            raise KeyedQueryError(
+                f"ORDER BY after {where_fn} over a streaming source needs an engine that runs per micro-batch "
+                f"(engine 'bulk' under ks.start / ks.run orders each batch's output); engine '{engine_name}' here cannot"
+            )
         view = f"__ks_keyed_{next(_view_ids)}"
 
         initial_df = None
@@ -431,7 +433,20 @@ class _Rewriter:
                 new = exp.Table(this=_q(self.stream_views[key]), alias=table.args.get("alias") or exp.TableAlias(this=_q(path.rsplit("/", 1)[-1] or "src")))
                 table.replace(new)
             elif not table.db and self._is_temp_view(table.name):
-                continue  # already a (streaming) temp view
+                batch = self.spark.table(table.name)
+                source = None if batch.isStreaming else file_source(batch)
+                if source is None:
+                    continue  # already a streaming temp view (or not a file source: refused later)
+                fmt, options, path = source
+                key = f"view:{table.name.lower()}:{max_files}"
+                if key not in self.stream_views:
+                    reader = self.spark.readStream.format(fmt).options(**options).schema(batch.schema)
+                    if max_files is not None:
+                        reader = reader.option("maxFilesPerTrigger", int(max_files))
+                    view = f"__ks_stream_{next(_view_ids)}"
+                    reader.load(path).createOrReplaceTempView(view)
+                    self.stream_views[key] = view
+                table.replace(exp.Table(this=_q(self.stream_views[key]), alias=table.args.get("alias") or exp.TableAlias(this=_q(table.name))))
             else:
                 name = table.sql(dialect="spark")
                 view = f"__ks_stream_{next(_view_ids)}"
@@ -443,6 +458,41 @@ class _Rewriter:
             return any(t.name.lower() == name.lower() and t.isTemporary for t in self.spark.catalog.listTables())
         except Exception:  # noqa: BLE001 - catalog listing failures just mean "not a temp view"
             return False
+
+
+def file_source(df: DataFrame) -> tuple[str, dict[str, str], str] | None:
+    """A batch DataFrame that is exactly one file relation (e.g. a view made by ``CREATE
+    TEMPORARY VIEW v USING csv OPTIONS (path ...)`` or ``spark.read.csv(path)``): its format,
+    reader options and path, so ks.start / ks.run can read the same files as a stream."""
+    try:
+        node = df._jdf.queryExecution().analyzed()
+        while node.children().size() == 1 and node.getClass().getSimpleName() in ("SubqueryAlias", "View", "Project"):
+            node = node.children().head()
+        if node.getClass().getSimpleName() != "LogicalRelation":
+            return None
+        rel = node.relation()
+        if rel.getClass().getSimpleName() != "HadoopFsRelation" or rel.location().rootPaths().size() != 1:
+            return None
+        fmt = rel.fileFormat().shortName()
+        opts = rel.options()
+        options = {k: opts.apply(k) for k in _scala_keys(opts) if k.lower() not in ("path", "paths", "inferschema")}
+        root = rel.location().rootPaths().head()
+        conf = df.sparkSession._jsc.hadoopConfiguration()
+        if root.getFileSystem(conf).getFileStatus(root).isFile():
+            # one file: Spark streams only directories, so stream its directory filtered to it
+            options["pathGlobFilter"] = "".join("\\" + c if c in "[]{}*?\\" else c for c in root.getName())
+            return fmt, options, root.getParent().toString()
+        return fmt, options, root.toString()
+    except Exception:  # noqa: BLE001 - any other plan shape (or Spark Connect): not a plain file source
+        return None
+
+
+def _scala_keys(scala_map: Any) -> list[str]:
+    it = scala_map.keys().iterator()
+    out = []
+    while it.hasNext():
+        out.append(str(it.next()))
+    return out
 
 
 def resolve_auto(streaming: bool, spec: FunctionSpec, per_batch_ok: bool = False) -> str:
