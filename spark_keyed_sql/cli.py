@@ -68,17 +68,25 @@ def register_udfs(ks: Any, specs: list[tuple[str, str, str | None]], base_dir: s
 
 
 def _session(master: str | None):
-    from .local import local_session
-
-    if master is None or master.startswith("local"):
-        return local_session("spark-keyed-sql", master=master or "local[2]")
     from pyspark.sql import SparkSession
 
+    from .local import local_session
     from .session import configure_session
 
-    spark = SparkSession.builder.appName("spark-keyed-sql").master(master).getOrCreate()
+    if master is None and _under_spark_submit():
+        spark = SparkSession.builder.appName("spark-keyed-sql").getOrCreate()  # spark-submit's master and conf
+    elif master is None or master.startswith("local"):
+        return local_session("spark-keyed-sql", master=master or "local[2]")
+    else:
+        spark = SparkSession.builder.appName("spark-keyed-sql").master(master).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
     configure_session(spark)
     return spark
+
+
+def _under_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands Python its gateway (the launcher script)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def _print_table(df: Any, limit: int) -> None:

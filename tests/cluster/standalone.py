@@ -49,6 +49,12 @@ class StandaloneCluster:
         except OSError:
             return 0
 
+    def applications(self) -> list[str]:
+        """Names of the applications the master has seen (running or completed)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=5) as r:
+            state = json.load(r)
+        return [a["name"] for a in state.get("activeapps", []) + state.get("completedapps", [])]
+
     def start(self, timeout: float = 120) -> StandaloneCluster:
         self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
                     "--webui-port", str(self.ui))

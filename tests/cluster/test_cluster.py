@@ -106,3 +106,34 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(tmp_path, engine)
     rows, state = oracle(pd.concat([frames["a"], frames["b"]]))
     assert got["rows"] == rows
     assert got["state"] == state
+
+
+def test_spark_submit_as_documented(tmp_path):
+    """docs/operations.md's spark-submit block, run by bash as written (master and /tmp paths
+    moved to the test's), then its output compared with the CSV data's running counts."""
+    import csv
+    import re
+
+    root = HERE.parents[1]
+    block = re.search(r"### spark-submit.*?```bash\n(.*?)```", (root / "docs" / "operations.md").read_text(), re.S).group(1)
+    cluster = StandaloneCluster(workers=2).start()
+    try:
+        script = block.replace("spark://127.0.0.1:7077", cluster.url).replace("/tmp/ks-submit/", f"{tmp_path}/")
+        res = subprocess.run(["bash", "-ec", script], cwd=root, capture_output=True, text=True, timeout=600)
+        apps = cluster.applications()
+    finally:
+        cluster.stop()
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert len(apps) == 1, apps  # it ran on the cluster, not in local mode
+    with open(root / "sql_examples" / "data" / "events.csv") as f:
+        events = list(csv.DictReader(f))
+    expected = []
+    for user in sorted({e["user_id"] for e in events}):
+        total = 0.0
+        for i, e in enumerate(sorted((e for e in events if e["user_id"] == user), key=lambda e: e["ts"]), 1):
+            total = round(total + float(e["value"]), 2)
+            expected.append((user, i, total))
+    assert f"1 batch(es), {len(events)} rows in, {len(events)} rows out" in res.stdout, res.stdout
+    out = pd.read_parquet(tmp_path / "out")
+    got = sorted(zip(out.user_id, out.session_count, out.total_value.round(2)))
+    assert got == expected
