@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint venv check-java clean bench bench-quick crash fuzz
+.PHONY: demo test test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
@@ -28,6 +28,10 @@ test: check-java $(STAMP)
 
 test-slow: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+# the standalone-cluster and Spark Connect suites alone (make test runs them too)
+test-cluster: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m cluster tests/cluster $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check spark_keyed_sql tests bench

@@ -73,6 +73,10 @@ def _session(master: str | None):
     from .local import local_session
     from .session import configure_session
 
+    if master and master.startswith("sc://"):
+        spark = SparkSession.builder.remote(master).getOrCreate()  # Spark Connect
+        configure_session(spark)
+        return spark
     if master is None and _under_spark_submit():
         spark = SparkSession.builder.appName("spark-keyed-sql").getOrCreate()  # spark-submit's master and conf
     elif master is None or master.startswith("local"):
@@ -184,7 +188,7 @@ def cmd_state_migrate(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="spark-keyed-sql", description="Keyed, stateful Python functions in Spark SQL.")
-    p.add_argument("--master", default=None, help="Spark master (default local[2]; e.g. spark://host:7077)")
+    p.add_argument("--master", default=None, help="Spark master (default local[2]; e.g. spark://host:7077, or sc://host:15002 for Spark Connect)")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from .api.errors import SchemaError, UnknownFunctionError
 from .runtime.base import Engine
 from .runtime.bulk import BulkEngine
 from .runtime.columns import parse_column_list, parse_order_list
+from .runtime.connect import CONNECT_BULK_STREAMS, is_connect
 from .runtime.plan import KeyedPlan
 from .runtime.spec import FunctionSpec
 from .runtime.tws import TransformWithStateEngine
@@ -52,20 +53,30 @@ def _ship_by_value(cls: type) -> None:
 _SHIPPED: set[int] = set()
 
 
-def _ship_package(spark: SparkSession) -> None:
-    """On a cluster, executors may lack this package: send it as a zip (``addPyFile``), once
-    per SparkContext. Local masters share the driver's interpreter and need nothing."""
-    sc = spark.sparkContext
-    master = sc.master or ""
-    if master.startswith("local") or id(sc) in _SHIPPED:
-        return
+def _package_zip() -> str:
     import shutil
     import tempfile
 
     package = os.path.dirname(os.path.abspath(__file__))
     base = os.path.join(tempfile.mkdtemp(prefix="spark-keyed-sql-"), "spark_keyed_sql")
-    archive = shutil.make_archive(base, "zip", root_dir=os.path.dirname(package), base_dir="spark_keyed_sql")
-    sc.addPyFile(archive)
+    return shutil.make_archive(base, "zip", root_dir=os.path.dirname(package), base_dir="spark_keyed_sql")
+
+
+def _ship_package(spark: SparkSession) -> None:
+    """On a cluster, executors may lack this package: send it as a zip, once per SparkContext
+    (``addPyFile``) or Spark Connect session (``addArtifacts``). Local masters share the driver's
+    interpreter and need nothing."""
+    if is_connect(spark):
+        if spark.conf.get("spark.master", "").startswith("local") or id(spark) in _SHIPPED:
+            return
+        spark.addArtifacts(_package_zip(), pyfile=True)
+        _SHIPPED.add(id(spark))
+        return
+    sc = spark.sparkContext
+    master = sc.master or ""
+    if master.startswith("local") or id(sc) in _SHIPPED:
+        return
+    sc.addPyFile(_package_zip())
     _SHIPPED.add(id(sc))
 
 
@@ -238,16 +249,17 @@ class KeyedSQL:
         seen = 0
         while q.isActive:
             q.awaitTermination(1)
+            recent = recent_progress(q) if bulk is None else []
             if progress is not None and bulk is None:
-                for p in q.recentProgress[seen:]:
+                for p in recent[seen:]:
                     ops = p.get("stateOperators", [])
                     progress({"batch_id": p.get("batchId"), "input_rows": p.get("numInputRows", 0),
                               "keys_touched": sum(o.get("numRowsUpdated", 0) for o in ops),
                               "state_rows": sum(o.get("numRowsTotal", 0) for o in ops)})
-                seen = len(q.recentProgress)
+                seen = len(recent)
             # with timers Spark runs in ProcessingTime mode, where availableNow never ends:
             # stop once a batch has found no new input
-            if timers and bulk is None and q.recentProgress and q.recentProgress[-1]["numInputRows"] == 0 and len(q.recentProgress) > 1:
+            if timers and bulk is None and len(recent) > 1 and recent[-1]["numInputRows"] == 0:
                 q.stop()
             time.sleep(0.05)
         if q.exception() is not None:
@@ -256,7 +268,7 @@ class KeyedSQL:
             if timers:
                 bulk.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
             return _bulk_summary(checkpoint, bulk_before)
-        progress = [p for p in q.recentProgress if p.get("batchId") is not None]
+        progress = [p for p in recent_progress(q) if p.get("batchId") is not None]
         data = [p for p in progress if p["numInputRows"] > 0]
         return {
             "batches": len(data),
@@ -284,6 +296,8 @@ class KeyedSQL:
             from .runtime.bulk_stream import BulkStream
             from .sql.errors import KeyedQueryError
 
+            if is_connect(self.spark):
+                raise KeyedQueryError(f"{where}: {CONNECT_BULK_STREAMS}")
             if len(rw.steps) > 1:
                 raise KeyedQueryError(
                     f"{where}: engine '{deferred[0].engine}' runs one keyed step per streaming statement; this one has "
@@ -326,7 +340,7 @@ class KeyedSQL:
     def metrics(self, query) -> list[dict]:
         """State size after each batch of a query started by ``ks.start``: per keyed function,
         the number of keys holding state and the state store's size."""
-        return state_metrics(list(query.recentProgress), [])
+        return state_metrics(recent_progress(query), [])
 
     def _committed_rows(self, output: str) -> int:
         """Rows readers see in ``output`` (a file sink's reader honours its _spark_metadata log)."""
@@ -405,9 +419,14 @@ class KeyedSQL:
         be registered; default: the same name), ``transform`` is a SQL query over a view named
         ``state`` (one row per key, as ``read_state`` shows it) that evolves the schema, and
         ``partitions`` sets the number of hash partitions the new checkpoint runs with."""
-        from .runtime.migrate import migrate_state
+        from .runtime.migrate import MigrationError, migrate_state
         from .state.checkpoint import read_metadata
 
+        if is_connect(self.spark):
+            raise MigrationError(
+                f"migrate_state({src_checkpoint!r} -> {dst_checkpoint!r}): not supported on Spark Connect; it writes a "
+                f"bulk-engine checkpoint, and {CONNECT_BULK_STREAMS}. Migrate from a classic SparkSession"
+            )
         meta = read_metadata(src_checkpoint)
         source_fn = function or (meta["operators"][0]["function"] if meta and meta["operators"] else None)
         target = self.function(to_function or source_fn or "")
@@ -430,6 +449,20 @@ class KeyedSQL:
         from .state.reader import read_state_changes
 
         return read_state_changes(self.spark, checkpoint, function, from_batch, to_batch)
+
+
+def recent_progress(query) -> list[dict]:
+    """``query.recentProgress`` as plain dicts: Spark Connect's progress objects keep some
+    fields (numInputRows, ...) out of their dict view, so go through their JSON."""
+    import json
+
+    out = []
+    for p in query.recentProgress:
+        d = json.loads(p.json) if hasattr(p, "json") else dict(p)
+        if "numInputRows" not in d:  # Connect's JSON leaves out the totals it derives from sources
+            d["numInputRows"] = sum(int(src.get("numInputRows") or 0) for src in d.get("sources", []))
+        out.append(d)
+    return out
 
 
 def _start_sink(writer, sink: str):

@@ -19,6 +19,7 @@ from sqlglot import exp
 from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
 from ..runtime.base import output_schema
+from ..runtime.connect import is_connect
 from ..runtime.plan import KeyedPlan
 from ..runtime.runner import OrderSpec
 from ..runtime.spec import FunctionSpec
@@ -279,7 +280,7 @@ class _Rewriter:
         keyed_source.set("expressions", projections)
         engine_name = str(options.get("engine", self.default_engine))
         if engine_name == "auto":
-            engine_name = resolve_auto(streaming, spec, per_batch_ok=self.mode == "stream")
+            engine_name = resolve_auto(streaming, spec, per_batch_ok=self.mode == "stream" and not is_connect(self.spark))
         if engine_name not in self.engines:
             raise KeyedQueryError(f"unknown engine '{engine_name}' in OPTIONS; choose one of {sorted(self.engines)}")
         if streaming and sel.args.get("limit") is not None:
