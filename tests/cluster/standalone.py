@@ -55,22 +55,44 @@ class StandaloneCluster:
             state = json.load(r)
         return [a["name"] for a in state.get("activeapps", []) + state.get("completedapps", [])]
 
-    def start(self, timeout: float = 120) -> StandaloneCluster:
-        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
-                    "--webui-port", str(self.ui))
-        for i in range(self.n_workers):
-            self.workers.append(self._spawn(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                            "--cores", str(self.cores), "--memory", self.memory, "--webui-port", "0", self.url))
+    def _spawn_worker(self, i: int) -> subprocess.Popen:
+        return self._spawn(f"worker{i}-{len(self.procs)}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                           "--cores", str(self.cores), "--memory", self.memory, "--webui-port", "0", self.url)
+
+    def _wait_for_workers(self, timeout: float) -> None:
         deadline = time.time() + timeout
         while self.alive_workers() < self.n_workers:
             if time.time() > deadline:
                 self.stop()
                 raise RuntimeError(f"standalone cluster did not come up in {timeout:.0f} s; logs in {self.dir}")
             time.sleep(1)
+
+    def start(self, timeout: float = 120) -> StandaloneCluster:
+        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
+                    "--webui-port", str(self.ui))
+        self.workers = [self._spawn_worker(i) for i in range(self.n_workers)]
+        self._wait_for_workers(timeout)
         return self
 
     def kill_worker(self, i: int = 0) -> None:
         os.killpg(self.workers[i].pid, signal.SIGKILL)
+        self.workers[i].wait()
+
+    def restart_worker(self, i: int = 0, timeout: float = 120) -> None:
+        """A fresh worker in place of a killed one, once the master counts it alive."""
+        before = self._alive_ids()
+        self.workers[i] = self._spawn_worker(i)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            alive = self._alive_ids()
+            if alive - before and len(alive) == self.n_workers:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"worker {i} did not come back in {timeout:.0f} s; logs in {self.dir}")
+
+    def _alive_ids(self) -> set[str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=5) as r:
+            return {w["id"] for w in json.load(r).get("workers", []) if w.get("state") == "ALIVE"}
 
     def stop(self) -> None:
         for p in reversed(self.procs):

@@ -19,6 +19,13 @@ from standalone import StandaloneCluster  # noqa: E402
 pytestmark = pytest.mark.cluster
 
 
+@pytest.fixture(scope="module")
+def cluster():
+    c = StandaloneCluster(workers=2).start()
+    yield c
+    c.stop()
+
+
 def make_data(d):
     os.makedirs(d, exist_ok=True)
     rng = random.Random(5)
@@ -49,15 +56,11 @@ def oracle(df):
     return sorted(rows), sorted(state.values())
 
 
-def test_sql_scenarios_on_standalone_cluster(tmp_path):
+def test_sql_scenarios_on_standalone_cluster(cluster, tmp_path):
     frames = make_data(tmp_path)
-    cluster = StandaloneCluster(workers=2).start()
-    try:
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-        res = subprocess.run([sys.executable, str(HERE / "scenarios.py"), cluster.url, str(tmp_path)],
-                             capture_output=True, text=True, timeout=900, env=env)
-    finally:
-        cluster.stop()
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    res = subprocess.run([sys.executable, str(HERE / "scenarios.py"), cluster.url, str(tmp_path)],
+                         capture_output=True, text=True, timeout=900, env=env)
     line = next((x for x in res.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, res.stderr[-4000:]
     got = json.loads(line[len("RESULT "):])
@@ -71,7 +74,7 @@ def test_sql_scenarios_on_standalone_cluster(tmp_path):
 
 
 @pytest.mark.parametrize("engine", ["bulk", "tws"])
-def test_worker_killed_mid_query_then_results_equal_the_oracle(tmp_path, engine):
+def test_worker_killed_mid_query_then_results_equal_the_oracle(cluster, tmp_path, engine):
     """SIGKILL one worker (its executor and Python workers with it) while the keyed run's tasks
     are running: Spark reschedules them on the other worker, and output and state still equal
     the oracle, exactly once."""
@@ -85,7 +88,6 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(tmp_path, engine)
             os.link(tmp_path / "data" / part / f, data / f"{part}-{f}")
     work = tmp_path / "work"
     work.mkdir()
-    cluster = StandaloneCluster(workers=2).start()
     try:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
         proc = subprocess.Popen([sys.executable, str(HERE / "executor_loss.py"), cluster.url, str(data), str(work), engine],
@@ -98,7 +100,7 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(tmp_path, engine)
         cluster.kill_worker(0)
         stdout, stderr = proc.communicate(timeout=600)
     finally:
-        cluster.stop()
+        cluster.restart_worker(0)  # two workers again for the next test
     line = next((x for x in stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, stderr[-4000:]
     got = json.loads(line[len("RESULT "):])
@@ -108,7 +110,7 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(tmp_path, engine)
     assert got["state"] == state
 
 
-def test_spark_submit_as_documented(tmp_path):
+def test_spark_submit_as_documented(cluster, tmp_path):
     """docs/operations.md's spark-submit block, run by bash as written (master and /tmp paths
     moved to the test's), then its output compared with the CSV data's running counts."""
     import csv
@@ -116,15 +118,12 @@ def test_spark_submit_as_documented(tmp_path):
 
     root = HERE.parents[1]
     block = re.search(r"### spark-submit.*?```bash\n(.*?)```", (root / "docs" / "operations.md").read_text(), re.S).group(1)
-    cluster = StandaloneCluster(workers=2).start()
-    try:
-        script = block.replace("spark://127.0.0.1:7077", cluster.url).replace("/tmp/ks-submit/", f"{tmp_path}/")
-        res = subprocess.run(["bash", "-ec", script], cwd=root, capture_output=True, text=True, timeout=600)
-        apps = cluster.applications()
-    finally:
-        cluster.stop()
+    before = cluster.applications()
+    script = block.replace("spark://127.0.0.1:7077", cluster.url).replace("/tmp/ks-submit/", f"{tmp_path}/")
+    res = subprocess.run(["bash", "-ec", script], cwd=root, capture_output=True, text=True, timeout=600)
+    apps = cluster.applications()
     assert res.returncode == 0, res.stderr[-4000:]
-    assert len(apps) == 1, apps  # it ran on the cluster, not in local mode
+    assert len(apps) == len(before) + 1, apps  # it ran on the cluster, not in local mode
     with open(root / "sql_examples" / "data" / "events.csv") as f:
         events = list(csv.DictReader(f))
     expected = []
