@@ -8,17 +8,44 @@ from .api import (
     StatefulFunction,
     ValueState,
 )
+from .api.errors import (
+    JavaMissingError,
+    OutputSchemaError,
+    RegistrationError,
+    SchemaError,
+    StateAccessError,
+    StateEncodingError,
+    StateTypeError,
+    UnknownFunctionError,
+    UserFunctionError,
+)
+from .runtime.migrate import MigrationError
 from .runtime.tester import KeyedTester
 from .session import KeyedSQL
+from .sql.errors import KeyedQueryError, KeyedSQLSyntaxError
+from .state.checkpoint import CheckpointError
 
 __all__ = [
+    "CheckpointError",
+    "JavaMissingError",
     "KeyedProcessor",
+    "KeyedQueryError",
     "KeyedSQL",
     "KeyedSQLError",
+    "KeyedSQLSyntaxError",
     "KeyedTester",
     "ListState",
     "MapState",
+    "MigrationError",
+    "OutputSchemaError",
+    "RegistrationError",
+    "SchemaError",
+    "StateAccessError",
+    "StateEncodingError",
+    "StateTypeError",
     "StatefulFunction",
+    "UnknownFunctionError",
+    "UserFunctionError",
     "ValueState",
 ]
 __version__ = "0.1.0"

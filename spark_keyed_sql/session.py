@@ -14,6 +14,7 @@ from .runtime.base import Engine
 from .runtime.bulk import BulkEngine
 from .runtime.columns import parse_column_list, parse_order_list
 from .runtime.connect import CONNECT_BULK_STREAMS, is_connect
+from .runtime.failures import from_stream_failure
 from .runtime.plan import KeyedPlan
 from .runtime.spec import FunctionSpec
 from .runtime.tws import TransformWithStateEngine
@@ -235,7 +236,6 @@ class KeyedSQL:
                 lock.release()
 
     def _run(self, rw, query: str, checkpoint: str | None, output: str | None, progress) -> dict:
-        import time
 
         checkpoint = self._checkpoint(rw, checkpoint, "ks.run")
         if not checkpoint:
@@ -246,24 +246,12 @@ class KeyedSQL:
         bulk_before = _bulk_version(checkpoint)
         q, bulk = self._launch(rw, query, checkpoint, output, trigger=None, available_now=True, where="ks.run", progress=progress)
         timers = rw is not None and any(self.function(s.function).has_timers for s in rw.steps)
-        seen = 0
-        while q.isActive:
-            q.awaitTermination(1)
-            recent = recent_progress(q) if bulk is None else []
-            if progress is not None and bulk is None:
-                for p in recent[seen:]:
-                    ops = p.get("stateOperators", [])
-                    progress({"batch_id": p.get("batchId"), "input_rows": p.get("numInputRows", 0),
-                              "keys_touched": sum(o.get("numRowsUpdated", 0) for o in ops),
-                              "state_rows": sum(o.get("numRowsTotal", 0) for o in ops)})
-                seen = len(recent)
-            # with timers Spark runs in ProcessingTime mode, where availableNow never ends:
-            # stop once a batch has found no new input
-            if timers and bulk is None and len(recent) > 1 and recent[-1]["numInputRows"] == 0:
-                q.stop()
-            time.sleep(0.05)
+        try:
+            self._wait(q, bulk, timers, progress)
+        except Exception as exc:  # noqa: BLE001 - Spark's StreamingQueryException, turned into ours
+            raise from_stream_failure(exc, checkpoint) from None
         if q.exception() is not None:
-            raise _unwrap_stream_error(q.exception())
+            raise from_stream_failure(q.exception(), checkpoint)
         if bulk is not None:
             if timers:
                 bulk.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
@@ -280,6 +268,28 @@ class KeyedSQL:
             "late_rows": sum(sum(op.get("numRowsDroppedByWatermark", 0) for op in p.get("stateOperators", [])) for p in progress),
             "metrics": state_metrics(progress, [s.function for s in rw.steps] if rw else []),
         }
+
+    @staticmethod
+    def _wait(q, bulk, timers: bool, progress) -> None:
+        """Until an availableNow query ends (or, with processing-time timers, finds no more input)."""
+        import time
+
+        seen = 0
+        while q.isActive:
+            q.awaitTermination(1)
+            recent = recent_progress(q) if bulk is None else []
+            if progress is not None and bulk is None:
+                for p in recent[seen:]:
+                    ops = p.get("stateOperators", [])
+                    progress({"batch_id": p.get("batchId"), "input_rows": p.get("numInputRows", 0),
+                              "keys_touched": sum(o.get("numRowsUpdated", 0) for o in ops),
+                              "state_rows": sum(o.get("numRowsTotal", 0) for o in ops)})
+                seen = len(recent)
+            # with timers Spark runs in ProcessingTime mode, where availableNow never ends:
+            # stop once a batch has found no new input
+            if timers and bulk is None and len(recent) > 1 and recent[-1]["numInputRows"] == 0:
+                q.stop()
+            time.sleep(0.05)
 
     def _launch(
         self, rw, query: str, checkpoint: str | None, sink: str, *, trigger: str | None, available_now: bool, where: str, progress=None
@@ -578,22 +588,6 @@ def _bulk_summary(checkpoint: str, before: int) -> dict:
             for c in new
         ],
     }
-
-
-def _unwrap_stream_error(exc: Exception) -> Exception:
-    """A foreachBatch failure reaches the driver wrapped in Spark's StreamingQueryException;
-    give the user our own error when one caused it."""
-    from .api.errors import KeyedSQLError
-
-    cause = exc
-    for _ in range(10):
-        if isinstance(cause, KeyedSQLError):
-            return cause
-        nxt = getattr(cause, "__cause__", None) or getattr(cause, "__context__", None)
-        if nxt is None:
-            break
-        cause = nxt
-    return exc
 
 
 def _has_commits(checkpoint: str) -> bool:

@@ -3,7 +3,7 @@ committed batch's, and after fixing the class a restart continues exactly once."
 import pytest
 from data import by_key_in_ts_order, make_events, write_parquet
 
-from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql import StatefulFunction, UserFunctionError
 
 
 class Fragile(StatefulFunction):
@@ -40,8 +40,13 @@ def test_failed_batch_commits_nothing_and_fixed_code_continues(spark, ks, tmp_pa
     second = make_events(20, 1, seed=52, start_second=80_000)
     second[7]["merchant"] = "boom"
     write_parquet(spark, second, src)
-    with pytest.raises(Exception, match="cannot handle merchant boom"):
+    with pytest.raises(UserFunctionError, match="cannot handle merchant boom") as info:
         ks.run(sql, checkpoint=cp, output=out)
+    # our error, not Spark's wrapper: it names the function, the key and the row
+    boom = second[7]
+    assert info.value.function == "fragile" and info.value.key == repr(boom["user_id"])
+    assert "'merchant': 'boom'" in info.value.where
+    assert "Traceback" not in str(info.value)
     after = ks.read_state(cp)
     assert {r.user_id: r["count"] for r in after.collect()} == committed
     assert after.first()["batch_id"] == batch
