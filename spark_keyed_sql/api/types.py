@@ -334,7 +334,7 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
     if isinstance(t, AtomicType):
         n = t.name
         if n == "boolean":
-            if isinstance(value, bool) or type(value).__name__ == "bool_":
+            if isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")):
                 return bool(value)
             raise _fail(where, t, value)
         if n in _INT_RANGES:
@@ -391,6 +391,20 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
     if isinstance(t, StructType):
         return struct_to_tuple(value, t, where)
     raise _fail(where, t, value)  # pragma: no cover
+
+
+def fast_check(t: SqlType, var: str) -> str | None:
+    """A Python expression, over the variable ``var``, that is true when ``coerce`` would return
+    the value unchanged (the common case, checked inline by generated converters); None when
+    there is no such shortcut for ``t``."""
+    if not isinstance(t, AtomicType):
+        return None
+    n = t.name
+    if n in _INT_RANGES:
+        lo, hi = _INT_RANGES[n]
+        return f"(type({var}) is int and {lo} <= {var} <= {hi})"
+    exact = {"double": "float", "float": "float", "string": "str", "boolean": "bool"}.get(n)
+    return f"type({var}) is {exact}" if exact else None
 
 
 def struct_to_tuple(value: Any, t: StructType, where: str) -> tuple:

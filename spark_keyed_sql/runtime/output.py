@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..api.errors import OutputSchemaError, StateTypeError
-from ..api.types import StructType, coerce
+from ..api.types import StructType, coerce, fast_check
 
-__all__ = ["normalize_output", "rows_as_dicts", "Where", "resolve_where"]
+__all__ = ["normalize_output", "normalizer", "rows_as_dicts", "Where", "resolve_where"]
 
 # where a value came from, for error messages only: a string, or a callable that builds it
 # (a per-row message would cost more than the row itself)
@@ -23,13 +23,38 @@ _FIELDS: dict[int, tuple[StructType, tuple]] = {}
 
 
 def _fields(schema: StructType) -> tuple:
-    """(names, name set, (name, type, label) per field), computed once per schema object."""
+    """(names, name set, (name, type, label) per field, tuple converter, dict converter),
+    computed once per schema object."""
     hit = _FIELDS.get(id(schema))
     if hit is None or hit[0] is not schema:
         names = tuple(schema.names)
-        info = (names, frozenset(names), tuple((f.name, f.type, f"column '{f.name}'") for f in schema.fields))
+        fields = tuple((f.name, f.type, f"column '{f.name}'") for f in schema.fields)
+        info = (names, frozenset(names), fields, *_converters(fields))
         hit = _FIELDS[id(schema)] = (schema, info)
     return hit[1]
+
+
+def _converters(fields: tuple) -> tuple[Callable[[Any], tuple], Callable[[dict], tuple]]:
+    """Generated per schema: a value that already has the exact Python type Spark wants passes
+    with one inline check; anything else (None, numpy, wider types, errors) goes to ``coerce``.
+    One output row per input row makes this the engines' hottest path."""
+    env: dict[str, Any] = {"coerce": coerce}
+    lines = []
+    for i, (_, t, label) in enumerate(fields):
+        env[f"t{i}"], env[f"l{i}"] = t, label
+        check = fast_check(t, f"v{i}")
+        convert = f"coerce(v{i}, t{i}, l{i})"
+        lines.append(f"    v{i} = v{i} if {check} else {convert}" if check else f"    v{i} = {convert}")
+    vs = ", ".join(f"v{i}" for i in range(len(fields)))
+    body = "\n".join(lines) or "    pass"
+    unpack = f"    {vs}, = value" if fields else "    pass"
+    gets = "\n".join(f"    v{i} = g({name!r})" for i, (name, _, _) in enumerate(fields)) or "    pass"
+    src = (
+        f"def from_tuple(value):\n{unpack}\n{body}\n    return ({vs}{',' if fields else ''})\n"
+        f"def from_dict(value):\n    g = value.get\n{gets}\n{body}\n    return ({vs}{',' if fields else ''})\n"
+    )
+    exec(compile(src, "<spark_keyed_sql output converter>", "exec"), env)  # noqa: S102 - built from field positions only
+    return env["from_tuple"], env["from_dict"]
 
 
 def normalize_output(result: Any, schema: StructType | None, where: Where) -> list[Any]:
@@ -51,6 +76,47 @@ def normalize_output(result: Any, schema: StructType | None, where: Where) -> li
         return out
     _collect(result, schema, where, out, top=True)
     return out
+
+
+def normalizer(schema: StructType | None) -> Callable[[Any, Where], list[Any]]:
+    """``normalize_output`` bound to one schema, for a loop over many results: the common
+    shapes (a tuple or dict, a list of them) go straight to the generated converters."""
+    if schema is None:
+        return lambda result, where: normalize_output(result, None, where)
+    names, name_set, _, from_tuple, from_dict = _fields(schema)
+    width = len(names)
+
+    def one(item: Any) -> Any:
+        t = type(item)
+        try:
+            if t is tuple and len(item) == width:
+                return from_tuple(item)
+            if t is dict and name_set.issuperset(item):
+                return from_dict(item)
+        except StateTypeError:
+            pass  # _row below says what was wrong, with the where
+        return None
+
+    def normalize(result: Any, where: Where) -> list[Any]:
+        t = type(result)
+        if t is list:
+            out = []
+            for item in result:
+                row = one(item)
+                if row is not None:
+                    out.append(row)
+                elif type(item) is tuple or type(item) is dict:
+                    out.append(_row(item, schema, where))  # raises, saying what is wrong
+                else:
+                    _collect(item, schema, where, out, top=False)  # a Row, None, ...
+            return out
+        if t is tuple or t is dict:
+            row = one(result)
+            if row is not None:
+                return [row]
+        return normalize_output(result, schema, where)
+
+    return normalize
 
 
 def _collect(result: Any, schema: StructType | None, where: Where, out: list, top: bool) -> None:
@@ -87,11 +153,11 @@ def _unnan(v: Any) -> Any:
 def _row(value: Any, schema: StructType | None, where: Where) -> Any:
     if schema is None:
         return value
-    names, name_set, fields = _fields(schema)
+    names, name_set, fields, from_tuple, from_dict = _fields(schema)
     try:
         if isinstance(value, dict):
             if name_set.issuperset(value):
-                return tuple([coerce(value.get(n), t, label) for n, t, label in fields])
+                return from_dict(value)
             unknown = [k for k in value if k not in name_set]
             if len(fields) == 1:
                 n, t, label = fields[0]
@@ -105,7 +171,7 @@ def _row(value: Any, schema: StructType | None, where: Where) -> Any:
                 f"{resolve_where(where)} returned {len(value)} value(s) {_short(value)} but returns has "
                 f"{len(names)} column(s) ({schema.field_ddl()})"
             )
-        return tuple([coerce(v, t, label) for v, (_, t, label) in zip(value, fields)])
+        return from_tuple(value)
     except StateTypeError as exc:
         raise OutputSchemaError(f"{resolve_where(where)} returned {_short(value)} that does not match returns ({schema.field_ddl()}): {exc}") from None
 

@@ -18,7 +18,7 @@ from ..api.function import state_descriptors
 from ..api.state import ACCESSORS, StateDescriptor, StateStorage
 from ..state.attributes import AttributeLayout
 from ..state.encoding import loads
-from .output import Where, normalize_output, resolve_where
+from .output import Where, normalize_output, normalizer, resolve_where
 from .spec import FunctionSpec
 
 __all__ = ["KeyBinding", "KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
@@ -87,6 +87,7 @@ class KeyedRunner:
         self.ctx = self.instance.ctx
         self.layout = AttributeLayout(self.instance) if self.spec.kind == "function" else None
         self.descriptors = state_descriptors(self.spec.cls) if self.spec.kind == "processor" else {}
+        self._normalize = normalizer(self.spec.returns)
 
     # ------------------------------------------------------------ per-key lifecycle
     def _begin(self, key: Any, binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None) -> None:
@@ -164,14 +165,20 @@ class KeyedRunner:
         self._begin(key, binding, processing_ms, watermark_ms)
         try:
             if self.layout is not None:
+                # the hottest loop of every engine (one pass per input row): _call inlined
+                ctx, keyed, execute, normalize, name = self.ctx, self.keyed, self.instance.execute, self._normalize, self.spec.name
                 for row, event in zip(rows, events):
                     # a clear_state() in an earlier row is followed by this row's updates
                     self._cleared = False
-                    self.ctx.set_current_key(key, self.keyed)
+                    ctx._key, ctx._keyed = key, keyed
                     try:
-                        produced = self._call(key, lambda e=event: f"row {_short(e)}", self.instance.execute, event)
+                        produced = normalize(execute(event), lambda e=event: f"function '{name}' (key {key!r}, row {_short(e)})")
+                    except OutputSchemaError:
+                        raise
+                    except Exception as exc:
+                        raise UserFunctionError(name, key, f"row {_short(event)}", exc) from exc
                     finally:
-                        self.ctx.clear_key()  # SAGE: the key is cleared after each row
+                        ctx._key, ctx._keyed = None, False  # SAGE: the key is cleared after each row
                     if passthrough:
                         extra = tuple(row[c] for c in passthrough)
                         produced = [(*p, *extra) for p in produced]
