@@ -1,21 +1,13 @@
+"""Classes the cluster drivers register: the shared RunningTotal (tests/keyed_functions.py) as
+``Running``, and a slowed-down one for the executor-loss test."""
 import os
+import sys
 
-from spark_keyed_sql import StatefulFunction
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from keyed_functions import RunningTotal as Running  # noqa: E402
 
-class Running(StatefulFunction):
-    n: int
-    total: float
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-        self.total = 0.0
-
-    def execute(self, e):
-        self.n += 1
-        self.total = round(self.total + e["value"], 6)
-        return (self.n, self.total)
+__all__ = ["Running", "SlowRunning"]
 
 
 class SlowRunning(Running):

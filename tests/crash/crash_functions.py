@@ -1,16 +1,9 @@
-from spark_keyed_sql import StatefulFunction
+"""The crash child's class: the shared RunningTotal (tests/keyed_functions.py)."""
+import os
+import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-class RunningTotal(StatefulFunction):
-    n: int
-    total: float
+from keyed_functions import RunningTotal  # noqa: E402
 
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-        self.total = 0.0
-
-    def execute(self, e):
-        self.n += 1
-        self.total += e["value"]
-        return (self.n, round(self.total, 6))
+__all__ = ["RunningTotal"]

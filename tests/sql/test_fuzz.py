@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from keyed_functions import Count
 
-from spark_keyed_sql import KeyedSQLError, StatefulFunction
+from spark_keyed_sql import KeyedSQLError
 from spark_keyed_sql.sql import parse_statement
 from spark_keyed_sql.sql.dialect import KeyedSpark
 from spark_keyed_sql.sql.errors import KeyedSQLSyntaxError
@@ -59,22 +60,12 @@ def test_parser_only_raises_its_own_syntax_error(sql):
     # any other exception type fails the test, and hypothesis shrinks it to a minimal input
 
 
-class Tick(StatefulFunction):
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-
-    def execute(self, e):
-        self.n += 1
-        return (self.n,)
-
-
 @pytest.fixture(scope="module")
 def fuzz_ks(spark):
     from spark_keyed_sql import KeyedSQL
 
     ks = KeyedSQL(spark)
-    ks.register("f", Tick, returns="n bigint")
+    ks.register("f", Count, returns="n bigint")
     spark.createDataFrame([("u1", 1.0, 1), ("u2", 2.0, 2)], "user_id string, value double, ts long").createOrReplaceTempView("events")
     spark.createDataFrame([("u1", "1")], "user_id string, n string").createOrReplaceTempView("boot")
     return ks

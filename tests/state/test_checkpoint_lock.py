@@ -4,21 +4,9 @@ import sys
 
 import pytest
 from data import SCHEMA, make_events, write_parquet
+from keyed_functions import Count
 
-from spark_keyed_sql import StatefulFunction
 from spark_keyed_sql.state.checkpoint import CheckpointError
-
-
-class Count(StatefulFunction):
-    n: int
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-
-    def execute(self, e):
-        self.n += 1
-        return (self.n,)
 
 
 def test_second_query_on_a_running_checkpoint_is_refused(spark, ks, tmp_path):

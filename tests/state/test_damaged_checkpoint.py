@@ -4,22 +4,10 @@ import os
 
 import pytest
 from data import make_events, write_parquet
+from keyed_functions import Count
 
-from spark_keyed_sql import StatefulFunction
 from spark_keyed_sql.state.checkpoint import CheckpointError
 from spark_keyed_sql.state.snapshots import SnapshotStore
-
-
-class Count(StatefulFunction):
-    n: int
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-
-    def execute(self, e):
-        self.n += 1
-        return (self.n,)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "delete"])

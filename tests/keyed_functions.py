@@ -1,0 +1,34 @@
+"""Small StatefulFunction classes shared by the tests (and by the crash and cluster child
+processes, which put this directory on their path)."""
+from spark_keyed_sql import StatefulFunction
+
+
+class Count(StatefulFunction):
+    """Rows seen per key: returns (n,)."""
+
+    n: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        return (self.n,)
+
+
+class RunningTotal(StatefulFunction):
+    """Rows and running sum of ``value`` per key: returns (n, total rounded to 6 places)."""
+
+    n: int
+    total: float
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.total = 0.0
+
+    def execute(self, e):
+        self.n += 1
+        self.total += e["value"]
+        return (self.n, round(self.total, 6))
