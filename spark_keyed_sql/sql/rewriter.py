@@ -499,8 +499,9 @@ def _scala_keys(scala_map: Any) -> list[str]:
 def resolve_auto(streaming: bool, spec: FunctionSpec, per_batch_ok: bool = False) -> str:
     """Engine 'auto', chosen by BENCHMARKS.md: 'bulk' (many keys per Python call) for batch
     queries and for streams run by ks.start / ks.run (per micro-batch), where it measured faster
-    than 'tws' at every input size tried on 100k keys of state; 'tws' where a streaming
-    DataFrame must be returned (ks.sql / ks.apply over a stream), which 'bulk' cannot do."""
+    than 'tws' at every input size tried on 100k keys of state (at 1M keys 'tws' wins for small
+    increments: docs/concepts.md); 'tws' where a streaming DataFrame must be returned (ks.sql /
+    ks.apply over a stream, or any stream on Spark Connect), which 'bulk' cannot do."""
     if not streaming or per_batch_ok:
         return "bulk"
     return "tws"
