@@ -6,13 +6,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from spark_keyed_sql import KeyedProcessor, StatefulFunction
 
-__all__ = ["Counter", "Aggregate", "Sessions", "GAP"]
+__all__ = [
+    "Counter", "Aggregate", "Sessions", "GAP", "counter_apply_in_pandas_with_state", "aggregate_apply_in_pandas_with_state",
+]
 
 GAP = dt.timedelta(minutes=30)
 
@@ -67,12 +70,32 @@ class CounterTWSPandas(StatefulProcessor):
         pass
 
 
+def counter_apply_in_pandas_with_state(key, pdfs, state) -> Iterator[pd.DataFrame]:
+    """W1 hand-written for applyInPandasWithState (one call per key, pandas per group)."""
+    n, total = state.get if state.exists else (0, 0.0)
+    pdf = pd.concat(list(pdfs)).sort_values("ts")
+    ns = n + np.arange(1, len(pdf) + 1)
+    totals = total + pdf["value"].cumsum().to_numpy()
+    state.update((int(ns[-1]), float(totals[-1])))
+    yield pd.DataFrame({"user_id": key[0], "ts": pdf["ts"].to_numpy(), "n": ns, "total": totals})
+
+
 # ---------------------------------------------------------------- W2: per-key aggregate
 class Aggregate(KeyedProcessor):
     returns = "n bigint, total double"
 
     def process(self, key, rows):
         return [(len(rows), float(rows["value"].sum()))]
+
+
+def aggregate_apply_in_pandas_with_state(key, pdfs, state) -> Iterator[pd.DataFrame]:
+    """W2 hand-written for applyInPandasWithState."""
+    n, total = 0, 0.0
+    for pdf in pdfs:
+        n += len(pdf)
+        total += float(pdf["value"].sum())
+    state.update((n, total))
+    yield pd.DataFrame({"user_id": [key[0]], "n": [n], "total": [total]})
 
 
 class AggregateTWSPandas(StatefulProcessor):

@@ -35,20 +35,24 @@ def configure_session(spark: SparkSession) -> None:
 
 
 def _ship_by_value(cls: type) -> None:
-    """Classes from a user's own module (a test file, a notebook, a script next to the data)
-    are sent to executors by value, so executors need not be able to import that module."""
+    """Classes from a user's own modules (a test file, a notebook, a script next to the data)
+    are sent to executors by value, so executors need not be able to import those modules —
+    the class's own module and those of its base classes (a user class may extend another)."""
     from pyspark import cloudpickle
 
-    mod = sys.modules.get(cls.__module__)
-    if mod is None or cls.__module__ == "__main__":
-        return
-    path = getattr(mod, "__file__", None) or ""
-    if "site-packages" in path or "dist-packages" in path or cls.__module__.startswith("spark_keyed_sql"):
-        return
-    try:
-        cloudpickle.register_pickle_by_value(mod)
-    except (ValueError, TypeError):
-        pass
+    for klass in cls.__mro__:
+        mod = sys.modules.get(klass.__module__)
+        if mod is None or klass.__module__ in ("__main__", "builtins"):
+            continue
+        path = getattr(mod, "__file__", None) or ""
+        if not path or "site-packages" in path or "dist-packages" in path or klass.__module__.startswith("spark_keyed_sql"):
+            continue
+        if path.startswith(sys.base_prefix) or path.startswith(sys.prefix):
+            continue  # the standard library
+        try:
+            cloudpickle.register_pickle_by_value(mod)
+        except (ValueError, TypeError):
+            pass
 
 
 _SHIPPED: set[int] = set()

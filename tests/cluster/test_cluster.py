@@ -88,6 +88,7 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(cluster, tmp_path
             os.link(tmp_path / "data" / part / f, data / f"{part}-{f}")
     work = tmp_path / "work"
     work.mkdir()
+    killed = False
     try:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
         proc = subprocess.Popen([sys.executable, str(HERE / "executor_loss.py"), cluster.url, str(data), str(work), engine],
@@ -98,9 +99,13 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(cluster, tmp_path
             time.sleep(0.2)
         assert proc.poll() is None  # mid-query
         cluster.kill_worker(0)
+        killed = True
         stdout, stderr = proc.communicate(timeout=600)
     finally:
-        cluster.restart_worker(0)  # two workers again for the next test
+        if killed:
+            cluster.restart_worker(0)  # two workers again for the next test
+        elif proc.poll() is None:
+            proc.kill()
     line = next((x for x in stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, stderr[-4000:]
     got = json.loads(line[len("RESULT "):])
