@@ -422,37 +422,33 @@ class _Rewriter:
             fmt = table.db.lower() if table.db else ""
             if fmt in ("parquet", "json", "csv", "orc") and not table.catalog:
                 path = table.name
-                key = f"{fmt}:{path}:{max_files}"
-                if key not in self.stream_views:
-                    schema = getattr(self.spark.read, fmt)(path).schema
-                    view = f"__ks_stream_{next(_view_ids)}"
-                    reader = self.spark.readStream.schema(schema)
-                    if max_files is not None:
-                        reader = reader.option("maxFilesPerTrigger", int(max_files))
-                    getattr(reader, fmt)(path).createOrReplaceTempView(view)
-                    self.stream_views[key] = view
-                new = exp.Table(this=_q(self.stream_views[key]), alias=table.args.get("alias") or exp.TableAlias(this=_q(path.rsplit("/", 1)[-1] or "src")))
-                table.replace(new)
+                view = self._file_stream(f"{fmt}:{path}:{max_files}", fmt, {}, lambda f=fmt, p=path: getattr(self.spark.read, f)(p).schema, path, max_files)
+                table.replace(exp.Table(this=_q(view), alias=table.args.get("alias") or exp.TableAlias(this=_q(path.rsplit("/", 1)[-1] or "src"))))
             elif not table.db and self._is_temp_view(table.name):
                 batch = self.spark.table(table.name)
                 source = None if batch.isStreaming else file_source(batch)
                 if source is None:
                     continue  # already a streaming temp view (or not a file source: refused later)
                 fmt, options, path = source
-                key = f"view:{table.name.lower()}:{max_files}"
-                if key not in self.stream_views:
-                    reader = self.spark.readStream.format(fmt).options(**options).schema(batch.schema)
-                    if max_files is not None:
-                        reader = reader.option("maxFilesPerTrigger", int(max_files))
-                    view = f"__ks_stream_{next(_view_ids)}"
-                    reader.load(path).createOrReplaceTempView(view)
-                    self.stream_views[key] = view
-                table.replace(exp.Table(this=_q(self.stream_views[key]), alias=table.args.get("alias") or exp.TableAlias(this=_q(table.name))))
+                view = self._file_stream(f"view:{table.name.lower()}:{max_files}", fmt, options, lambda b=batch: b.schema, path, max_files)
+                table.replace(exp.Table(this=_q(view), alias=table.args.get("alias") or exp.TableAlias(this=_q(table.name))))
             else:
                 name = table.sql(dialect="spark")
                 view = f"__ks_stream_{next(_view_ids)}"
                 self.spark.readStream.table(name).createOrReplaceTempView(view)
                 table.replace(exp.Table(this=_q(view), alias=table.args.get("alias") or exp.TableAlias(this=_q(table.name))))
+
+    def _file_stream(self, key: str, fmt: str, options: dict[str, str], schema: Any, path: str, max_files: Any) -> str:
+        """A streaming temp view over ``path``'s files (made once per key): ``schema()`` gives
+        the schema, ``max_files_per_trigger`` caps the files each micro-batch takes."""
+        if key not in self.stream_views:
+            reader = self.spark.readStream.format(fmt).options(**options).schema(schema())
+            if max_files is not None:
+                reader = reader.option("maxFilesPerTrigger", int(max_files))
+            view = f"__ks_stream_{next(_view_ids)}"
+            reader.load(path).createOrReplaceTempView(view)
+            self.stream_views[key] = view
+        return self.stream_views[key]
 
     def _is_temp_view(self, name: str) -> bool:
         try:

@@ -12,17 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from standalone import _free_port
 from test_cluster import make_data, oracle
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 pytestmark = pytest.mark.cluster
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
