@@ -18,10 +18,20 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
+def viewfs_root(tmp_path_factory):
+    """The local directory behind ``viewfs://ks/data`` (tests/viewfs.py)."""
+    return tmp_path_factory.mktemp("viewfs")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory, viewfs_root):
+    from viewfs import mount_conf
+
     from spark_keyed_sql.local import local_session
 
-    s = local_session("spark-keyed-sql tests", warehouse=str(tmp_path_factory.mktemp("warehouse")))
+    s = local_session(
+        "spark-keyed-sql tests", warehouse=str(tmp_path_factory.mktemp("warehouse")), conf=mount_conf(viewfs_root)
+    )
     yield s
     s.stop()
 
