@@ -58,8 +58,15 @@ def oracle(events: pd.DataFrame) -> tuple[set, dict]:
     return rows, state
 
 
-def _child(engine: str, mode: str, src: str, cp: str, out: str, crash_at: str | None, crash_dir: str) -> subprocess.Popen:
+VIEWFS_ENV = "SPARK_KEYED_SQL_TEST_VIEWFS"  # a local dir: child and checker mount viewfs://ks/data on it
+
+
+def _child(engine: str, mode: str, src: str, cp: str, out: str, crash_at: str | None, crash_dir: str,
+           viewfs_root: str | None = None) -> subprocess.Popen:
     env = dict(os.environ)
+    env.pop(VIEWFS_ENV, None)
+    if viewfs_root:
+        env[VIEWFS_ENV] = viewfs_root
     env.pop("SPARK_KEYED_SQL_CRASH_AT", None)
     if crash_at:
         env["SPARK_KEYED_SQL_CRASH_AT"] = crash_at
@@ -69,19 +76,24 @@ def _child(engine: str, mode: str, src: str, cp: str, out: str, crash_at: str | 
 
 
 def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_file: int = 60, seed: int = 7,
-        random_kills: int = 0, workdir: str | None = None, timeout: float = 300, mode: str = "run") -> CrashReport:
+        random_kills: int = 0, workdir: str | None = None, timeout: float = 300, mode: str = "run",
+        viewfs: bool = False) -> CrashReport:
     """``plan``: fault specs ('point:n') used one per incarnation; then ``random_kills``
     incarnations killed after a random delay; then one incarnation runs to the end.
-    ``mode``: ``run`` (incremental ks.run) or ``start`` (a continuous ks.start stream)."""
+    ``mode``: ``run`` (incremental ks.run) or ``start`` (a continuous ks.start stream).
+    ``viewfs``: input, checkpoint and output as ``viewfs://ks/data/...`` URIs mounted on the
+    work directory (tests/viewfs.py), which only Spark's file system layer resolves."""
     d = workdir or tempfile.mkdtemp(prefix="ks-crash-")
-    src, cp, out = os.path.join(d, "in"), os.path.join(d, "cp"), os.path.join(d, "out")
-    events = make_input(src, files, keys, per_file, seed)
+    events = make_input(os.path.join(d, "in"), files, keys, per_file, seed)
+    base = "viewfs://ks/data" if viewfs else d
+    src, cp, out = base + "/in", base + "/cp", base + "/out"
+    mount = d if viewfs else None
     report = CrashReport(engine, mode)
     rng = random.Random(seed)
     schedule = [("point", p) for p in plan] + [("random", None)] * random_kills + [("finish", None)]
     for i, (kind, spec) in enumerate(schedule):
         crash_dir = tempfile.mkdtemp(prefix="hits-", dir=d)
-        proc = _child(engine, mode, src, cp, out, spec if kind == "point" else None, crash_dir)
+        proc = _child(engine, mode, src, cp, out, spec if kind == "point" else None, crash_dir, mount)
         if kind == "random":
             time.sleep(rng.uniform(8, 25))  # Spark takes ~8 s to start: land in the work
             if proc.poll() is None:
@@ -99,7 +111,7 @@ def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_fil
         if i:
             report.restarts += 1
     expected_rows, expected_state = oracle(events)
-    got_rows, got_state = _read_back(cp, out)
+    got_rows, got_state = _read_back(cp, out, mount)
     counts = Counter(got_rows)
     report.rows_expected = len(expected_rows)
     report.rows_out = len(got_rows)
@@ -118,12 +130,22 @@ def _reap(proc: subprocess.Popen) -> None:
         pass
 
 
-def _read_back(cp: str, out: str) -> tuple[list[tuple], dict]:
+def session_conf(viewfs_root: str | None) -> dict[str, str]:
+    """The mount of ``viewfs://ks/data`` on ``viewfs_root`` (none when not given)."""
+    if not viewfs_root:
+        return {}
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+    from viewfs import mount_conf
+
+    return mount_conf(viewfs_root)
+
+
+def _read_back(cp: str, out: str, viewfs_root: str | None = None) -> tuple[list[tuple], dict]:
     """The sink as Spark's readers see it (a file sink's _spark_metadata log decides which
     files count) and the state as a table, read by a fresh process."""
     code = (
         "import json; from spark_keyed_sql.local import local_session; from spark_keyed_sql import KeyedSQL;"
-        "ks = KeyedSQL(local_session('crash check', shuffle_partitions=2));"
+        f"ks = KeyedSQL(local_session('crash check', shuffle_partitions=2, conf={session_conf(viewfs_root)!r}));"
         f"rows = [[r.user_id, r.seq, r.n, r.total] for r in ks.spark.read.parquet({out!r}).collect()];"
         f"state = {{r['user_id']: [r['n'], r['total']] for r in ks.read_state({cp!r}).collect()}};"
         "print(json.dumps({'rows': rows, 'state': state}))"
