@@ -186,6 +186,24 @@ def cmd_state_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_state_unlock(args: argparse.Namespace) -> int:
+    import datetime
+
+    from . import KeyedSQL
+
+    ks = KeyedSQL(_session(args.master))
+    holder = ks.unlock(args.checkpoint)
+    if holder is None:
+        print(f"{args.checkpoint} was not locked")
+    elif not holder:
+        print(f"removed an unreadable lock from {args.checkpoint}")
+    else:
+        beat = holder.get("heartbeat_ms")
+        when = datetime.datetime.fromtimestamp(beat / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if beat else "?"
+        print(f"removed the lock of process {holder.get('pid')} on {holder.get('host')} (last heartbeat {when}) from {args.checkpoint}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="spark-keyed-sql", description="Keyed, stateful Python functions in Spark SQL.")
     p.add_argument("--master", default=None, help="Spark master (default local[2]; e.g. spark://host:7077, or sc://host:15002 for Spark Connect)")
@@ -226,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     mig.add_argument("--transform", help="SQL over a view named 'state' that evolves the schema")
     mig.add_argument("--partitions", type=int, help="hash partitions of the new checkpoint")
     mig.set_defaults(fn=cmd_state_migrate)
+    unl = ssub.add_parser("unlock", help="remove a checkpoint's lock left by a process that is gone (ks.unlock)")
+    unl.add_argument("checkpoint")
+    unl.set_defaults(fn=cmd_state_unlock)
     return p
 
 

@@ -177,7 +177,7 @@ class KeyedSQL:
             tree = tree.this
         default = self.default_engine
         if default == "auto" and checkpoint:
-            default = _checkpoint_engine(checkpoint) or default  # continue on the engine that wrote it
+            default = _checkpoint_engine(self.spark, checkpoint) or default  # continue on the engine that wrote it
         return rewrite(self.spark, tree, self.function, ENGINES, default, execute=execute, mode=mode), explain
 
     def sql(self, query: str) -> DataFrame:
@@ -214,7 +214,8 @@ class KeyedSQL:
     def start(self, query: str, checkpoint: str | None = None, sink: str = "console", *, trigger: str | None = None):
         """Run a keyed query over a streaming source; returns the pyspark StreamingQuery."""
         rw, _ = self._rewrite(query, execute=True, mode="stream", checkpoint=checkpoint)
-        lock = _lock(checkpoint or _sql_checkpoint(rw))
+        _probe_output(self.spark, sink)
+        lock = _lock(self.spark, checkpoint or _sql_checkpoint(rw), "ks.start")
         try:
             checkpoint = self._checkpoint(rw, checkpoint, "ks.start")
             query_, _ = self._launch(rw, query, checkpoint, sink, trigger=trigger, available_now=False, where="ks.start")
@@ -232,7 +233,9 @@ class KeyedSQL:
         given, is called with a dict per finished batch (batch_id, input_rows, output_rows,
         keys_touched, state_rows)."""
         rw, _ = self._rewrite(query, execute=True, mode="stream", checkpoint=checkpoint)
-        lock = _lock(checkpoint or _sql_checkpoint(rw))
+        if output:
+            _probe_output(self.spark, output)
+        lock = _lock(self.spark, checkpoint or _sql_checkpoint(rw), "ks.run")
         try:
             return self._run(rw, query, checkpoint, output, progress)
         finally:
@@ -247,7 +250,7 @@ class KeyedSQL:
         if not output:
             raise SchemaError("ks.run needs output=<parquet directory or table name>")
         before = self._committed_rows(output)
-        bulk_before = _bulk_version(checkpoint)
+        bulk_before = _bulk_version(self.spark, checkpoint)
         q, bulk = self._launch(rw, query, checkpoint, output, trigger=None, available_now=True, where="ks.run", progress=progress)
         timers = rw is not None and any(self.function(s.function).has_timers for s in rw.steps)
         try:
@@ -259,7 +262,7 @@ class KeyedSQL:
         if bulk is not None:
             if timers:
                 bulk.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
-            return _bulk_summary(checkpoint, bulk_before)
+            return _bulk_summary(self.spark, checkpoint, bulk_before)
         progress = [p for p in recent_progress(q) if p.get("batchId") is not None]
         data = [p for p in progress if p["numInputRows"] > 0]
         return {
@@ -374,19 +377,19 @@ class KeyedSQL:
             from .state.checkpoint import check_compatible, read_metadata, write_metadata
 
             operators = [self._operator_metadata(s) for s in rw.steps]
-            check_compatible(checkpoint, operators)
-            old = read_metadata(checkpoint)
+            check_compatible(checkpoint, operators, self.spark)
+            old = read_metadata(checkpoint, self.spark)
             for new, was in zip(operators, old["operators"] if old else []):
                 if was.get("partitions"):
                     new["partitions"] = was["partitions"]  # chosen by migrate_state
-            if any(s.bootstrapped for s in rw.steps) and _has_commits(checkpoint):
+            if any(s.bootstrapped for s in rw.steps) and _has_commits(self.spark, checkpoint):
                 from .state.checkpoint import CheckpointError
 
                 raise CheckpointError(
                     f"checkpoint {checkpoint!r} already holds state; INITIAL STATE FROM only seeds a new "
                     "checkpoint (Spark would silently ignore it). Use a new checkpoint, or drop INITIAL STATE"
                 )
-            write_metadata(checkpoint, operators)
+            write_metadata(checkpoint, operators, self.spark)
         return checkpoint
 
     def _operator_metadata(self, step) -> dict:
@@ -441,12 +444,21 @@ class KeyedSQL:
                 f"migrate_state({src_checkpoint!r} -> {dst_checkpoint!r}): not supported on Spark Connect; it writes a "
                 f"bulk-engine checkpoint, and {CONNECT_BULK_STREAMS}. Migrate from a classic SparkSession"
             )
-        meta = read_metadata(src_checkpoint)
+        meta = read_metadata(src_checkpoint, self.spark)
         source_fn = function or (meta["operators"][0]["function"] if meta and meta["operators"] else None)
         target = self.function(to_function or source_fn or "")
         return migrate_state(
             self.spark, src_checkpoint, dst_checkpoint, target, function=function, transform=transform, partitions=partitions
         )
+
+    def unlock(self, checkpoint: str) -> dict | None:
+        """Remove ``checkpoint``'s lock, whoever holds it: the way out when the process that ran
+        a query on it is gone and its lease has not timed out yet. Returns what the lock said
+        about its holder (host, pid, query, heartbeat_ms), or None when it was not locked. Make
+        sure no query runs on the checkpoint: two writers would corrupt it."""
+        from .state.lock import unlock
+
+        return unlock(checkpoint, self.spark)
 
     def read_state(self, checkpoint: str, function: str | None = None, batch_id: int | None = None) -> DataFrame:
         """One row per key of the checkpoint's state: key columns, one column per state
@@ -521,23 +533,32 @@ def _sql_checkpoint(rw) -> str | None:
 _HELD: dict[str, tuple] = {}
 
 
-def _lock(checkpoint: str | None):
+def _probe_output(spark, sink: str | None) -> None:
+    """A directory output Spark cannot reach fails now, naming it, before any state is written."""
+    if sink and _is_path(sink) and not sink.startswith("memory:"):
+        from .state.fs import CheckpointFS
+
+        CheckpointFS(spark).probe(sink, "output")
+
+
+def _lock(spark, checkpoint: str | None, where: str = ""):
     if not checkpoint:
         return None
+    from .state.fs import CheckpointFS
     from .state.lock import CheckpointLock
 
-    key = os.path.abspath(checkpoint)
+    key = CheckpointFS(spark).qualify(checkpoint)
     held = _HELD.get(key)
     if held is not None and not held[1].isActive:  # stopped, its waiter not yet run: take over
         _HELD.pop(key, None)
         held[0].release()
-    return CheckpointLock(checkpoint).acquire()
+    return CheckpointLock(checkpoint, spark, query=where or None).acquire()
 
 
 def _release_when_done(query, lock) -> None:
     import threading
 
-    key = os.path.abspath(lock.checkpoint)
+    key = lock.fs.qualify(lock.checkpoint)
     _HELD[key] = (lock, query)
 
     def wait() -> None:
@@ -553,28 +574,28 @@ def _release_when_done(query, lock) -> None:
     threading.Thread(target=wait, name="spark-keyed-sql checkpoint lock", daemon=True).start()
 
 
-def _checkpoint_engine(checkpoint: str) -> str | None:
+def _checkpoint_engine(spark, checkpoint: str) -> str | None:
     from .state.checkpoint import CheckpointError, read_metadata
 
     try:
-        meta = read_metadata(checkpoint)
+        meta = read_metadata(checkpoint, spark)
     except CheckpointError:
         return None
     return meta["operators"][0].get("engine", "tws") if meta and meta["operators"] else None
 
 
-def _bulk_version(checkpoint: str) -> int:
+def _bulk_version(spark, checkpoint: str) -> int:
     from .state.snapshots import SnapshotStore
 
-    latest = SnapshotStore(checkpoint).latest()
+    latest = SnapshotStore(checkpoint, spark).latest()
     return -1 if latest is None else latest.version
 
 
-def _bulk_summary(checkpoint: str, before: int) -> dict:
+def _bulk_summary(spark, checkpoint: str, before: int) -> dict:
     """ks.run's summary for the bulk engine, from the commit files this run wrote."""
     from .state.snapshots import SnapshotStore
 
-    new = [c for c in SnapshotStore(checkpoint).commits() if c.version > before]
+    new = [c for c in SnapshotStore(checkpoint, spark).commits() if c.version > before]
     return {
         "batches": sum(1 for c in new if c.info.get("input_rows")),
         "input_rows": sum(c.info.get("input_rows", 0) for c in new),
@@ -594,11 +615,10 @@ def _bulk_summary(checkpoint: str, before: int) -> dict:
     }
 
 
-def _has_commits(checkpoint: str) -> bool:
-    from .state.checkpoint import local_path
+def _has_commits(spark, checkpoint: str) -> bool:
+    from .state.fs import CheckpointFS, join
 
-    commits = os.path.join(local_path(checkpoint), "commits")
-    return os.path.isdir(commits) and any(not f.startswith(".") for f in os.listdir(commits))
+    return any(not f.startswith(".") for f in CheckpointFS(spark).list(join(checkpoint, "commits")))
 
 
 def _is_path(sink: str) -> bool:

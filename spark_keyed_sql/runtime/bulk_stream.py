@@ -12,8 +12,6 @@ micro-batch, so output and state are exactly once.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..state.fs import join
 from ..state.snapshots import SnapshotStore
 from .base import output_schema
 from .bulk import KEY_PREFIX, KIND, NEW_STATE, OUT, STATS, BulkProgram, combine, step_schema
@@ -32,13 +31,6 @@ from .plan import KeyedPlan
 from .sinks import write_batch
 
 __all__ = ["BulkStream"]
-
-
-def _dir_size(path: str) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    return total
 
 
 class BulkStream:
@@ -59,7 +51,7 @@ class BulkStream:
         from .migrate import bulk_partitions
 
         self.driver = driver
-        plan = dataclasses.replace(plan, partitions=plan.partitions or bulk_partitions(checkpoint))
+        plan = dataclasses.replace(plan, partitions=plan.partitions or bulk_partitions(checkpoint, driver))
         self.plan = plan
         self.shipped = dataclasses.replace(plan, initial_state=None)
         self.source_schema = source_schema
@@ -69,7 +61,8 @@ class BulkStream:
         self.function = function
         self.on_commit = on_commit
         self.lock = threading.Lock()  # foreachBatch and the timer pump never step at once
-        self.store = SnapshotStore(checkpoint)
+        self.store = SnapshotStore(checkpoint, driver)
+        self.fs = self.store.fs
         self.codec = StateRowCodec(plan.spec)
         self.out_schema = output_schema(source_schema, plan)
         n = len(plan.key_columns)
@@ -77,14 +70,13 @@ class BulkStream:
         self.snapshot_schema = T.StructType(self.step_schema.fields[1 : 1 + n] + self.codec.fields)
         from .sinks import is_path
 
-        if is_path(sink) and os.path.isdir(os.path.join(sink.removeprefix("file:"), "_spark_metadata")):
+        if is_path(sink) and self.fs.is_dir(join(sink, "_spark_metadata")):
             from ..api.errors import KeyedSQLError
 
             raise KeyedSQLError(
                 f"output {sink!r} was written by Spark's file sink (it has _spark_metadata), whose readers would hide "
                 "the files engine 'bulk' writes; give this query a new output directory"
             )
-        self.initial_dir = os.path.join(self.store.root, "initial")
         latest = self.store.latest()
         if latest is not None:
             self.store.verify(latest.version)  # refuse a damaged checkpoint before Spark starts
@@ -106,11 +98,8 @@ class BulkStream:
         runs in Spark's streaming session, not the one the table was read in)."""
         if self.plan.initial_state is None or self.store.latest() is not None:
             return
-        tmp = self.initial_dir + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.plan.initial_state.write.parquet(tmp)
-        shutil.rmtree(self.initial_dir, ignore_errors=True)
-        os.replace(tmp, self.initial_dir)
+        initial = self.plan.initial_state
+        self.store.stage_initial(lambda d: initial.write.parquet(d))
 
     # ------------------------------------------------------------------ foreachBatch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -152,25 +141,31 @@ class BulkStream:
         version = 0 if prev is None else prev.version + 1
         state_df = spark.read.schema(self.snapshot_schema).parquet(store.state_dir(prev.version)) if prev else None
         initial = None
-        if prev is None and os.path.isdir(self.initial_dir):
-            initial = spark.read.parquet(self.initial_dir)
+        initial_dir = store.initial_dir() if prev is None else None
+        if initial_dir is not None:
+            initial = spark.read.parquet(initial_dir)
         wm = prev.watermark_ms if prev else None
         started = time.time()
         now = int(started * 1000)
         program = BulkProgram(self.shipped, self.out_schema, step=True, now_ms=now, watermark_ms=wm, has_initial=initial is not None)
         result = combine(batch_df, plan, state_df, initial).mapInArrow(program, self.step_schema)
-        staging = store.prepare_staging(version)
+        staging = store.attempt_dir(version)  # written once, never renamed; the commit names it
         result.write.partitionBy(KIND).parquet(staging)
+        fs = self.fs
+        parts = set(fs.list(staging))
 
         def part(kind: int) -> str:
-            return os.path.join(staging, f"{KIND}={kind}")
+            return join(staging, f"{KIND}={kind}")
+
+        def has(kind: int) -> bool:
+            return f"{KIND}={kind}" in parts
 
         stats = spark.read.parquet(part(STATS)).agg(
             F.sum("__ks_late"), F.max("__ks_max_et"), F.sum("__ks_events"), F.sum("__ks_keys"), F.sum("__ks_timers_fired")
-        ).collect()[0] if os.path.isdir(part(STATS)) else (0, None, 0, 0, 0)
+        ).collect()[0] if has(STATS) else (0, None, 0, 0, 0)
         late, max_et, events, keys, fired = (stats[0] or 0, stats[1], stats[2] or 0, stats[3] or 0, stats[4] or 0)
         if only_if_timers and not fired:
-            shutil.rmtree(staging, ignore_errors=True)
+            fs.delete(staging)
             return None
         new_wm = wm
         if plan.event_time is not None and max_et is not None:
@@ -178,14 +173,13 @@ class BulkStream:
             new_wm = cand if wm is None else max(wm, cand)
 
         # 1. state: the staged new-state rows are the snapshot
-        if os.path.isdir(part(NEW_STATE)):
-            store.install_state(version, part(NEW_STATE))
-        else:
-            spark.createDataFrame([], self.snapshot_schema).write.parquet(store.install_state(version, None))
+        state_dir = part(NEW_STATE)
+        if not has(NEW_STATE):
+            spark.createDataFrame([], self.snapshot_schema).write.parquet(state_dir)
         crash_point("state_written")
         # 2. output, through the statement's outer SQL, to the sink
         n = len(plan.key_columns)
-        if os.path.isdir(part(OUT)):
+        if has(OUT):
             staged = spark.read.schema(T.StructType(self.step_schema.fields[1:])).parquet(part(OUT))
         else:
             staged = spark.createDataFrame([], T.StructType(self.step_schema.fields[1:]))
@@ -198,7 +192,6 @@ class BulkStream:
         write_batch(self.driver, final, self.sink, self.checkpoint, version)
         crash_point("after_sink")
         # 3. commit
-        state_dir = store.state_dir(version)
         info = {
             "spark_batch": spark_batch,
             "watermark_ms": new_wm,
@@ -210,11 +203,11 @@ class BulkStream:
             "timers_fired": int(fired),
             "output_rows": output_rows,
             "state_rows": spark.read.schema(self.snapshot_schema).parquet(state_dir).count(),
-            "state_bytes": _dir_size(state_dir),
+            "state_bytes": fs.size(state_dir),
             "function": self.function,
             "seconds": round(time.time() - started, 3),
         }
-        store.commit(version, info)
+        store.commit(version, info, state_dir)
         store.cleanup()
         if self.on_commit is not None:
             self.on_commit(info | {"batch_id": version})

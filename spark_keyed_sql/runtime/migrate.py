@@ -13,8 +13,6 @@ fixes no partition count in its state, so any number of partitions can be given.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -23,8 +21,9 @@ from pyspark.sql import types as T
 
 from ..api.errors import KeyedSQLError
 from ..state.attributes import AttributeLayout
-from ..state.checkpoint import CheckpointError, local_path, read_metadata, write_metadata
+from ..state.checkpoint import CheckpointError, read_metadata, write_metadata
 from ..state.encoding import dumps
+from ..state.fs import CheckpointFS, join
 from ..state.reader import read_state
 from ..state.snapshots import KEY_PREFIX, STATE_PREFIX, SnapshotStore
 from .bulk_state import ATTRS_EXP, HAS_ATTRS, TIMERS, StateRowCodec
@@ -39,13 +38,13 @@ class MigrationError(KeyedSQLError):
     """State that cannot be moved as asked (the message says what and why)."""
 
 
-def _source_position(checkpoint: str, op: dict) -> tuple[int, int | None, int | None]:
+def _source_position(spark: SparkSession, checkpoint: str, op: dict) -> tuple[int, int | None, int | None]:
     """(state batch id, last Spark batch, watermark ms) of the source checkpoint."""
-    path = local_path(checkpoint)
-    commits = [int(f) for f in os.listdir(os.path.join(path, "commits")) if f.isdigit()] if os.path.isdir(os.path.join(path, "commits")) else []
+    fs = CheckpointFS(spark)
+    commits = [int(f) for f in fs.list(join(checkpoint, "commits")) if f.isdigit()]
     last_spark = max(commits) if commits else None
     if op.get("engine") == "bulk":
-        latest = SnapshotStore(checkpoint).latest()
+        latest = SnapshotStore(checkpoint, spark).latest()
         if latest is None:
             raise MigrationError(f"checkpoint {checkpoint!r} holds no committed state to migrate")
         return latest.version, last_spark, latest.watermark_ms
@@ -53,8 +52,7 @@ def _source_position(checkpoint: str, op: dict) -> tuple[int, int | None, int | 
         raise MigrationError(f"checkpoint {checkpoint!r} holds no committed batch to migrate")
     watermark = None
     try:
-        with open(os.path.join(path, "offsets", str(last_spark))) as f:
-            meta = json.loads(f.read().splitlines()[1])
+        meta = json.loads(fs.read_text(join(checkpoint, "offsets", str(last_spark))).splitlines()[1])
         watermark = meta.get("batchWatermarkMs") or None
     except (OSError, ValueError, IndexError):
         pass
@@ -85,7 +83,10 @@ def migrate_state(
     transform: str | None = None,
     partitions: int | None = None,
 ) -> dict[str, Any]:
-    meta = read_metadata(src)
+    fs = CheckpointFS(spark)
+    fs.probe(src)
+    fs.probe(dst, "destination checkpoint")
+    meta = read_metadata(src, spark)
     if meta is None:
         raise MigrationError(f"checkpoint {src!r} has no spark-keyed-sql metadata (was it written by ks.start / ks.run?)")
     ops = meta["operators"]
@@ -94,19 +95,18 @@ def migrate_state(
     op = next((o for o in ops if function is None or o["function"].lower() == function.lower()), None)
     if op is None:
         raise MigrationError(f"checkpoint {src!r} has no function {function!r}")
-    dst_path = local_path(dst)
-    if os.path.isdir(dst_path) and os.listdir(dst_path):
+    if fs.list(dst):
         raise MigrationError(f"destination checkpoint {dst!r} is not empty; migrate into a new directory")
     if partitions is not None and partitions < 1:
         raise MigrationError(f"partitions must be a positive number, got {partitions}")
     where = f"migrate_state({src!r} -> {dst!r}, function '{target.name}')"
-    version, last_spark, watermark = _source_position(src, op)
+    version, last_spark, watermark = _source_position(spark, src, op)
 
     state = read_state(spark, src, op["function"]).drop("batch_id")
     keys = list(op["keys"])
     src_timers = None
     if op.get("engine") == "bulk":
-        snap = spark.read.parquet(SnapshotStore(src).state_dir(version))
+        snap = spark.read.parquet(SnapshotStore(src, spark).state_dir(version))
         src_timers = snap.select(*[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(keys)], F.col(TIMERS))
     elif target.has_timers:
         raise MigrationError(
@@ -171,31 +171,27 @@ def migrate_state(
     snapshot = snapshot.select(*[f"{KEY_PREFIX}{i}" for i in range(len(keys))], *codec.names)
 
     # write: snapshot first, then Spark's position files, then the commit and our metadata
-    store = SnapshotStore(dst)
-    os.makedirs(dst_path, exist_ok=True)
-    tmp = os.path.join(store.root, "state", f".v={version}.tmp")
+    store = SnapshotStore(dst, spark)
+    fs.mkdirs(dst)
+    state_dir = join(store.attempt_dir(version), "state")
     n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
-    (snapshot.repartition(n, *[f"{KEY_PREFIX}{i}" for i in range(len(keys))]) if keys else snapshot.coalesce(1)).write.parquet(tmp)
-    store.install_state(version, tmp)
+    (snapshot.repartition(n, *[f"{KEY_PREFIX}{i}" for i in range(len(keys))]) if keys else snapshot.coalesce(1)).write.parquet(state_dir)
     for name in SPARK_POSITION_FILES:
-        s = os.path.join(local_path(src), name)
-        if os.path.isdir(s):
-            shutil.copytree(s, os.path.join(dst_path, name))
-        elif os.path.isfile(s):
-            shutil.copy(s, os.path.join(dst_path, name))
-    rows = spark.read.parquet(store.state_dir(version)).count()
+        if fs.exists(join(src, name)):
+            fs.copy(join(src, name), join(dst, name))
+    rows = spark.read.parquet(state_dir).count()
     store.commit(version, {"spark_batch": last_spark, "watermark_ms": watermark, "migrated_from": src, "state_rows": rows,
-                           "function": target.name, "input_rows": 0, "output_rows": 0})
+                           "function": target.name, "input_rows": 0, "output_rows": 0}, state_dir)
     new_op = dict(op) | {"function": target.name, "engine": "bulk", "partitions": partitions,
                          "class": f"{target.cls.__module__}.{target.cls.__qualname__}"}
-    write_metadata(dst, [new_op if o is op else o for o in ops])
+    write_metadata(dst, [new_op if o is op else o for o in ops], spark)
     return {"keys": rows, "batch_id": version, "spark_batch": last_spark, "partitions": n}
 
 
-def bulk_partitions(checkpoint: str) -> int | None:
+def bulk_partitions(checkpoint: str, spark: SparkSession | None = None) -> int | None:
     """The partition count a migration chose for a bulk checkpoint (None: the session's)."""
     try:
-        meta = read_metadata(checkpoint)
+        meta = read_metadata(checkpoint, spark)
     except CheckpointError:
         return None
     if not meta:

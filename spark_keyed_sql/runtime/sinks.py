@@ -1,20 +1,29 @@
 """Writing one committed micro-batch of the bulk engine to a sink, idempotently.
 
 A batch may be written twice (the process died after the sink write but before the batch's
-commit): every sink replaces what an earlier attempt at the same version wrote.
+commit): every sink replaces what an earlier attempt at the same version wrote. All file
+access goes through Spark's file system layer (``state.fs``), so outputs may live at any URI
+Spark accepts.
+
+- Directory: Spark writes the batch into ``<output>/_ks_tmp_<prefix><attempt>/`` (names
+  starting with ``_`` are invisible to Spark's readers); files of an earlier attempt at this
+  version (same prefix) are deleted; then each file is moved to ``<output>/<prefix><name>``.
+  On object stores a move is a copy of one whole object, so a reader sees each file whole or
+  not at all; a crash mid-way leaves some files of the version, which the retry replaces.
+- Table: the insert is followed by creating ``<checkpoint>/bulk/sink/<version>.done``
+  (create-without-overwrite); a retry finding it skips the insert.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import threading
+import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ..state.checkpoint import local_path
+from ..state.fs import CheckpointFS, join
 from .faults import crash_point
 
 __all__ = ["write_batch", "is_path", "MEMORY_SINKS"]
@@ -28,47 +37,48 @@ def is_path(sink: str) -> bool:
     return "/" in sink or sink.startswith(".") or "://" in sink
 
 
-def _local(path: str) -> str:
-    return local_path(path, "output")
-
-
-def _prefix(checkpoint: str, version: int) -> str:
+def _prefix(fs: CheckpointFS, checkpoint: str, version: int) -> str:
     """File-name prefix of one version's output: unique per checkpoint, so two queries may
     share an output directory without replacing each other's files."""
-    tag = hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:8]
+    where = fs.qualify(checkpoint)
+    if where.startswith("file:"):
+        where = where[len("file:") :]  # the same tag local checkpoints always had
+    tag = hashlib.sha1(where.encode()).hexdigest()[:8]
     return f"ks-{tag}-v{version}-"
 
 
-def _write_path(df: DataFrame, path: str, checkpoint: str, version: int) -> None:
-    path = _local(path)
-    os.makedirs(path, exist_ok=True)
-    tmp = os.path.join(path, f"_ks_tmp_{_prefix(checkpoint, version)}")  # '_' dirs are invisible to readers
-    if os.path.exists(tmp):
-        shutil.rmtree(tmp)
+def _write_path(fs: CheckpointFS, df: DataFrame, path: str, checkpoint: str, version: int) -> None:
+    prefix = _prefix(fs, checkpoint, version)
+    fs.mkdirs(path)
+    tmp = join(path, f"_ks_tmp_{prefix}{uuid.uuid4().hex[:8]}")  # '_' dirs are invisible to readers
     df.write.parquet(tmp)
-    prefix = _prefix(checkpoint, version)
-    for name in os.listdir(path):
+    for name in fs.list(path):
         if name.startswith(prefix):
-            os.remove(os.path.join(path, name))  # an earlier attempt at this version
-    for name in sorted(os.listdir(tmp)):
+            fs.delete(join(path, name), recursive=False)  # an earlier attempt at this version
+        elif name.startswith(f"_ks_tmp_{prefix}") and join(path, name) != tmp:
+            fs.delete(join(path, name))  # an earlier attempt's temporary directory
+    for name in fs.list(tmp):
         if name.endswith(".parquet"):
-            os.replace(os.path.join(tmp, name), os.path.join(path, prefix + name))
+            if not fs.rename(join(tmp, name), join(path, prefix + name)):
+                raise OSError(f"output {path!r}: could not move {name} into place")
             crash_point("sink_write")
-    shutil.rmtree(tmp)
+    fs.delete(tmp)
 
 
-def _write_table(df: DataFrame, table: str, marker_dir: str, version: int) -> None:
-    marker = os.path.join(marker_dir, f"{version}.done")
-    if os.path.exists(marker):
+def _write_table(fs: CheckpointFS, df: DataFrame, table: str, marker_dir: str, version: int) -> None:
+    marker = join(marker_dir, f"{version}.done")
+    if fs.exists(marker):
         return  # this version already reached the table
     spark = df.sparkSession
     if spark.catalog.tableExists(table):
         df.write.insertInto(table)
     else:
         df.write.saveAsTable(table)
-    os.makedirs(marker_dir, exist_ok=True)
-    with open(marker, "w") as f:
-        f.write("done\n")
+    fs.mkdirs(marker_dir)
+    try:
+        fs.create_text(marker, "done\n")
+    except FileExistsError:
+        pass
 
 
 def _write_memory(spark: SparkSession, df: DataFrame, name: str, version: int) -> None:
@@ -86,7 +96,7 @@ def write_batch(driver: SparkSession, df: DataFrame, sink: str, checkpoint: str,
     elif sink.startswith("memory:"):
         _write_memory(driver, df, sink.split(":", 1)[1], version)
     elif is_path(sink):
-        _write_path(df, sink, checkpoint, version)
+        _write_path(CheckpointFS(driver), df, sink, checkpoint, version)
     else:
-        _write_table(df, sink, os.path.join(_local(checkpoint), "bulk", "sink"), version)
+        _write_table(CheckpointFS(driver), df, sink, join(checkpoint, "bulk", "sink"), version)
         driver.catalog.refreshTable(sink)  # the batch wrote through Spark's streaming session

@@ -5,12 +5,12 @@ a checkpoint written by a different query."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from ..api.errors import KeyedSQLError
+from .fs import CheckpointFS, join
 
-__all__ = ["local_path", "METADATA_FILE", "write_metadata", "read_metadata", "check_compatible", "CheckpointError"]
+__all__ = ["METADATA_FILE", "write_metadata", "read_metadata", "check_compatible", "CheckpointError"]
 
 METADATA_FILE = "spark_keyed_sql.json"
 VERSION = 1
@@ -20,43 +20,38 @@ class CheckpointError(KeyedSQLError):
     """A checkpoint is missing, belongs to another query, or cannot be read."""
 
 
-def local_path(path: str, what: str = "checkpoint") -> str:
-    """A local (or ``file:``) path as an OS path; other file systems are refused by name."""
-    if path.startswith("file:"):
-        path = path[len("file:") :]
-        while path.startswith("//"):
-            path = path[1:]
-    if "://" in path:
-        raise CheckpointError(f"{what} {path!r}: only local (or file:) paths are supported")
-    return path
+def write_metadata(checkpoint: str, operators: list[dict[str, Any]], spark: Any = None) -> None:
+    """Record the query's shape. One small file, replaced in one write (a single PUT on object
+    stores); unchanged content is not rewritten."""
+    fs = CheckpointFS(spark)
+    text = json.dumps({"version": VERSION, "operators": operators}, indent=1, sort_keys=True)
+    path = join(checkpoint, METADATA_FILE)
+    fs.mkdirs(checkpoint)
+    try:
+        if fs.read_text(path) == text:
+            return
+    except FileNotFoundError:
+        pass
+    fs.write_text(path, text)
 
 
-def write_metadata(checkpoint: str, operators: list[dict[str, Any]]) -> None:
-    path = local_path(checkpoint)
-    os.makedirs(path, exist_ok=True)
-    tmp = os.path.join(path, f".{METADATA_FILE}.tmp")
-    with open(tmp, "w") as f:
-        json.dump({"version": VERSION, "operators": operators}, f, indent=1, sort_keys=True)
-    os.replace(tmp, os.path.join(path, METADATA_FILE))  # atomic: never a half-written file
-
-
-def read_metadata(checkpoint: str) -> dict[str, Any] | None:
-    path = os.path.join(local_path(checkpoint), METADATA_FILE)
-    if not os.path.exists(path):
+def read_metadata(checkpoint: str, spark: Any = None) -> dict[str, Any] | None:
+    try:
+        text = CheckpointFS(spark).read_text(join(checkpoint, METADATA_FILE))
+    except FileNotFoundError:
         return None
     try:
-        with open(path) as f:
-            meta = json.load(f)
-    except (OSError, ValueError) as exc:
+        meta = json.loads(text)
+    except ValueError as exc:
         raise CheckpointError(f"checkpoint {checkpoint!r}: {METADATA_FILE} is unreadable ({exc})") from None
     if meta.get("version") != VERSION:
         raise CheckpointError(f"checkpoint {checkpoint!r} was written by an unknown version of spark-keyed-sql")
     return meta
 
 
-def check_compatible(checkpoint: str, operators: list[dict[str, Any]]) -> None:
+def check_compatible(checkpoint: str, operators: list[dict[str, Any]], spark: Any = None) -> None:
     """Refuse a checkpoint whose recorded query differs in function or keys."""
-    old = read_metadata(checkpoint)
+    old = read_metadata(checkpoint, spark)
     if old is None:
         return
     def shape(ops: list[dict]) -> list[tuple]:

@@ -1,43 +1,157 @@
-"""One running query per checkpoint, across processes: an exclusive ``flock`` on a file in the
-checkpoint, held while the query runs (Spark itself does not lock across processes)."""
+"""One running query per checkpoint, across processes and machines: a lease file in the
+checkpoint (Spark itself does not lock across processes).
+
+The lease is created without overwrite (``create(path, overwrite=false)``), so of two
+starters only one gets it; it names its owner (host, process, query, start time) and a
+heartbeat thread rewrites it every ``HEARTBEAT_S`` seconds while the query runs. No file locks
+are needed, so it works on object stores and HDFS alike. A lease left by a process that died
+never blocks for good: it is taken over at once when its owner ran on this host and that
+process is gone, and by anyone once its heartbeat is older than ``TIMEOUT_S``; ``unlock``
+(``ks.unlock`` / ``spark-keyed-sql state unlock``) removes it by hand.
+"""
 
 from __future__ import annotations
 
-import fcntl
+import json
 import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
 
-from .checkpoint import CheckpointError, local_path
+from .checkpoint import CheckpointError
+from .fs import CheckpointFS, join
 
-__all__ = ["CheckpointLock", "LOCK_FILE"]
+__all__ = ["CheckpointLock", "LOCK_FILE", "unlock", "lock_holder"]
 
-LOCK_FILE = ".spark_keyed_sql.lock"
+LOCK_FILE = ".spark_keyed_sql.lease"
+_OWN: set[str] = set()  # lease tokens held by this process
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: existence check only
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lock_holder(checkpoint: str, spark: Any = None) -> dict | None:
+    """The lease's content (``owner``, ``host``, ``pid``, ``query``, ``started_ms``,
+    ``heartbeat_ms``), ``{}`` when unreadable, None when the checkpoint is not locked."""
+    try:
+        text = CheckpointFS(spark).read_text(join(checkpoint, LOCK_FILE))
+    except FileNotFoundError:
+        return None
+    try:
+        holder = json.loads(text)
+        return holder if isinstance(holder, dict) else {}
+    except ValueError:
+        return {}
+
+
+def unlock(checkpoint: str, spark: Any = None) -> dict | None:
+    """Remove the checkpoint's lease whoever holds it (the way out when a query's process is
+    gone and its lease has not timed out yet). Returns what the lease said, or None."""
+    holder = lock_holder(checkpoint, spark)
+    if holder is not None:
+        CheckpointFS(spark).delete(join(checkpoint, LOCK_FILE), recursive=False)
+    return holder
 
 
 class CheckpointLock:
-    def __init__(self, checkpoint: str):
-        self.checkpoint = checkpoint
-        self.path = os.path.join(local_path(checkpoint), LOCK_FILE)
-        self.fd: int | None = None
+    HEARTBEAT_S = 10.0  # how often a running query refreshes its lease
+    TIMEOUT_S = 120.0  # a lease not refreshed for this long belongs to nobody
 
+    def __init__(self, checkpoint: str, spark: Any = None, query: str | None = None):
+        self.checkpoint = checkpoint
+        self.fs = CheckpointFS(spark)
+        self.path = join(checkpoint, LOCK_FILE)
+        self.query = query
+        self.token = uuid.uuid4().hex
+        self.started_ms = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lost = False  # set when someone else took the lease over while we held it
+
+    # ------------------------------------------------------------------ content
+    def _body(self) -> str:
+        return json.dumps({
+            "owner": self.token, "host": socket.gethostname(), "pid": os.getpid(), "query": self.query,
+            "started_ms": self.started_ms, "heartbeat_ms": _now_ms(),
+        }, sort_keys=True)
+
+    def _stale(self, holder: dict) -> bool:
+        if not holder or not isinstance(holder.get("heartbeat_ms"), int):
+            return True  # unreadable / half-written by a dead process
+        if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
+            if holder["pid"] == os.getpid():
+                return holder.get("owner") not in _OWN  # an earlier life of this pid (container restart)
+            if not _pid_alive(holder["pid"]):
+                return True
+        return _now_ms() - holder["heartbeat_ms"] > self.TIMEOUT_S * 1000
+
+    def _refuse(self, holder: dict) -> CheckpointError:
+        age = (_now_ms() - holder.get("heartbeat_ms", 0)) / 1000
+        query = f", query {holder['query']!r}" if holder.get("query") else ""
+        return CheckpointError(
+            f"checkpoint {self.checkpoint!r} is in use by another running query (process {holder.get('pid')} on "
+            f"{holder.get('host')}{query}, last heartbeat {age:.0f} s ago); stop it first, or use another checkpoint. "
+            f"If that process is gone, its lock is taken over once the heartbeat is {self.TIMEOUT_S:.0f} s old, or at "
+            f"once after ks.unlock({self.checkpoint!r}) / spark-keyed-sql state unlock {self.checkpoint}"
+        )
+
+    # ------------------------------------------------------------------ acquire / release
     def acquire(self) -> CheckpointLock:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="ignore").strip() or "unknown"
-            os.close(fd)
-            raise CheckpointError(
-                f"checkpoint {self.checkpoint!r} is in use by another running query (process {holder}); "
-                "stop it first, or use another checkpoint"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self.fd = fd
+        self.fs.probe(self.checkpoint)
+        self.fs.mkdirs(self.checkpoint)
+        self.started_ms = _now_ms()
+        for _ in range(5):
+            try:
+                self.fs.create_text(self.path, self._body())
+                break
+            except FileExistsError:
+                holder = lock_holder(self.checkpoint, self.fs.spark)
+                if holder is None:
+                    continue  # released meanwhile: try again
+                if not self._stale(holder):
+                    raise self._refuse(holder) from None
+                # take over: only if the lease is still the stale one we judged
+                if lock_holder(self.checkpoint, self.fs.spark) == holder:
+                    self.fs.delete(self.path, recursive=False)
+        else:
+            raise CheckpointError(f"checkpoint {self.checkpoint!r}: could not take its lock (others kept taking it)")
+        _OWN.add(self.token)
+        self._thread = threading.Thread(target=self._beat, name=f"spark-keyed-sql lease {self.checkpoint}", daemon=True)
+        self._thread.start()
         return self
 
+    def _beat(self) -> None:
+        while not self._stop.wait(self.HEARTBEAT_S):
+            try:
+                holder = lock_holder(self.checkpoint, self.fs.spark)
+                if not holder or holder.get("owner") != self.token:
+                    self.lost = True
+                    return
+                self.fs.write_text(self.path, self._body())
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the timeout is generous
+                continue
+
     def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+        self._stop.set()
+        if self.token not in _OWN:
+            return
+        _OWN.discard(self.token)
+        try:
+            holder = lock_holder(self.checkpoint, self.fs.spark)
+            if holder and holder.get("owner") == self.token:
+                self.fs.delete(self.path, recursive=False)
+        except Exception:  # noqa: BLE001 - at interpreter exit the JVM may be gone; the lease times out
+            pass

@@ -5,13 +5,13 @@ attribute (lists as arrays, maps as maps), plus the batch id it reflects. Built 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .checkpoint import CheckpointError, local_path, read_metadata
+from .checkpoint import CheckpointError, read_metadata
+from .fs import CheckpointFS
 from .snapshots import KEY_PREFIX, SnapshotStore, state_column_names
 
 __all__ = ["read_state", "read_state_changes"]
@@ -54,7 +54,7 @@ def _is_bulk(op: dict | None) -> bool:
 
 
 def _read_bulk(spark: SparkSession, checkpoint: str, op: dict, batch_id: int | None) -> DataFrame:
-    store = SnapshotStore(checkpoint)
+    store = SnapshotStore(checkpoint, spark)
     commit = store.get(int(batch_id)) if batch_id is not None else store.latest()
     if commit is None:
         raise CheckpointError(f"checkpoint {checkpoint!r} holds no committed state yet")
@@ -67,7 +67,7 @@ def _read_bulk(spark: SparkSession, checkpoint: str, op: dict, batch_id: int | N
 def _batch_range(spark: SparkSession, checkpoint: str, op_index: int, op: dict | None) -> tuple[int, int]:
     """The oldest and newest committed batch whose state the checkpoint keeps."""
     if _is_bulk(op):
-        versions = [c.version for c in SnapshotStore(checkpoint).commits()]
+        versions = [c.version for c in SnapshotStore(checkpoint, spark).commits()]
         if not versions:
             raise CheckpointError(f"checkpoint {checkpoint!r} holds no committed state yet")
         return versions[0], versions[-1]
@@ -77,9 +77,11 @@ def _batch_range(spark: SparkSession, checkpoint: str, op_index: int, op: dict |
 
 
 def read_state(spark: SparkSession, checkpoint: str, function: str | None = None, batch_id: int | None = None) -> DataFrame:
-    if "://" not in checkpoint and not os.path.isdir(local_path(checkpoint)):
+    fs = CheckpointFS(spark)
+    fs.probe(checkpoint)
+    if not fs.is_dir(checkpoint):
         raise CheckpointError(f"checkpoint {checkpoint!r} does not exist")
-    meta = read_metadata(checkpoint)
+    meta = read_metadata(checkpoint, spark)
     op_index, op = _operator(meta, function, checkpoint)
     if _is_bulk(op):
         return _read_bulk(spark, checkpoint, op, batch_id)  # type: ignore[arg-type]
@@ -156,7 +158,8 @@ def read_state_changes(
     ``batch_id``. Without ``from_batch``, from the oldest batch the checkpoint keeps (batch 0
     counts as a change from empty state)."""
     latest = read_state(spark, checkpoint, function)  # validates checkpoint/function
-    op_index, op_ = _operator(read_metadata(checkpoint), function, checkpoint)
+    meta = read_metadata(checkpoint, spark)
+    op_index, op_ = _operator(meta, function, checkpoint)
     min_batch, max_batch = _batch_range(spark, checkpoint, op_index, op_)
     lo = (min_batch - 1 if min_batch == 0 else min_batch) if from_batch is None else int(from_batch)
     hi = max_batch if to_batch is None else int(to_batch)
@@ -165,7 +168,7 @@ def read_state_changes(
             f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps {min_batch}..{max_batch}"
         )
     state_cols = [c for c in latest.columns if c != "batch_id"]
-    _, op = _operator(read_metadata(checkpoint), function, checkpoint)
+    op = op_
     # without our metadata the key struct has one column per key field; read_state put them first
     n_keys = len(op["keys"]) if op else 1
     keys, variables = state_cols[:n_keys], state_cols[n_keys:]

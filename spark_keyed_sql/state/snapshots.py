@@ -2,24 +2,29 @@
 
 Layout under ``<checkpoint>/bulk/``::
 
-    state/v=<n>/        Parquet: one row per key holding state after version n
-    commits/<n>.json    written last, atomically: version n is done (state, sink, metrics)
-    staging/<n>/        the batch's single Python pass (output, state, stats), before commit
+    steps/<n>-<attempt>/   one attempt at version n, written once by Spark: output, new state
+                           (its ``state`` sub-directory) and stats of the batch's single pass
+    commits/<n>.json       created last, without overwrite: version n is done, and its state is
+                           the attempt it names (plus sink and metrics info)
+    initial.json           names the directory holding INITIAL STATE rows, staged before batch 0
 
-A version is visible only once its commit file exists; a batch that died before that is
-recomputed from the last committed version, overwriting its own staging and state
-directories. So a restart never sees half a batch, and recomputing is idempotent.
+Nothing is renamed: a version becomes visible only when its commit file is created (an
+atomic create-if-absent), and readers follow the commit to its attempt directory. A batch that
+died before its commit is recomputed from the last committed version into a new attempt
+directory; leftovers of failed attempts are never read and are deleted by ``cleanup``. So a
+restart never sees half a batch, and recomputing is idempotent, on any file system Spark
+reaches (see docs/reliability.md).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .checkpoint import CheckpointError, local_path
+from .checkpoint import CheckpointError
+from .fs import CheckpointFS, join
 
 __all__ = ["SnapshotStore", "Commit", "BULK_DIR", "RETAIN", "KEY_PREFIX", "STATE_PREFIX", "state_column_names"]
 
@@ -58,39 +63,44 @@ class Commit:
 
 
 class SnapshotStore:
-    def __init__(self, checkpoint: str):
+    def __init__(self, checkpoint: str, spark: Any = None):
         self.checkpoint = checkpoint
-        self.root = os.path.join(local_path(checkpoint), BULK_DIR)
+        self.fs = CheckpointFS(spark)
+        self.root = join(checkpoint, BULK_DIR)
+        self._seen: dict[str, Commit] = {}  # commit files never change once created
 
     # ------------------------------------------------------------------ paths
-    def state_dir(self, version: int) -> str:
-        return os.path.join(self.root, "state", f"v={version}")
+    def attempt_dir(self, version: int) -> str:
+        """A fresh directory (not yet existing) for one attempt at ``version``."""
+        return join(self.root, "steps", f"{version}-{uuid.uuid4().hex[:12]}")
 
-    def staging_dir(self, version: int) -> str:
-        return os.path.join(self.root, "staging", str(version))
+    def state_dir(self, version: int) -> str:
+        """Where committed ``version``'s state rows are (the attempt its commit names)."""
+        rel = self.get(version).info.get("state")
+        return join(self.root, rel) if rel else join(self.root, "state", f"v={version}")  # pre-0.2 layout
 
     def _commit_file(self, version: int) -> str:
-        return os.path.join(self.root, "commits", f"{version}.json")
+        return join(self.root, "commits", f"{version}.json")
 
     # ------------------------------------------------------------------ commits
     def exists(self) -> bool:
-        return os.path.isdir(os.path.join(self.root, "commits"))
+        return self.fs.is_dir(join(self.root, "commits"))
 
     def commits(self) -> list[Commit]:
-        d = os.path.join(self.root, "commits")
-        if not os.path.isdir(d):
-            return []
+        d = join(self.root, "commits")
         out = []
-        for name in os.listdir(d):
-            if not name.endswith(".json") or name.startswith("."):
-                continue
-            try:
-                version = int(name[: -len(".json")])
-                with open(os.path.join(d, name)) as f:
-                    info = json.load(f)
-            except (ValueError, OSError) as exc:
-                raise CheckpointError(f"checkpoint {self.checkpoint!r}: commit file {name} is unreadable ({exc})") from None
-            out.append(Commit(version, info))
+        names = [n for n in self.fs.list(d) if n.endswith(".json") and not n.startswith(".")]
+        for name in names:
+            if name not in self._seen:
+                try:
+                    version = int(name[: -len(".json")])
+                    info = json.loads(self.fs.read_text(join(d, name)))
+                except (ValueError, OSError) as exc:
+                    raise CheckpointError(f"checkpoint {self.checkpoint!r}: commit file {name} is unreadable ({exc})") from None
+                self._seen[name] = Commit(version, info)
+            out.append(self._seen[name])
+        for gone in set(self._seen) - set(names):
+            del self._seen[gone]
         return sorted(out, key=lambda c: c.version)
 
     def latest(self) -> Commit | None:
@@ -101,87 +111,104 @@ class SnapshotStore:
         return any(c.spark_batch == batch_id for c in self.commits())
 
     def get(self, version: int) -> Commit:
-        for c in self.commits():
+        cs = self.commits()
+        for c in cs:
             if c.version == version:
                 return c
-        kept = [c.version for c in self.commits()]
+        kept = [c.version for c in cs]
         raise CheckpointError(
             f"checkpoint {self.checkpoint!r} keeps state versions {kept[0]}..{kept[-1]}; version {version} is not among them"
             if kept
             else f"checkpoint {self.checkpoint!r} has no committed state yet"
         )
 
-    def commit(self, version: int, info: dict[str, Any]) -> None:
-        """Make ``version`` visible: its state directory must be complete by now."""
-        if not os.path.isdir(self.state_dir(version)):
-            raise CheckpointError(f"internal: state of version {version} missing at commit")
-        d = os.path.join(self.root, "commits")
-        os.makedirs(d, exist_ok=True)
-        tmp = os.path.join(d, f".{version}.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(info | {"version": version}, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._commit_file(version))
+    def commit(self, version: int, info: dict[str, Any], state_dir: str) -> None:
+        """Make ``version`` visible, its state being the complete directory ``state_dir`` (under
+        this store's root): one create-without-overwrite of the commit file."""
+        if not state_dir.startswith(self.root + "/") or not self.fs.is_dir(state_dir):
+            raise CheckpointError(f"internal: state of version {version} missing at commit ({state_dir})")
+        body = json.dumps(info | {"version": version, "state": state_dir[len(self.root) + 1 :]}, sort_keys=True)
+        try:
+            self.fs.create_text(self._commit_file(version), body)
+        except FileExistsError:
+            raise CheckpointError(
+                f"checkpoint {self.checkpoint!r}: version {version} was committed by another writer meanwhile; "
+                "two queries ran on one checkpoint. This attempt's results were discarded"
+            ) from None
 
     def verify(self, version: int) -> None:
-        """Check that a committed version's files are whole Parquet files (footer readable),
-        so a damaged checkpoint is refused up front instead of failing inside a batch."""
-        import pyarrow.parquet as pq
-
+        """Check that a committed version's files are whole Parquet files (size, header and
+        footer magic), so a damaged checkpoint is refused up front instead of failing inside a
+        batch."""
         d = self.state_dir(version)
-        if not os.path.isdir(d):
+        if not self.fs.is_dir(d):
             raise CheckpointError(
                 f"checkpoint {self.checkpoint!r}: state of committed version {version} is missing ({d}); the checkpoint "
                 "is damaged. Restore it, or migrate from a version it still holds"
             )
-        for name in sorted(os.listdir(d)):
+        for name in self.fs.list(d):
             if not name.endswith(".parquet"):
                 continue
+            path = join(d, name)
             try:
-                pq.read_metadata(os.path.join(d, name))
-            except Exception as exc:  # noqa: BLE001 - any unreadable footer is damage
+                size = self.fs.size(path)
+                tail = self.fs.tail(path, 8)
+                footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else -1
+                problem = None if size >= 12 and tail[4:] == b"PAR1" and 0 < footer <= size - 12 else "no Parquet footer"
+            except Exception as exc:  # noqa: BLE001 - any unreadable file is damage
+                problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            if problem:
                 raise CheckpointError(
                     f"checkpoint {self.checkpoint!r}: state file {name} of version {version} is damaged "
-                    f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); nothing was run. Restore the "
-                    "checkpoint, or read an older version with read_state(batch_id=...) and migrate from it"
-                ) from None
+                    f"({problem}); nothing was run. Restore the checkpoint, or read an older version with "
+                    "read_state(batch_id=...) and migrate from it"
+                )
 
-    # ------------------------------------------------------------------ state directories
-    def install_state(self, version: int, source_dir: str | None) -> str:
-        """Move a finished state directory into place as version ``version`` (replacing what a
-        failed attempt at the same version left)."""
-        target = self.state_dir(version)
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        if source_dir is not None:
-            os.replace(source_dir, target)
-        return target
+    # ------------------------------------------------------------------ INITIAL STATE
+    def stage_initial(self, write: Any) -> None:
+        """Write INITIAL STATE rows with ``write(directory)`` into a fresh directory, then point
+        ``initial.json`` at it (replaced whole; read only before version 0 commits)."""
+        d = join(self.root, "initial", uuid.uuid4().hex[:12])
+        write(d)
+        self.fs.write_text(join(self.root, "initial.json"), json.dumps({"dir": d[len(self.root) + 1 :]}))
 
-    def prepare_staging(self, version: int) -> str:
-        d = self.staging_dir(version)
-        if os.path.exists(d):
-            shutil.rmtree(d)
-        os.makedirs(os.path.dirname(d), exist_ok=True)
-        return d
+    def initial_dir(self) -> str | None:
+        try:
+            rel = json.loads(self.fs.read_text(join(self.root, "initial.json")))["dir"]
+        except FileNotFoundError:
+            return None
+        return join(self.root, rel)
 
+    # ------------------------------------------------------------------ cleanup
     def cleanup(self) -> None:
-        """Drop staging directories of committed versions and state older than ``RETAIN``."""
+        """Drop what no kept commit names: attempts that never committed, the output and stats
+        of committed attempts, state older than ``RETAIN`` versions, staged INITIAL STATE."""
         cs = self.commits()
         if not cs:
             return
-        committed = {c.version for c in cs}
-        staging = os.path.join(self.root, "staging")
-        if os.path.isdir(staging):
-            for name in os.listdir(staging):
-                if name.isdigit() and int(name) in committed:
-                    shutil.rmtree(os.path.join(staging, name), ignore_errors=True)
-        keep = {c.version for c in cs[-RETAIN:]}
-        for c in cs:
-            if c.version not in keep:
-                shutil.rmtree(self.state_dir(c.version), ignore_errors=True)
-                try:
-                    os.remove(self._commit_file(c.version))
-                except FileNotFoundError:
-                    pass
+        latest = cs[-1].version
+        keep = cs[-RETAIN:]
+        for c in cs[:-RETAIN]:  # commit first: a dir without a commit is a leftover, never read
+            self.fs.delete(self._commit_file(c.version), recursive=False)
+            self._seen.pop(f"{c.version}.json", None)
+            if not c.info.get("state"):
+                self.fs.delete(join(self.root, "state", f"v={c.version}"))
+        kept_state = {c.info["state"] for c in keep if c.info.get("state")}
+        kept_attempts = {s.split("/")[1]: s.split("/")[2] for s in kept_state if s.startswith("steps/") and s.count("/") == 2}
+        steps = join(self.root, "steps")
+        for name in self.fs.list(steps):
+            head = name.split("-", 1)[0]
+            if not head.isdigit() or int(head) > latest:
+                continue  # not ours, or a version not yet committed
+            if name not in kept_attempts:
+                self.fs.delete(join(steps, name))
+                continue
+            for child in self.fs.list(join(steps, name)):
+                if child != kept_attempts[name] and not child.startswith("."):
+                    self.fs.delete(join(steps, name, child))
+        for name in self.fs.list(join(self.root, "staging")):  # pre-0.2 layout
+            if name.isdigit() and int(name) <= latest:
+                self.fs.delete(join(self.root, "staging", name))
+        if self.fs.exists(join(self.root, "initial.json")):
+            self.fs.delete(join(self.root, "initial.json"), recursive=False)
+            self.fs.delete(join(self.root, "initial"))

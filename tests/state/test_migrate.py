@@ -6,6 +6,7 @@ from data import by_key_in_ts_order, make_events, write_parquet
 from spark_keyed_sql import StatefulFunction
 from spark_keyed_sql.runtime.migrate import MigrationError
 from spark_keyed_sql.state.checkpoint import CheckpointError
+from spark_keyed_sql.state.snapshots import SnapshotStore
 
 
 class TallyV1(StatefulFunction):
@@ -77,7 +78,7 @@ def test_migrate_partitions_continues_from_same_position(spark, ks, first_run, p
     got = [tuple(r) for r in spark.read.parquet(str(d / "out_a")).collect()]
     got += [tuple(r) for r in spark.read.parquet(str(d / f"out_b{partitions}")).collect()]
     assert sorted(got) == oracle(a, b)
-    assert len(spark.read.parquet(f"{dst}/bulk/state/v={info['batch_id']}").inputFiles()) <= partitions
+    assert len(spark.read.parquet(SnapshotStore(dst).state_dir(info["batch_id"])).inputFiles()) <= partitions
 
 
 def test_migrate_renamed_function_with_evolved_schema(spark, ks, first_run):
