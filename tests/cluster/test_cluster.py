@@ -69,8 +69,10 @@ def test_sql_scenarios_on_standalone_cluster(cluster, tmp_path):
     all_rows, all_state = oracle(pd.concat([frames["a"], frames["b"]]))
     for engine in ("bulk", "tws"):
         assert got[f"batch_{engine}"] == batch_rows, engine
-        assert got[f"run_{engine}"] == all_rows, engine
-        assert got[f"state_{engine}"] == all_state, engine
+    for name in ("bulk", "tws", "viewfs"):  # viewfs: bulk with input, checkpoint and output on viewfs://
+        assert got[f"run_{name}"] == all_rows, name
+        assert got[f"state_{name}"] == all_state, name
+    assert got["viewfs_on_disk"] == ["cp_viewfs", "out_viewfs"]  # through the mount, into its directory
 
 
 @pytest.mark.parametrize("engine", ["bulk", "tws"])
