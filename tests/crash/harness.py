@@ -112,6 +112,8 @@ def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_fil
             report.restarts += 1
     expected_rows, expected_state = oracle(events)
     got_rows, got_state = _read_back(cp, out, mount)
+    if viewfs:  # a viewfs URI given to Python's os would have made ./viewfs:/... here
+        assert not os.path.exists(os.path.join(os.getcwd(), "viewfs:")), "files written beside the working directory"
     counts = Counter(got_rows)
     report.rows_expected = len(expected_rows)
     report.rows_out = len(got_rows)

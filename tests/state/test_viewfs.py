@@ -1,9 +1,10 @@
 """Checkpoint, input, output and state on ``viewfs://`` (tests/viewfs.py), on both engines,
 through the public API only: ``ks.run`` increments, ``read_state`` now and at an older batch,
 ``keyed_state(...)``, the change feed, ``INITIAL STATE FROM``, ``migrate_state``, the CLI's
-``state show`` and ``ks.start`` stopped and restarted. Python's ``os`` cannot open these URIs,
-so a passing test shows the project went through Spark's file system layer; each test also
-checks that the files landed in the mounted directory and nowhere else.
+``state show``, and ``ks.start`` stopped and restarted (a second query on its running
+checkpoint refused). Python's ``os`` cannot open these URIs, so a passing test shows the
+project went through Spark's file system layer; each test also checks that the files landed
+in the mounted directory and nowhere else.
 
 One scenario per engine (two incremental runs) is shared by the read-only tests, to keep the
 suite short; every expected value is computed here in plain Python from the rows written."""
@@ -15,6 +16,7 @@ from viewfs import assert_nothing_written_on_the_side, new_place
 
 from spark_keyed_sql import StatefulFunction
 from spark_keyed_sql.api.errors import KeyedSQLError
+from spark_keyed_sql.state.checkpoint import CheckpointError
 
 
 class VfsTally(StatefulFunction):
@@ -183,8 +185,12 @@ def test_start_stop_restart(spark, ks, viewfs_root):
     spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("vfs_live")
     sql = QUERY.format(src="vfs_live", extra="")
     q = ks.start(sql, checkpoint=cp, sink=sink)
-    q.processAllAvailable()
-    q.stop()
+    try:  # the checkpoint's lock works there too (no file locks on such stores)
+        with pytest.raises(CheckpointError, match="in use by another running query"):
+            ks.start(sql, checkpoint=cp, sink=place.uri("out2"))
+        q.processAllAvailable()
+    finally:
+        q.stop()
     assert rows_of(spark, sink) == outputs(files[0])
     write_parquet(spark, files[1], src)
     write_parquet(spark, files[2], src)
