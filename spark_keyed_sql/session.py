@@ -547,7 +547,7 @@ def _lock(spark, checkpoint: str | None, where: str = ""):
     from .state.fs import CheckpointFS
     from .state.lock import CheckpointLock
 
-    key = CheckpointFS(spark).qualify(checkpoint)
+    key = CheckpointFS(spark).qualify(checkpoint, "checkpoint")
     held = _HELD.get(key)
     if held is not None and not held[1].isActive:  # stopped, its waiter not yet run: take over
         _HELD.pop(key, None)

@@ -2,11 +2,12 @@
 
 Each step reads the last committed state snapshot, runs one ``mapInArrow`` pass over the
 batch's rows and the snapshot's keys (every key holding state is visited, so timers fire for
-keys without new input), and stages output, new state and per-task stats in one Parquet
-write. Then, in this order: the staged state becomes the new snapshot version, the output
-goes to the sink (idempotently), and the version's commit file is written. A crash anywhere
-before the commit file re-runs the step from the previous snapshot; Spark replays the same
-micro-batch, so output and state are exactly once.
+keys without new input), and writes output, new state and per-task stats in one Parquet
+write into a fresh attempt directory. Then the output goes to the sink (idempotently), and
+last the version's commit file is created (without overwrite), naming the attempt's state as
+the new snapshot. Nothing is renamed, so this holds on object stores too. A crash anywhere
+before the commit file re-runs the step from the previous snapshot into a new attempt; Spark
+replays the same micro-batch, so output and state are exactly once.
 """
 
 from __future__ import annotations

@@ -108,11 +108,11 @@ class CheckpointFS:
                 raise FileExistsError(path) from None
             raise FSError(f"{what} {path!r}: {_first_line(exc)}") from None
 
-    def qualify(self, path: str) -> str:
+    def qualify(self, path: str, what: str = "path") -> str:
         """The absolute URI Spark would use for ``path`` (``/a/b`` -> ``file:/a/b``)."""
         if self.connect:
             return "file:" + self._connect_local(path)
-        fs, p = self._fs(path)
+        fs, p = self._fs(path, what)
         return str(fs.makeQualified(p).toString())
 
     def probe(self, path: str, what: str = "checkpoint") -> None:

@@ -1,0 +1,228 @@
+"""The file system layer (state/fs.py) and the checkpoint lease, on Spark's viewfs:// (which
+Python's os does not understand, so anything bypassing the layer fails), plus a guard that no
+other module touches checkpoint or output files with os / open / shutil / pathlib / pyarrow."""
+import ast
+import json
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from data import make_events, write_parquet
+from keyed_functions import Count
+
+from spark_keyed_sql.state.checkpoint import CheckpointError
+from spark_keyed_sql.state.fs import CheckpointFS, FSError
+from spark_keyed_sql.state.lock import LOCK_FILE, CheckpointLock, lock_holder, unlock
+
+
+@pytest.fixture
+def viewfs(spark, tmp_path):
+    """A fresh viewfs mount: viewfs://<name>/data -> tmp_path (a new name per test, since
+    Hadoop caches a FileSystem per scheme and authority)."""
+    name = f"ks{uuid.uuid4().hex[:8]}"
+    spark.conf.set(f"fs.viewfs.mounttable.{name}.link./data", tmp_path.as_uri())
+    return f"viewfs://{name}/data", tmp_path
+
+
+def test_fs_operations_on_viewfs(spark, viewfs):
+    root, disk = viewfs
+    fs = CheckpointFS(spark)
+    fs.create_text(f"{root}/a/b.json", '{"x": 1}')
+    assert (disk / "a" / "b.json").read_text() == '{"x": 1}'  # oracle: the mounted directory
+    with pytest.raises(FileExistsError):
+        fs.create_text(f"{root}/a/b.json", "other")
+    assert (disk / "a" / "b.json").read_text() == '{"x": 1}'
+    fs.write_text(f"{root}/a/b.json", "replaced")
+    assert fs.read_text(f"{root}/a/b.json") == "replaced"
+    fs.create_text(f"{root}/a/c.txt", "12345")
+    assert fs.list(f"{root}/a") == sorted(p.name for p in (disk / "a").iterdir() if not p.name.endswith(".crc"))
+    assert fs.list(f"{root}/missing") == []
+    assert fs.is_dir(f"{root}/a") and not fs.is_dir(f"{root}/a/c.txt") and not fs.exists(f"{root}/nope")
+    assert fs.size(f"{root}/a") == len("replaced") + 5
+    assert fs.tail(f"{root}/a/c.txt", 2) == b"45"
+    fs.copy(f"{root}/a", f"{root}/copy")
+    assert (disk / "copy" / "c.txt").read_text() == "12345"
+    assert fs.delete(f"{root}/a") and not (disk / "a").exists()
+    assert not fs.delete(f"{root}/a")
+    with pytest.raises(FileNotFoundError):
+        fs.read_text(f"{root}/a/b.json")
+    assert fs.qualify("relative/dir") == "file:" + os.path.abspath("relative/dir")
+
+
+@pytest.mark.parametrize("uri, reason", [("nosuchfs://x/y", "No FileSystem for scheme"), ("s3a://bucket/x", "S3AFileSystem")])
+def test_unreachable_location_is_named_before_anything_is_written(spark, ks_auto, tmp_path, uri, reason):
+    with pytest.raises(FSError, match=reason) as info:
+        CheckpointFS(spark).probe(uri)
+    assert uri in str(info.value)
+    ks_auto.register("fs_count", Count, returns="n bigint")
+    src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
+    write_parquet(spark, make_events(3, 1, seed=1), src)
+    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE fs_count(value)"
+    with pytest.raises(FSError, match=reason):
+        ks_auto.run(sql, checkpoint=uri, output=str(tmp_path / "out"))
+    with pytest.raises(FSError, match=reason):
+        ks_auto.run(sql, checkpoint=cp, output=uri)
+    assert not (tmp_path / "cp").exists() and not (tmp_path / "out").exists()
+    with pytest.raises(FSError, match=reason):
+        ks_auto.read_state(uri)
+
+
+def _lease(disk: Path) -> dict:
+    return json.loads((disk / "cp" / LOCK_FILE).read_text())
+
+
+def test_lease_refuses_a_live_holder_and_is_released(spark, viewfs):
+    root, disk = viewfs
+    cp = f"{root}/cp"
+    first = CheckpointLock(cp, spark, query="ks.start").acquire()
+    try:
+        held = _lease(disk)
+        assert (held["pid"], held["host"], held["query"]) == (os.getpid(), socket.gethostname(), "ks.start")
+        with pytest.raises(CheckpointError, match=rf"in use by another running query \(process {os.getpid()} on") as info:
+            CheckpointLock(cp, spark).acquire()
+        assert "ks.unlock" in str(info.value) and "state unlock" in str(info.value)
+    finally:
+        first.release()
+    assert not (disk / "cp" / LOCK_FILE).exists()
+    CheckpointLock(cp, spark).acquire().release()
+
+
+def test_heartbeat_refreshes_the_lease(spark, viewfs):
+    root, disk = viewfs
+    lock = CheckpointLock(f"{root}/cp", spark)
+    lock.HEARTBEAT_S = 0.2
+    lock.acquire()
+    try:
+        first = _lease(disk)["heartbeat_ms"]
+        deadline = time.time() + 30
+        while _lease(disk)["heartbeat_ms"] == first and time.time() < deadline:
+            time.sleep(0.1)
+        assert _lease(disk)["heartbeat_ms"] > first
+    finally:
+        lock.release()
+
+
+def _plant(disk: Path, **holder) -> None:
+    (disk / "cp").mkdir(exist_ok=True)
+    body = {"owner": "someone", "host": "elsewhere", "pid": 1, "query": "ks.run", "started_ms": 0} | holder
+    (disk / "cp" / LOCK_FILE).write_text(json.dumps(body))
+
+
+def _dead_pid() -> int:
+    pid = 999_999
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid -= 1
+
+
+@pytest.mark.parametrize("case", ["dead_pid_same_host", "old_heartbeat_other_host", "unreadable"])
+def test_a_dead_holders_lease_is_taken_over(spark, viewfs, case):
+    root, disk = viewfs
+    now = int(time.time() * 1000)
+    if case == "dead_pid_same_host":
+        _plant(disk, host=socket.gethostname(), pid=_dead_pid(), heartbeat_ms=now)
+    elif case == "old_heartbeat_other_host":
+        _plant(disk, heartbeat_ms=now - int(CheckpointLock.TIMEOUT_S * 1000) - 5_000)
+    else:
+        (disk / "cp").mkdir()
+        (disk / "cp" / LOCK_FILE).write_text('{"owner": "half-writ')
+    lock = CheckpointLock(f"{root}/cp", spark).acquire()
+    try:
+        assert _lease(disk)["pid"] == os.getpid()
+    finally:
+        lock.release()
+
+
+def test_a_fresh_lease_elsewhere_blocks_until_unlocked(spark, viewfs):
+    root, disk = viewfs
+    _plant(disk, heartbeat_ms=int(time.time() * 1000) - 3_000)
+    with pytest.raises(CheckpointError, match=r"process 1 on elsewhere, query 'ks.run', last heartbeat [0-9]+ s ago"):
+        CheckpointLock(f"{root}/cp", spark).acquire()
+    assert lock_holder(f"{root}/cp", spark)["host"] == "elsewhere"
+    assert unlock(f"{root}/cp", spark)["host"] == "elsewhere"
+    assert not (disk / "cp" / LOCK_FILE).exists() and unlock(f"{root}/cp", spark) is None
+    CheckpointLock(f"{root}/cp", spark).acquire().release()
+
+
+def test_run_restart_and_read_state_on_viewfs(spark, ks, viewfs):
+    """Input, checkpoint and output all on viewfs://: two increments, state and output
+    checked against a plain-Python count."""
+    root, disk = viewfs
+    ks.register("vfs_count", Count, returns="n bigint")
+    src, cp, out = f"{root}/in", f"{root}/cp", f"{root}/out"
+    first, second = make_events(4, 2, seed=1), make_events(3, 1, seed=2, start_second=10_000)
+    write_parquet(spark, first, src)
+    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE vfs_count(value)"
+    ks.run(sql, checkpoint=cp, output=out)
+    write_parquet(spark, second, src)
+    ks.run(sql, checkpoint=cp, output=out)
+    counts: dict[str, int] = {}
+    for e in first + second:
+        counts[e["user_id"]] = counts.get(e["user_id"], 0) + 1
+    state = {r.user_id: r.n for r in ks.read_state(cp).collect()}
+    assert state == counts
+    got = sorted((r.user_id, r.n) for r in spark.read.parquet(out).collect())
+    assert got == sorted((k, i) for k, c in counts.items() for i in range(1, c + 1))
+    assert (disk / "cp" / "spark_keyed_sql.json").is_file()  # the files went where the mount points
+    assert not (disk / "cp" / LOCK_FILE).exists()
+
+
+# ---------------------------------------------------------------------------- guard
+PACKAGE = Path(__file__).resolve().parents[2] / "spark_keyed_sql"
+# modules that handle checkpoint / output paths: every file access must go through state/fs.py
+GUARDED = sorted(
+    [p for p in (PACKAGE / "state").glob("*.py") if p.name != "fs.py"]
+    + [p for p in (PACKAGE / "runtime").glob("*.py") if p.name != "faults.py"]  # faults: the crash harness's own dir
+    + [PACKAGE / "session.py", PACKAGE / "cli.py"]
+)
+FORBIDDEN_MODULES = {"shutil", "fcntl", "pathlib", "glob", "pyarrow.parquet", "pyarrow.fs", "tempfile"}
+FORBIDDEN_OS = {"path", "listdir", "makedirs", "mkdir", "remove", "unlink", "rename", "replace", "rmdir", "walk", "scandir",
+                "stat", "open", "fsync", "pread", "pwrite", "ftruncate"}
+# (module, function) allowed to use local files for things that are not checkpoints or outputs
+ALLOWED = {
+    ("session.py", "_package_zip"),  # zips this package to ship to executors
+    ("session.py", "_launch"),  # a temporary checkpoint for a bulk stream given none (Spark does the same)
+    ("cli.py", "read_sql_file"),  # the user's SQL file
+    ("cli.py", "_load"),  # the SQL file's directory, to find its UDF modules
+}
+
+
+def _offences(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    out = []
+
+    def visit(node: ast.AST, func: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            func = node.name
+        allowed = (path.name, func) in ALLOWED
+        bad = None
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            bad = next((n for n in names if n in FORBIDDEN_MODULES), None)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+            bad = "open()"
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os" and node.attr in FORBIDDEN_OS:
+            bad = f"os.{node.attr}"
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pq":
+            bad = f"pq.{node.attr}"
+        if bad and not allowed:
+            out.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {bad} in {func or 'module'}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, func)
+
+    visit(tree, "")
+    return out
+
+
+def test_no_file_access_outside_the_fs_layer():
+    assert len(GUARDED) > 20
+    offences = [o for p in GUARDED for o in _offences(p)]
+    assert offences == [], "use spark_keyed_sql.state.fs.CheckpointFS for checkpoint/output files:\n" + "\n".join(offences)
