@@ -164,3 +164,51 @@ def test_timers_fire_and_emit():
 def test_typed_state_outside_processing_is_refused():
     with pytest.raises(StateAccessError, match="only available inside process"):
         Typed().total.get()
+
+
+# ---------------------------------------------------------------- outputs are values (issue 17)
+def test_live_state_returned_is_fixed_when_emitted():
+    from sage_patterns import FeatureComputer, UserSessionFunction
+
+    values = [1.0, 4.0, 2.5]
+    t = KeyedTester(UserSessionFunction)  # no returns: the rows come back as the function gave them
+    got = t.run([{"value": v} for v in values], key="a")
+    expected, count, total = [], 0, 0
+    for v in values:
+        count, total = count + 1, total + v
+        expected.append({"session_count": count, "total_value": total})
+    assert got == expected
+
+    t = KeyedTester(FeatureComputer)
+    got = t.run([{"value": v} for v in values], key="e")
+    seen = []
+    for i, row in enumerate(got):
+        seen.append(values[i])
+        f = row["e"]
+        assert (f["count"], f["min"], f["max"]) == (len(seen), min(seen), max(seen))
+        assert f["mean"] == pytest.approx(sum(seen) / len(seen))
+
+
+class LiveProcessor(KeyedProcessor):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.scratch = {"items": [], "tags": set()}
+
+    def process(self, key, rows):
+        for x in rows["x"]:
+            self.scratch["items"].append(int(x))
+            self.scratch["tags"].add(int(x) % 2)
+            yield (key, self.scratch)  # a tuple holding a live, later-mutated dict
+        self.ctx.register_timer(1000)
+
+    def on_timer(self, key, timestamp):
+        yield {"timer": self.scratch}
+        self.scratch["items"].clear()
+
+
+def test_yielded_tuples_and_timer_outputs_are_fixed():
+    t = KeyedTester(LiveProcessor)
+    out = t.run([{"x": 1}, {"x": 2}, {"x": 3}], key="k")
+    assert [(k, s["items"], s["tags"]) for k, s in out] == [("k", [1], {1}), ("k", [1, 2], {0, 1}), ("k", [1, 2, 3], {0, 1})]
+    fired = t.advance_processing_time(1000)
+    assert fired == [{"timer": {"items": [1, 2, 3], "tags": {0, 1}}}]
