@@ -142,8 +142,9 @@ class KeyedTester:
     def _fire(self, now_ms: int) -> list[Any]:
         out: list[Any] = []
         while True:
+            # by time only: keys of different types (a NULL key beside strings) do not compare
             due = sorted(
-                (t, slot) for slot, ks in self._keys.items() for t in ks.timers if t <= now_ms
+                ((t, slot) for slot, ks in self._keys.items() for t in ks.timers if t <= now_ms), key=lambda d: d[0]
             )
             if not due:
                 return self._out(out)
