@@ -41,6 +41,9 @@ class Case:
     processing_timers: bool = False
     keyed: bool = True
     oracle: object = None  # rows of one key in order -> expected output tuples (plain Python)
+    # returns a map keyed by the key: Spark maps have no NULL keys, so the NULL key's rows get
+    # key 'd' here and test_null_map_key_fails_alike checks the NULL key's error on every path
+    map_by_key: bool = False
 
 
 def oracle_sessions(rows):
@@ -67,9 +70,9 @@ def oracle_whole(rows):
 CASES = {
     "sage_sessions": Case(UserSessionFunction, "session_count bigint, total_value double", "value", oracle=lambda rows, k: oracle_sessions(rows)),
     # a map's key cannot be NULL in Spark: the NULL-key group returns {None: n}
-    "sage_counter": Case(CounterFunction, "counts map<string, bigint>", "value", oracle=oracle_counter),
+    "sage_counter": Case(CounterFunction, "counts map<string, bigint>", "value", oracle=oracle_counter, map_by_key=True),
     "sage_window": Case(WindowAggregator, "key string, window bigint, count bigint", "n, value", kwargs={"window_size": 10**12}),
-    "sage_features": Case(FeatureComputer, "features map<string, struct<mean double, count bigint, min double, max double>>", "value"),
+    "sage_features": Case(FeatureComputer, "features map<string, struct<mean double, count bigint, min double, max double>>", "value", map_by_key=True),
     "sage_flexible": Case(FlexibleFunction, "key string, key_count bigint, global_count bigint", "value"),
     "sage_flexible_unkeyed": Case(FlexibleFunction, "key string, key_count bigint, global_count bigint", "value", keyed=False),
     "whole": Case(Whole, "last_ns array<bigint>, odd array<bigint>", "n, value", oracle=lambda rows, k: oracle_whole(rows)),
@@ -91,8 +94,6 @@ def not_applicable(name: str, path: str) -> str | None:
         return "the table function is keyed (key => ...); unkeyed use is WITH STATE without GROUP BY KEY"
     if path == "table_function" and case.event_time:
         return "the table function has no EVENT TIME clause (its timers follow the end-of-input rule only)"
-    if path == "sql_tws" and case.processing_timers:
-        return "transformWithState has no timers in a one-shot batch query"
     return None
 
 
@@ -144,10 +145,22 @@ def bag(rows):
     return sorted(repr(canon(r)) for r in rows)
 
 
+def same_batches(got: list[list], expected: list[list], what: str) -> None:
+    """Batch by batch, saying which rows are missing and which are extra."""
+    assert len(got) == len(expected), f"{what}: {len(got)} batches, expected {len(expected)}"
+    for i, (g, e) in enumerate(zip(got, expected)):
+        g, e = bag(g), bag(e)
+        missing = [r for r in e if r not in g]
+        extra = [r for r in g if r not in e]
+        assert g == e, f"{what}, batch {i}: missing {missing[:5]}, extra {extra[:5]} ({len(g)} rows, expected {len(e)})"
+
+
 # ---------------------------------------------------------------- the paths
-def drive_tester(name: str, batches: list[list[dict]], one_shot: bool):
+def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bool = True):
     """KeyedTester driven the way Spark drives a micro-batch: every key's on-time rows, then
-    timers due by the previous batch's watermark / the batch's processing time."""
+    timers due by the previous batch's watermark / the batch's processing time; with ``flush``
+    also the timers due by the batch's new watermark (Spark's no-data batch, which ks.run runs
+    at the end of every run)."""
     case = CASES[name]
     t = KeyedTester(case.cls, case.returns, order_by="ts, n", **case.kwargs)
     args = [a.strip() for a in case.args.split(",")]
@@ -176,6 +189,8 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool):
             if ets:
                 cand = max(ets) - WATERMARK
                 wm = cand if wm is None else max(wm, cand)
+            if flush and not one_shot:
+                out += [(o["who"], *o.values()) for o in t.set_watermark(wm)]
         outs.append(out)
     return t, outs
 
@@ -291,12 +306,11 @@ def pairs():
 
 
 CI_PAIRS = {
-    ("sage_sessions", "tester"), ("sage_sessions", "sql_tws"), ("sage_sessions", "sql_bulk"), ("sage_sessions", "table_function"),
-    ("sage_sessions", "run_bulk"), ("sage_sessions", "start_tws"),
-    ("sage_counter", "tester"), ("whole", "tester"), ("whole", "table_function"), ("whole", "sql_bulk"),
-    ("typed", "sql_tws"), ("typed", "run_tws"), ("typed", "start_bulk"),
-    ("event_sessions", "tester"), ("event_sessions", "sql_bulk"), ("event_sessions", "run_bulk"),
-    ("sage_features", "sql_tws"), ("sage_flexible_unkeyed", "sql_bulk"), ("ticker", "run_bulk"),
+    *((name, "tester") for name in CASES),
+    ("sage_sessions", "sql_tws"), ("typed", "sql_tws"), ("sage_features", "sql_tws"),
+    ("whole", "sql_bulk"), ("event_sessions", "sql_bulk"), ("sage_flexible_unkeyed", "sql_bulk"), ("ticker", "sql_bulk"),
+    ("sage_sessions", "table_function"), ("whole", "table_function"), ("sage_counter", "table_function"),
+    ("event_sessions", "run_bulk"),
 }
 
 
@@ -320,6 +334,8 @@ def settle_for(expected_bag):
 def test_paths_agree(request, name, path, seed, tmp_path):
     case = CASES[name]
     batches = generate(seed)
+    if case.map_by_key:
+        batches = [[r | {"k": "d"} if r["k"] is None else r for r in b] for b in batches]
     everything = sum(batches, [])
     one_tester, (one_shot,) = drive_tester(name, batches, one_shot=True)
     inc_tester, per_batch = drive_tester(name, batches, one_shot=False)
@@ -344,21 +360,34 @@ def test_paths_agree(request, name, path, seed, tmp_path):
     ks = request.getfixturevalue("ks_auto")
     register(ks, name)
     if path in ("sql_tws", "sql_bulk", "table_function"):
-        assert bag(spark_one_shot(spark, ks, name, path, everything)) == bag(one_shot)
+        same_batches([spark_one_shot(spark, ks, name, path, everything)], [one_shot], path)
         return
     engine = path.split("_")[1]
     if path.startswith("run_"):
         got, state_rows = spark_run(spark, ks, name, engine, batches, tmp_path)
-        # the tester's flush: timers due by the last watermark fire in the run without input
-        flush = []
-        if case.event_time:
-            wm = max(max(r["ts"] for r in b) for b in batches) - WATERMARK
-            flush = [(o["who"], *o.values()) for o in inc_tester.set_watermark(wm)]
-        assert [bag(b) for b in got] == [bag(b) for b in [*per_batch, flush]]
+        same_batches(got, [*per_batch, []], path)  # the last run, without input, has nothing left to do
         assert state_of_spark(state_rows, case.keyed, final_state) == state_of_tester(inc_tester, case.keyed)
         return
     got = spark_start(spark, ks, name, engine, batches, tmp_path, settle_for(bag(sum(per_batch, []))))
     if case.event_time:
-        assert bag(sum(got, [])) == bag(sum(per_batch, []))  # timers may fire in a no-data batch between
+        same_batches([sum(got, [])], [sum(per_batch, [])], path)  # timers may fire in a no-data batch between
     else:
-        assert [bag(b) for b in got] == [bag(b) for b in per_batch]
+        same_batches(got, per_batch, path)
+
+
+@pytest.mark.parametrize("path", ["tester", "sql_bulk", "table_function"])
+def test_null_map_key_fails_alike(request, path):
+    """The SAGE counter returns {key: n}; for the NULL key that is a map with a NULL key, which
+    Spark cannot hold: every path refuses it with the same message, naming the column."""
+    rows = [{"k": None, "n": 0, "value": 1.0, "ts": T0}]
+    message = r"column 'counts': a map key cannot be None \(Spark maps have no NULL keys\)"
+    if path == "tester":
+        from spark_keyed_sql import OutputSchemaError
+
+        with pytest.raises(OutputSchemaError, match=message):
+            KeyedTester(CounterFunction, CASES["sage_counter"].returns).run(rows, key=None)
+        return
+    spark, ks = request.getfixturevalue("spark"), request.getfixturevalue("ks_auto")
+    register(ks, "sage_counter")
+    with pytest.raises(Exception, match=message):
+        spark_one_shot(spark, ks, "sage_counter", path, rows)
