@@ -44,9 +44,11 @@ bench: check-java $(STAMP)
 crash: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/crash/full.py
 
-# the SQL fuzzer with many more examples than CI's fixed-seed run
+# the SQL fuzzer with many more examples than CI's fixed-seed run, and the differential test
+# with more seeds on every (class, path) pair (CI runs one seed on a selection)
 fuzz: check-java $(STAMP)
 	KS_FUZZ_EXAMPLES=5000 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/sql/test_fuzz.py
+	KS_DIFF_EXAMPLES=$${KS_DIFF_EXAMPLES:-5} KS_DIFF_ALL=1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/differential
 
 # quick benchmark (1k / 10k keys, 200k rows; a few minutes) -> bench-quick.md
 bench-quick: check-java $(STAMP)

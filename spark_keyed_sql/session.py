@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -382,13 +383,7 @@ class KeyedSQL:
             for new, was in zip(operators, old["operators"] if old else []):
                 if was.get("partitions"):
                     new["partitions"] = was["partitions"]  # chosen by migrate_state
-            if any(s.bootstrapped for s in rw.steps) and _has_commits(self.spark, checkpoint):
-                from .state.checkpoint import CheckpointError
-
-                raise CheckpointError(
-                    f"checkpoint {checkpoint!r} already holds state; INITIAL STATE FROM only seeds a new "
-                    "checkpoint (Spark would silently ignore it). Use a new checkpoint, or drop INITIAL STATE"
-                )
+            _check_seed(checkpoint, operators, old["operators"] if old else [], lambda: _has_commits(self.spark, checkpoint))
             write_metadata(checkpoint, operators, self.spark)
         return checkpoint
 
@@ -418,6 +413,7 @@ class KeyedSQL:
             ],
             "ttl_ms": spec.ttl_ms,
             "engine": step.engine,
+            "initial_state": _seed_record(step.initial_source),
         }
 
     # ------------------------------------------------------------------ state as tables
@@ -613,6 +609,47 @@ def _bulk_summary(spark, checkpoint: str, before: int) -> dict:
             for c in new
         ],
     }
+
+
+def _seed_record(source: str | None) -> dict | None:
+    """What seeded a checkpoint: the INITIAL STATE FROM source as written, and its digest."""
+    if source is None:
+        return None
+    import hashlib
+
+    return {"source": source if len(source) <= 300 else source[:297] + "...", "sha256": hashlib.sha256(source.encode()).hexdigest()}
+
+
+def _check_seed(checkpoint: str, operators: list[dict], previous: list[dict], has_commits: Callable[[], bool]) -> None:
+    """INITIAL STATE FROM seeds a new checkpoint once, at its first batch; the same query run
+    again on the checkpoint it seeded continues (both engines apply initial state only when
+    the checkpoint has no state yet). A checkpoint holding state it was not seeded with, or
+    seeded from another source, is refused: the initial state would be silently ignored."""
+    from .state.checkpoint import CheckpointError
+
+    committed: bool | None = None
+    for i, new in enumerate(operators):
+        was = (previous[i] if i < len(previous) else None) or {}
+        seeded = was.get("initial_state")
+        if new["initial_state"] is None:
+            new["initial_state"] = seeded  # a later run without INITIAL STATE keeps the record
+            continue
+        if committed is None:
+            committed = has_commits()
+        if not committed or (seeded is not None and seeded["sha256"] == new["initial_state"]["sha256"]):
+            continue
+        now = new["initial_state"]["source"]
+        if seeded is None:
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r} already holds state of {new['function']} that INITIAL STATE FROM {now} did "
+                "not seed; initial state only seeds a new checkpoint (Spark would silently ignore it). Use a new "
+                "checkpoint, or drop INITIAL STATE FROM"
+            )
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r} was seeded from INITIAL STATE FROM {seeded['source']}; this query seeds "
+            f"{new['function']} from {now}. Initial state applies once, to a new checkpoint: use a new checkpoint, "
+            f"or run the query with the INITIAL STATE FROM it was seeded with (or without one)"
+        )
 
 
 def _has_commits(spark, checkpoint: str) -> bool:

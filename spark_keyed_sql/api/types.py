@@ -386,11 +386,18 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
         raise _fail(where, t, value)
     if isinstance(t, MapType):
         if isinstance(value, dict):
+            if None in value:  # Spark (and Arrow) maps have no NULL keys: say so here, on every path
+                raise StateTypeError(f"{where}: a map key cannot be None (Spark maps have no NULL keys); got {_short_repr(value)}")
             return {coerce(k, t.key, f"{where} key"): coerce(v, t.value, f"{where}[{k!r}]") for k, v in value.items()}
         raise _fail(where, t, value)
     if isinstance(t, StructType):
         return struct_to_tuple(value, t, where)
     raise _fail(where, t, value)  # pragma: no cover
+
+
+def _short_repr(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 120 else r[:117] + "..."
 
 
 def fast_check(t: SqlType, var: str) -> str | None:

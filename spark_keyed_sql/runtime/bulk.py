@@ -14,6 +14,7 @@ time) or the batch's start (processing time), for every key holding state.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -234,5 +235,7 @@ class BulkEngine(Engine):
         if df.isStreaming:
             raise ValueError("internal: a streaming source runs through bulk_stream, not BulkEngine.apply")
         shipped = dataclasses.replace(plan, initial_state=None)
-        program = BulkProgram(shipped, schema, has_initial=plan.initial_state is not None)
+        # a one-shot batch has a processing time too (the query's, as Spark's batch has one):
+        # current_processing_time() and processing-time timers work as they do in the tester
+        program = BulkProgram(shipped, schema, now_ms=int(time.time() * 1000), has_initial=plan.initial_state is not None)
         return combine(df, plan, None, plan.initial_state).mapInArrow(program, schema)

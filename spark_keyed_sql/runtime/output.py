@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..api.errors import OutputSchemaError, StateTypeError
 from ..api.types import StructType, coerce, fast_check
 
-__all__ = ["normalize_output", "normalizer", "rows_as_dicts", "Where", "resolve_where"]
+__all__ = ["normalize_output", "normalizer", "rows_as_dicts", "snapshot", "Where", "resolve_where"]
 
 # where a value came from, for error messages only: a string, or a callable that builds it
 # (a per-row message would cost more than the row itself)
@@ -150,9 +151,35 @@ def _unnan(v: Any) -> Any:
     return None if isinstance(v, float) and v != v else v
 
 
+_MUTABLE = (dict, list, set, bytearray)
+
+
+def snapshot(value: Any) -> Any:
+    """``value`` fixed as it is now: mutable containers (also inside tuples) are copied, deeply,
+    so a row a function returned does not change when the function later mutates the state it
+    returned (the SAGE seed returns ``self.user_sessions[user_id]``, the live dict). Scalars
+    and other immutable values are returned as they are, with one type check."""
+    t = type(value)
+    if t is dict:
+        return {k: snapshot(v) for k, v in value.items()}
+    if t is list:
+        return [snapshot(v) for v in value]
+    if t is tuple:
+        return tuple(snapshot(v) for v in value) if any(isinstance(v, _MUTABLE) or type(v) is tuple for v in value) else value
+    if t is set:
+        return {snapshot(v) for v in value}
+    if t is bytearray:
+        return bytearray(value)
+    if isinstance(value, _MUTABLE):  # subclasses (OrderedDict, defaultdict, ...): keep their type
+        return copy.deepcopy(value)
+    return value
+
+
 def _row(value: Any, schema: StructType | None, where: Where) -> Any:
     if schema is None:
-        return value
+        # no returns schema (KeyedTester): the row is handed back as given, so fix it here; with
+        # a schema the generated converters build new rows, and coerce rebuilds every container
+        return snapshot(value)
     names, name_set, fields, from_tuple, from_dict = _fields(schema)
     try:
         if isinstance(value, dict):

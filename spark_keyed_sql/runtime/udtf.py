@@ -8,6 +8,7 @@ State lives for the query (batch only).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,6 +74,8 @@ def make_table_function(spec: FunctionSpec) -> type:
             self.runner: KeyedRunner | None = None
             self.current: tuple | None = None
             self.buffer: list[dict] = []
+            # the processing time of this one-shot query (current_processing_time(), timers)
+            self.now_ms = int(time.time() * 1000)
 
         def _setup(self, row: Any, key: str | None, order_by: str | None) -> None:
             fields = row.__fields__
@@ -88,16 +91,16 @@ def make_table_function(spec: FunctionSpec) -> type:
                 assert self.runner is not None and self.current is not None
                 kv, rows, self.buffer = self.current, self.buffer, []
                 state = MemoryKeyState()
-                binding = MemoryBinding(state, lambda: None, None)
+                binding = MemoryBinding(state, lambda: self.now_ms, None)
                 key = user_key(kv, bool(self.keys))
-                for out in self.runner.process_key(key, rows, binding):
+                for out in self.runner.process_key(key, rows, binding, self.now_ms):
                     yield (*kv, *out)
                 # end of input for this key: timers still due fire now, in timestamp order
                 # (Flink's batch rule); a timer registered by on_timer fires too
                 while state.timers:
                     t = min(state.timers)
                     state.timers.discard(t)
-                    for out in self.runner.fire_timer(key, t, binding, None, t):
+                    for out in self.runner.fire_timer(key, t, binding, self.now_ms, t):
                         yield (*kv, *out)
 
         def eval(self, row: Any, key: str | None = None, order_by: str | None = None) -> Iterator[tuple]:

@@ -55,6 +55,8 @@ class KeyedStep:
     # an engine that runs a stream per micro-batch (bulk): (source frame, plan, renaming
     # expressions); the step's view holds an empty placeholder until ks.start / ks.run runs it
     deferred: tuple[DataFrame, KeyedPlan, list[str]] | None = None
+    # the INITIAL STATE FROM source as written (a checkpoint records what seeded it)
+    initial_source: str | None = None
 
 
 @dataclass
@@ -359,6 +361,7 @@ class _Rewriter:
                 passthrough=pass_internal,
                 key_names=key_names,
                 deferred=deferred,
+                initial_source=render(group.args["initial_state"]) if initial_df is not None else None,
             )
         )
         return outer

@@ -164,3 +164,120 @@ def test_timers_fire_and_emit():
 def test_typed_state_outside_processing_is_refused():
     with pytest.raises(StateAccessError, match="only available inside process"):
         Typed().total.get()
+
+
+# ---------------------------------------------------------------- outputs are values (issue 17)
+def test_live_state_returned_is_fixed_when_emitted():
+    from sage_patterns import FeatureComputer, UserSessionFunction
+
+    values = [1.0, 4.0, 2.5]
+    t = KeyedTester(UserSessionFunction)  # no returns: the rows come back as the function gave them
+    got = t.run([{"value": v} for v in values], key="a")
+    expected, count, total = [], 0, 0
+    for v in values:
+        count, total = count + 1, total + v
+        expected.append({"session_count": count, "total_value": total})
+    assert got == expected
+
+    t = KeyedTester(FeatureComputer)
+    got = t.run([{"value": v} for v in values], key="e")
+    seen = []
+    for i, row in enumerate(got):
+        seen.append(values[i])
+        f = row["e"]
+        assert (f["count"], f["min"], f["max"]) == (len(seen), min(seen), max(seen))
+        assert f["mean"] == pytest.approx(sum(seen) / len(seen))
+
+
+class LiveProcessor(KeyedProcessor):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.scratch = {"items": [], "tags": set()}
+
+    def process(self, key, rows):
+        for x in rows["x"]:
+            self.scratch["items"].append(int(x))
+            self.scratch["tags"].add(int(x) % 2)
+            yield (key, self.scratch)  # a tuple holding a live, later-mutated dict
+        self.ctx.register_timer(1000)
+
+    def on_timer(self, key, timestamp):
+        yield {"timer": self.scratch}
+        self.scratch["items"].clear()
+
+
+def test_yielded_tuples_and_timer_outputs_are_fixed():
+    t = KeyedTester(LiveProcessor)
+    out = t.run([{"x": 1}, {"x": 2}, {"x": 3}], key="k")
+    assert [(k, s["items"], s["tags"]) for k, s in out] == [("k", [1], {1}), ("k", [1, 2], {0, 1}), ("k", [1, 2, 3], {0, 1})]
+    fired = t.advance_processing_time(1000)
+    assert fired == [{"timer": {"items": [1, 2, 3], "tags": {0, 1}}}]
+
+
+# ---------------------------------------------------------------- initial state (issue 17)
+class Tally(StatefulFunction):
+    count: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.count = 0
+        self.by_merchant = {}
+
+    def execute(self, e):
+        self.count += 1
+        self.by_merchant[e["m"]] = self.by_merchant.get(e["m"], 0) + 1
+        return {"count": self.count, "m_count": self.by_merchant[e["m"]]}
+
+
+def test_initial_state_seeds_attributes():
+    seed = {"a": {"count": 5, "by_merchant": {"x": 2}}, ("b", 1): {"count": 1, "by_merchant": '{"y": 7}'}, None: {"count": 9}}
+    t = KeyedTester(Tally, initial_state=seed)
+    batch = {"a": ["x", "y", "x"], ("b", 1): ["y"], None: ["z"], "fresh": ["x"]}
+    # oracle: plain Python from the seed (the JSON text is the same dict read_state would show)
+    start = {"a": (5, {"x": 2}), ("b", 1): (1, {"y": 7}), None: (9, {})}
+    for key, ms in batch.items():
+        count, per = start.get(key, (0, {}))
+        per = dict(per)
+        expected = []
+        for m in ms:
+            count += 1
+            per[m] = per.get(m, 0) + 1
+            expected.append({"count": count, "m_count": per[m]})
+        assert t.run([{"m": m} for m in ms], key=key) == expected
+        assert t.state(key) == {"count": count, "by_merchant": per}
+    assert t.state() == {}  # unkeyed use is not seeded by keyed rows
+
+
+def test_initial_state_pairs_and_processor_on_initial_state():
+    class Seeded(KeyedProcessor):
+        total = ValueState("double", default=0.0)
+        recent = ListState("bigint")
+        tags = MapState("string", "bigint")
+
+        def process(self, key, rows):
+            for x in rows["x"]:
+                self.total.update(self.total.get() + float(x))
+                self.recent.append(int(x))
+            yield {"total": self.total.get(), "recent": list(self.recent.get()), "tags": dict(self.tags.items())}
+
+    class Custom(Seeded):
+        def on_initial_state(self, key, row):
+            self.total.update(row["start"] * 2)
+
+    t = KeyedTester(Seeded, initial_state=[("k", {"total": 1.5, "recent": [7], "tags": {"t": 1}}), ("j", {"recent": [1, 2]})])
+    assert t.run([{"x": 2}], key="k") == [{"total": 3.5, "recent": [7, 2], "tags": {"t": 1}}]
+    assert t.run([{"x": 3}], key="j") == [{"total": 3.0, "recent": [1, 2, 3], "tags": {}}]
+    t = KeyedTester(Custom, initial_state={"k": {"start": 4.0}})
+    assert t.state("k") == {"total": 8.0}
+    assert t.run([{"x": 1}], key="k") == [{"total": 9.0, "recent": [1], "tags": {}}]
+
+
+def test_initial_state_errors_are_named():
+    from spark_keyed_sql.api.errors import KeyedSQLError
+
+    with pytest.raises(KeyedSQLError, match=r"initial_state: expected a \(key, row\) pair, got 'a'"):
+        KeyedTester(Tally, initial_state=["a"])
+    with pytest.raises(KeyedSQLError, match="the row for key 'a' must be a dict of state columns, got int"):
+        KeyedTester(Tally, initial_state={"a": 3})
+    with pytest.raises(KeyedSQLError, match=r"column\(s\) \['colour'\] that are not state attributes of Tally"):
+        KeyedTester(Tally, initial_state={"a": {"colour": 1}})

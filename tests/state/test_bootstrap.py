@@ -76,8 +76,36 @@ def test_bootstrap_onto_existing_state_is_refused(spark, ks, tmp_path):
     sql = f"SELECT user_id, s.count FROM parquet.`{tmp_path}/a` GROUP BY KEY user_id WITH STATE history(value, merchant) AS s"
     ks.run(sql, checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "o"))
     ks.read_state(str(tmp_path / "cp")).createOrReplaceTempView("saved_refuse")
-    with pytest.raises(CheckpointError, match="already holds state; INITIAL STATE FROM only seeds a new checkpoint"):
+    with pytest.raises(CheckpointError, match="already holds state of history that INITIAL STATE FROM saved_refuse did not seed"):
         ks.run(sql + " INITIAL STATE FROM saved_refuse", checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "o"))
+
+
+def test_seeded_query_run_again_continues(spark, ks, tmp_path):
+    """The same query with the same INITIAL STATE FROM, run incrementally: the seed applies once
+    (at the checkpoint's first batch), later runs continue; another seed source is refused."""
+    ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
+    seed = {"u000001": 10, "u000003": 5}  # count only; seen starts empty
+    spark.createDataFrame(list(seed.items()), "user_id string, count bigint").createOrReplaceTempView("seed_rerun")
+    spark.createDataFrame([("u000001", 99)], "user_id string, count bigint").createOrReplaceTempView("seed_other")
+    src, cp, out = tmp_path / "in", str(tmp_path / "cp"), str(tmp_path / "o")
+    sql = (
+        f"SELECT user_id, s.count FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE history(value, merchant) AS s ORDER BY ts INITIAL STATE FROM seed_rerun"
+    )
+    batches = [make_events(4, 1, seed=45), make_events(4, 2, seed=46, start_second=90_000)]
+    for rows in batches:
+        write_parquet(spark, rows, str(src))
+        ks.run(sql, checkpoint=cp, output=out)
+    # the oracle: each key's count starts at its seed (or 0) and counts every row once
+    expected, counts = [], dict(seed)
+    for rows in batches:
+        for u, evs in by_key_in_ts_order(rows).items():
+            for _ in evs:
+                counts[u] = counts.get(u, 0) + 1
+                expected.append((u, counts[u]))
+    assert sorted(map(tuple, spark.read.parquet(out).collect())) == sorted(expected)
+    with pytest.raises(CheckpointError, match="was seeded from INITIAL STATE FROM seed_rerun; this query seeds history from seed_other"):
+        ks.run(sql.replace("seed_rerun", "seed_other"), checkpoint=cp, output=out)
 
 
 def test_bootstrap_column_mismatch_is_named(spark, ks, tmp_path):
