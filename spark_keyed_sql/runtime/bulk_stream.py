@@ -154,7 +154,9 @@ class BulkStream:
         initial = None
         if prev is None and os.path.isdir(self.initial_dir):
             initial = spark.read.parquet(self.initial_dir)
-        wm = prev.watermark_ms if prev else None
+        wm = prev.watermark_ms if prev is not None else None
+        if wm is None and plan.event_time is not None:
+            wm = 0  # Spark's event-time watermark starts at 0 (a timer at 0 fires in batch 0)
         started = time.time()
         now = int(started * 1000)
         program = BulkProgram(self.shipped, self.out_schema, step=True, now_ms=now, watermark_ms=wm, has_initial=initial is not None)

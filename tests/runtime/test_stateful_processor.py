@@ -401,3 +401,30 @@ def test_docs_page_examples_run(spark):
     assert tester_part == [[{"user_id": "u1", "events": 2}], [{"user_id": "u1", "events": 3}], {"count": 3}]
     sql_part = run_python_block(blocks[1], scope, "docs/transform-with-state.md")
     assert sorted(sql_part[-1]) == [("u1", 2), ("u2", 1)]
+
+
+@pytest.mark.slow  # three micro-batches per engine
+@pytest.mark.notyet(
+    "bulk",
+    reason="bulk filters late rows by the newest watermark (10 s after batch 0) and drops a@4 in batch 1; "
+    "Spark filters by the previous batch's (0 s) and evicts/fires timers by the newest",
+)
+def test_event_time_timers_as_in_spark(spark, ks, tmp_path):
+    """Spark's test_transform_with_state_in_pandas_event_time: files a@20s, a@4s, a@11/13/15s read
+    one per micro-batch, watermark 10 s; a timer at the current watermark fires in its batch."""
+    import datetime as dt
+
+    ks.register("max_event_time", RowEventTime, returns="id string, timestamp string")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    for seconds in ([20], [4], [11, 13, 15]):
+        rows = [("a", dt.datetime(1970, 1, 1, 0, 0, s)) for s in seconds]
+        spark.createDataFrame(rows, "id string, eventTime timestamp").coalesce(1).write.mode("append").parquet(src)
+    sql = (
+        f"SELECT s.* FROM parquet.`{src}` GROUP BY KEY id AS k WITH STATE max_event_time(*) AS s "
+        "EVENT TIME eventTime WATERMARK '10 seconds' OPTIONS (max_files_per_trigger = 1)"
+    )
+    assert ks.run(sql, checkpoint=cp, output=out)["batches"] == 3
+    got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
+    # batch 0: ('a', '20'), ('a-expired', '0'); batch 1: ('a', '4'), ('a-expired', '10000');
+    # batch 2: ('a', '15'), ('a-expired', '10000')
+    assert got == sorted([("a", "20"), ("a-expired", "0"), ("a", "4"), ("a-expired", "10000"), ("a", "15"), ("a-expired", "10000")])
