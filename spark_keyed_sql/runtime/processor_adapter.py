@@ -380,7 +380,9 @@ def _collect(result: Any, style: str) -> list[Any]:
         if hasattr(item, "to_dict") and hasattr(item, "columns"):  # a pandas DataFrame
             out.extend(item.to_dict("records"))
         elif hasattr(item, "asDict") and hasattr(item, "__fields__"):
-            out.append(item.asDict())
+            out.append(item.asDict())  # a Row with field names: matched to returns by name
+        elif isinstance(item, tuple):
+            out.append(tuple(item))  # a positional Row or a tuple: by position
         else:
             out.append(item)
     return out

@@ -294,6 +294,23 @@ def test_tester_event_time_timer_row_style():
     assert t.state("a") == {} and t.timers("a") == []
 
 
+def test_tester_positional_rows_and_multi_column_keys():
+    class Positional(StatefulProcessor):
+        def init(self, handle):
+            self.seen = handle.getListState("seen", "a string, b bigint")
+
+        def handleInputRows(self, key, rows, timerValues):
+            for row in rows:
+                self.seen.appendValue((row.a, row.b))
+            yield Row(f"{key[0]}/{key[1]}", len(list(self.seen.get())))  # no field names: by position
+
+    t = KeyedTester(Positional, "k string, n bigint", style="row")
+    assert t.run([{"a": "x", "b": 1}, {"a": "y", "b": 2}], key=("u", 7)) == [{"k": "u/7", "n": 2}]
+    assert t.run([{"a": "z", "b": 3}], key=("u", 7)) == [{"k": "u/7", "n": 3}]
+    # a two-field row state keeps its fields: dicts in the state table, tuples in pyspark's API
+    assert t.state(("u", 7)) == {"seen": [{"a": "x", "b": 1}, {"a": "y", "b": 2}, {"a": "z", "b": 3}]}
+
+
 # --------------------------------------------------------------------------- both engines
 
 
