@@ -318,6 +318,7 @@ def _df(spark, batch):
     return spark.createDataFrame(batch, "id string, temperature int")
 
 
+@pytest.mark.slow  # two ks.run increments per engine (~20-60 s on tws on a busy 2-core machine)
 def test_incremental_runs_as_spark_restart(spark, ks, tmp_path):
     """Spark's test_transform_with_state_in_pandas_query_restarts: two runs on one checkpoint."""
     ks.register("violations", PandasViolations, returns=OUT)
