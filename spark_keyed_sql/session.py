@@ -102,12 +102,14 @@ class KeyedSQL:
         _ship_package(spark)
 
     # ------------------------------------------------------------------ registry
-    def register(self, name: str, cls: type, returns: str | None = None, **kwargs: Any) -> FunctionSpec:
+    def register(self, name: str, cls: Any, returns: str | None = None, **kwargs: Any) -> FunctionSpec:
         """Register ``cls`` as ``name``: usable in ``GROUP BY KEY ... WITH STATE name(...)``
-        and as the table function ``name(TABLE(t), key => '...', order_by => '...')``."""
+        and as the table function ``name(TABLE(t), key => '...', order_by => '...')``.
+
+        ``cls`` may also be a pyspark ``StatefulProcessor`` (class or instance), run unchanged;
+        ``style='pandas'`` or ``'row'`` says which transformWithState API it was written for."""
         spec = FunctionSpec.build(name, cls, returns, kwargs)
-        if inspect.isclass(cls):
-            _ship_by_value(cls)
+        _ship_by_value(cls if inspect.isclass(cls) else type(cls))  # a StatefulProcessor may be an instance
         from pyspark.sql.functions import udtf
 
         self.spark.udtf.register(name, udtf(make_table_function(spec)))

@@ -145,7 +145,9 @@ class BulkStream:
         initial_dir = store.initial_dir() if prev is None else None
         if initial_dir is not None:
             initial = spark.read.parquet(initial_dir)
-        wm = prev.watermark_ms if prev else None
+        wm = prev.watermark_ms if prev is not None else None
+        if wm is None and plan.event_time is not None:
+            wm = 0  # Spark's event-time watermark starts at 0 (a timer at 0 fires in batch 0)
         started = time.time()
         now = int(started * 1000)
         program = BulkProgram(self.shipped, self.out_schema, step=True, now_ms=now, watermark_ms=wm, has_initial=initial is not None)

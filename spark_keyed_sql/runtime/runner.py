@@ -187,9 +187,12 @@ class KeyedRunner:
                 import pandas as pd
 
                 columns = [n for n, _ in event_map] if event_map is not None else (list(events[0].keys()) if events else [])
-                frame = pd.DataFrame.from_records(events, columns=columns)
                 where = f"{len(events)} row(s), first {_short(events[0]) if events else None}"
-                out.extend(self._call(key, where, self.instance.process, key, frame))
+                if getattr(self.instance, "_ks_rows_as_records", False):  # a Row-style StatefulProcessor
+                    arg: Any = [{c: e.get(c) for c in columns} for e in events]
+                else:
+                    arg = pd.DataFrame.from_records(events, columns=columns)
+                out.extend(self._call(key, where, self.instance.process, key, arg))
         finally:
             self._end(key, binding)
         return out

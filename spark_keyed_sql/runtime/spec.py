@@ -54,9 +54,19 @@ class FunctionSpec:
     ) -> FunctionSpec:
         if not isinstance(name, str) or not _NAME.match(name):
             raise RegistrationError(f"function name {name!r} is not a valid SQL identifier (letters, digits, _)")
+        from .processor_adapter import adapt_processor, is_stateful_processor
+
+        if is_stateful_processor(klass):
+            # a pyspark StatefulProcessor (class or instance) runs as a generated KeyedProcessor;
+            # style= picks transformWithStateInPandas (pandas) or transformWithState (row) calls
+            kwargs = dict(kwargs)
+            style = kwargs.pop("style", None)
+            klass = adapt_processor(name, klass, kwargs, style)
+            kwargs = {}
         if not (inspect.isclass(klass) and issubclass(klass, (StatefulFunction, KeyedProcessor))):
             raise RegistrationError(
-                f"'{name}': {klass!r} is not a subclass of StatefulFunction or KeyedProcessor"
+                f"'{name}': {klass!r} is not a subclass of StatefulFunction or KeyedProcessor, "
+                "nor a pyspark StatefulProcessor"
             )
         if issubclass(klass, StatefulFunction) and not _overrides(klass, "execute"):
             raise RegistrationError(f"'{name}': {klass.__name__} does not define execute(self, event)")

@@ -43,7 +43,8 @@ class KeyedTester:
         initial_state: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None = None,
         **kwargs: Any,
     ):
-        spec = FunctionSpec.build(cls.__name__, cls, returns, kwargs, require_returns=False)
+        name = getattr(cls, "__name__", type(cls).__name__)  # a pyspark StatefulProcessor may be an instance
+        spec = FunctionSpec.build(name, cls, returns, kwargs, require_returns=False)
         if ttl is not None:
             spec = spec.with_ttl(parse_interval_ms(ttl))
         self.spec = spec
