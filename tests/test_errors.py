@@ -335,3 +335,22 @@ def test_nanosecond_parquet_gets_a_hint(spark, ks_auto, tmp_path):
     )
     rows = ks_auto.sql(f"SELECT * FROM parquet.`{path}` GROUP BY KEY user_id WITH STATE boom(value)").collect()
     assert [(r["user_id"], r["n"]) for r in rows] == [("u1", 1)]
+
+
+def test_started_query_raises_user_function_error(spark, ks, tmp_path):
+    """ks.start's StreamingQuery (still a pyspark StreamingQuery) reports our error from
+    processAllAvailable / awaitTermination and exception()."""
+    from pyspark.sql.streaming import StreamingQuery
+
+    ks.register("boom", Boom, returns="n bigint")
+    src = tmp_path / "src"
+    spark.createDataFrame([("u1", 1.0), ("u7", -3.5)], "user_id string, value double").write.parquet(str(src))
+    q = ks.start(f"SELECT * FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE boom(value)",
+                 checkpoint=str(tmp_path / "ck"), sink=f"memory:boom_{ks.default_engine}")
+    assert isinstance(q, StreamingQuery)
+    try:
+        with pytest.raises(UserFunctionError, match=r"^function 'boom' failed for key 'u7' on row \{'value': -3\.5\}: ValueError"):
+            q.processAllAvailable()
+        assert isinstance(q.exception(), UserFunctionError)
+    finally:
+        q.stop()

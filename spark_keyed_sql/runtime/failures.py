@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import warnings
 from typing import Any, TypeVar
 
 from ..api import errors as api_errors
@@ -107,20 +108,35 @@ T = TypeVar("T")
 def _wrap(fn: Any, name: str, query: bool) -> Any:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
+        held: list = []
         try:
-            out = fn(*args, **kwargs)
+            if name == "toPandas":
+                # toPandas warns with the whole worker traceback before it raises: held back,
+                # and shown unless the failure turns out to be ours
+                with warnings.catch_warnings(record=True) as held:
+                    warnings.simplefilter("always")
+                    out = fn(*args, **kwargs)
+            else:
+                out = fn(*args, **kwargs)
         except KeyedSQLError:
             raise
         except Exception as exc:
             ours = from_spark_failure(exc)
             if ours is exc:
+                _reissue(held)
                 raise
             raise ours from None
+        _reissue(held)
         if query and name == "exception" and out is not None:
             return from_spark_failure(out)  # StreamingQuery.exception(): ours when it is ours
         return translating(out)
 
     return call
+
+
+def _reissue(held: list | None) -> None:
+    for w in held or []:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _translating_class(base: type) -> type:
