@@ -108,7 +108,7 @@ def _session(master: str | None):
     if master is None and _under_spark_submit():
         spark = SparkSession.builder.appName("spark-keyed-sql").getOrCreate()  # spark-submit's master and conf
     elif master is None or master.startswith("local"):
-        return local_session("spark-keyed-sql", master=master or "local[2]", log_level="WARN" if _DEBUG else "ERROR")
+        return local_session("spark-keyed-sql", master=master or "local[2]", log_level="WARN" if _DEBUG else "ERROR", quiet=not _DEBUG)
     else:
         spark = (
             SparkSession.builder.appName("spark-keyed-sql").master(master)

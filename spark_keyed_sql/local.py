@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import tempfile
@@ -27,11 +28,13 @@ QUIET_LOGGERS = {
 }
 
 
-def _log4j_config(level: str) -> str:
+def _log4j_config() -> str:
     """A log4j2 configuration (a file: the driver JVM reads it as it starts, before any line of
-    start-up noise) with the root at ``level`` and the loggers above quieted."""
+    start-up noise) with the loggers above quieted. The root stays at WARN, the level PySpark's
+    shell logging expects (any other makes Spark announce "Setting default log level");
+    ``local_session`` sets the level it was asked for once the session is up."""
     lines = [
-        f"rootLogger.level = {level}",
+        "rootLogger.level = warn",
         "rootLogger.appenderRef.stderr.ref = console",
         "appender.console.type = Console",
         "appender.console.name = console",
@@ -39,13 +42,16 @@ def _log4j_config(level: str) -> str:
         "appender.console.layout.type = PatternLayout",
         "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex",
     ]
-    # PySpark's shell logger: at the root's level, Spark does not announce "Setting default log level"
-    lines += ["logger.repl.name = org.apache.spark.repl.Main", f"logger.repl.level = {level}"]
     for i, (name, lvl) in enumerate(sorted(QUIET_LOGGERS.items())):
         lines += [f"logger.ks{i}.name = {name}", f"logger.ks{i}.level = {lvl}"]
-    fd, path = tempfile.mkstemp(prefix="spark-keyed-sql-log4j2-", suffix=".properties")
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    # one file per content, reused by every session (not one more temp file per start)
+    path = os.path.join(tempfile.gettempdir(), f"spark-keyed-sql-log4j2-{hashlib.sha1(text.encode()).hexdigest()[:12]}.properties")
+    if not os.path.exists(path):
+        fd, tmp = tempfile.mkstemp(prefix="spark-keyed-sql-log4j2-", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
     return path
 
 
@@ -55,20 +61,21 @@ def local_session(
     shuffle_partitions: int = 4,
     warehouse: str | None = None,
     log_level: str = "ERROR",
+    quiet: bool = True,
 ) -> SparkSession:
     """Start (or reuse) a quiet local SparkSession; a clear error if Java is missing.
 
     Python workers use this interpreter (``PYSPARK_PYTHON`` is set before Spark starts, unless
     it is already set), a few shuffle partitions suit a laptop's data, there are no stage
-    progress bars, and Spark's start-up and known-harmless log lines are not shown."""
+    progress bars, and (``quiet``) Spark's start-up and known-harmless log lines are not shown."""
     require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
     if warehouse:
         builder = builder.config("spark.sql.warehouse.dir", warehouse)
     java_options = "-Duser.timezone=UTC"
-    if log_level.upper() != "DEBUG":
-        java_options += f" -Dlog4j2.configurationFile={_log4j_config(log_level.lower())}"
+    if quiet:
+        java_options += f" -Dlog4j2.configurationFile={_log4j_config()}"
     spark = (
         builder.appName(app)
         .master(master)

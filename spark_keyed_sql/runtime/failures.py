@@ -149,7 +149,10 @@ def _translating_class(base: type) -> type:
         for attr in dir(base):
             if attr.startswith("_"):
                 continue
-            raw = inspect.getattr_static(base, attr)
+            try:
+                raw = inspect.getattr_static(base, attr)
+            except AttributeError:
+                continue
             if isinstance(raw, property) and raw.fget is not None:
                 ns[attr] = property(_wrap(raw.fget, attr, query))
             elif inspect.isfunction(raw):
