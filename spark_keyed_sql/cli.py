@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["main", "split_statements", "udf_specs", "read_sql_file", "register_udfs"]
+__all__ = ["main", "split_statements", "statement_spans", "udf_specs", "read_sql_file", "register_udfs"]
 
 _UDF_COMMENT = re.compile(r"^\s*--\s*udf:\s*(?P<spec>.+?)\s*$", re.M)
 _UDF = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<target>[\w.]+:\w+)(?:\s+returns\s+(?P<returns>.+))?$")
@@ -28,17 +28,42 @@ _UDF = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<target>[\w.]+:\w+)(?:\s+returns\s+(
 def split_statements(text: str) -> list[str]:
     """Statements of a SQL file, cut at top-level ``;`` (sqlglot's tokenizer, so a ``;`` inside a
     string or comment does not cut)."""
+    return [s for s, _, _ in statement_spans(text)]
+
+
+def statement_spans(text: str) -> list[tuple[str, int, int]]:
+    """``split_statements`` with where each statement starts in the file: (statement, line,
+    column), both 1-based, so an error inside a statement can name the file's line."""
     from sqlglot.tokens import TokenType
 
     from .sql.dialect import KeyedSpark
 
-    out, start = [], 0
-    for tok in KeyedSpark().tokenize(text):
+    pieces, start = [], 0
+    try:
+        tokens = KeyedSpark().tokenize(text)
+    except Exception as exc:  # noqa: BLE001 - sqlglot's TokenError: an unterminated string or comment
+        raise _FileError(f"cannot split the file into statements: {exc}") from None
+    for tok in tokens:
         if tok.token_type == TokenType.SEMICOLON:
-            out.append(text[start : tok.start])
+            pieces.append((start, text[start : tok.start]))
             start = tok.end + 1
-    out.append(text[start:])
-    return [s.strip() for s in out if _strip_comments(s).strip()]
+    pieces.append((start, text[start:]))
+    out = []
+    for offset, piece in pieces:
+        if not _strip_comments(piece).strip():
+            continue
+        begin = offset + (len(piece) - len(piece.lstrip()))
+        while text.startswith("--", begin):  # leading comment lines: the statement starts below them
+            nl = text.find("\n", begin)
+            begin = nl + 1 + (len(text[nl + 1 :]) - len(text[nl + 1 :].lstrip()))
+        line = text.count("\n", 0, begin) + 1
+        col = begin - (text.rfind("\n", 0, begin) + 1) + 1
+        out.append((piece.strip(), line, col))
+    return out
+
+
+class _FileError(Exception):
+    """A failure of the CLI's own, reported as one ``error:`` line."""
 
 
 def _strip_comments(s: str) -> str:
@@ -67,6 +92,9 @@ def register_udfs(ks: Any, specs: list[tuple[str, str, str | None]], base_dir: s
         ks.register(name, cls, returns=returns)
 
 
+_DEBUG = False  # --debug: Spark's own log lines and the full trace of a failure
+
+
 def _session(master: str | None):
     from pyspark.sql import SparkSession
 
@@ -80,10 +108,13 @@ def _session(master: str | None):
     if master is None and _under_spark_submit():
         spark = SparkSession.builder.appName("spark-keyed-sql").getOrCreate()  # spark-submit's master and conf
     elif master is None or master.startswith("local"):
-        return local_session("spark-keyed-sql", master=master or "local[2]")
+        return local_session("spark-keyed-sql", master=master or "local[2]", log_level="WARN" if _DEBUG else "ERROR", quiet=not _DEBUG)
     else:
-        spark = SparkSession.builder.appName("spark-keyed-sql").master(master).getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+        spark = (
+            SparkSession.builder.appName("spark-keyed-sql").master(master)
+            .config("spark.ui.showConsoleProgress", "false").getOrCreate()
+        )
+    spark.sparkContext.setLogLevel("WARN" if _DEBUG else "ERROR")
     configure_session(spark)
     return spark
 
@@ -120,45 +151,104 @@ def _progress(p: dict) -> None:
 
 def read_sql_file(path: str) -> str:
     here = os.path.dirname(os.path.abspath(path))
-    with open(path) as f:
-        return f.read().replace("${here}", here)
+    try:
+        with open(path) as f:
+            return f.read().replace("${here}", here)
+    except OSError as exc:
+        raise _FileError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, Any, list[str]]:
+class _Statement:
+    """Runs one statement of the file; a failure inside it names the file's line."""
+
+    def __init__(self, file: str, line: int, col: int):
+        self.file, self.line, self.col = file, line, col
+
+    def __enter__(self) -> _Statement:
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not isinstance(exc, Exception) or _DEBUG:
+            return False
+        from .sql.errors import KeyedSQLSyntaxError
+
+        if isinstance(exc, KeyedSQLSyntaxError) and exc.line is not None:
+            line = self.line + exc.line - 1
+            col = (exc.col or 1) + (self.col - 1 if exc.line == 1 else 0)
+            raise _FileError(f"{self.file}, line {line}, column {col}: {exc.description}") from exc
+        m = _SPARK_POS.search(str(exc))
+        if m:  # Spark's own parser: (line N, pos P) within the statement, P 0-based
+            line = self.line + int(m["line"]) - 1
+            col = int(m["pos"]) + 1 + (self.col - 1 if m["line"] == "1" else 0)
+            message = _SPARK_POS.sub("", _first_line(exc)).rstrip()
+            raise _FileError(f"{self.file}, line {line}, column {col}: {message}") from exc
+        raise _FileError(f"{self.file}, statement at line {self.line}: {_describe(exc)}") from exc
+
+
+_SPARK_POS = re.compile(r"\s*\(line (?P<line>\d+), pos (?P<pos>\d+)\)")
+
+
+def _first_line(exc: BaseException) -> str:
+    from .sql.errors import spark_hint
+
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return spark_hint(re.sub(r"\s*SQLSTATE: \w+\.?", "", line).rstrip())
+
+
+def _describe(exc: BaseException) -> str:
+    """An error as the CLI prints it: ours in full (its message is the explanation: function,
+    key, row and the user's frames), anything else (Spark's, Python's) as its first line."""
+    from .api.errors import KeyedSQLError
+
+    if isinstance(exc, KeyedSQLError):
+        return str(exc)
+    return _first_line(exc) if not isinstance(exc, (OSError, LookupError, ValueError, TypeError)) else f"{type(exc).__name__}: {_first_line(exc)}"
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any, list[tuple[str, int, int]]]:
     from . import KeyedSQL
 
     text = read_sql_file(args.file)
+    statements = statement_spans(text)
     spark = _session(args.master)
     ks = KeyedSQL(spark, engine=args.engine)
     register_udfs(ks, udf_specs(text, args.udf), os.path.dirname(os.path.abspath(args.file)))
-    return spark, ks, split_statements(text)
+    return spark, ks, statements
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     spark, ks, statements = _load(args)
     if not statements:
         raise SystemExit(f"error: {args.file} holds no SQL statement")
-    for s in statements[:-1]:
-        ks.sql(s)  # views, settings: run as they are
-    last = statements[-1]
-    if args.checkpoint or args.output:
-        if not args.output:
-            raise SystemExit("error: --checkpoint needs --output (a directory or table name)")
-        summary = ks.run(last, checkpoint=args.checkpoint, output=args.output, progress=_progress)
-        print(
-            f"done: {summary['batches']} batch(es), {summary['input_rows']} rows in, {summary['output_rows']} rows out, "
-            f"{summary['keys_touched']} keys touched, {summary['late_rows']} late rows dropped"
-        )
-    else:
-        _print_table(ks.sql(last), args.limit)
+    for s, line, col in statements[:-1]:
+        with _Statement(args.file, line, col):
+            ks.sql(s)  # views, settings: run as they are
+    last, line, col = statements[-1]
+    with _Statement(args.file, line, col):
+        if args.checkpoint or args.output:
+            if not args.output:
+                raise SystemExit("error: --checkpoint needs --output (a directory or table name)")
+            summary = ks.run(last, checkpoint=args.checkpoint, output=args.output, progress=_progress)
+            print(
+                f"done: {summary['batches']} batch(es), {summary['input_rows']} rows in, {summary['output_rows']} rows out, "
+                f"{summary['keys_touched']} keys touched, {summary['late_rows']} late rows dropped"
+            )
+        else:
+            _print_table(ks.sql(last), args.limit)
     return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     spark, ks, statements = _load(args)
-    for s in statements[:-1]:
-        ks.sql(s)
-    print(ks.explain(statements[-1]))
+    if not statements:
+        raise SystemExit(f"error: {args.file} holds no SQL statement")
+    for s, line, col in statements[:-1]:
+        with _Statement(args.file, line, col):
+            ks.sql(s)
+    last, line, col = statements[-1]
+    with _Statement(args.file, line, col):
+        print(ks.explain(last))
     return 0
 
 
@@ -207,6 +297,7 @@ def cmd_state_unlock(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="spark-keyed-sql", description="Keyed, stateful Python functions in Spark SQL.")
     p.add_argument("--master", default=None, help="Spark master (default local[2]; e.g. spark://host:7077, or sc://host:15002 for Spark Connect)")
+    p.add_argument("--debug", action="store_true", help="on failure, the full trace; and Spark's own log lines")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -251,13 +342,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .api.errors import KeyedSQLError
-
+    """Every failure is one ``error:`` line on stderr (our errors add the user's frames below
+    it), exit status 2; ``--debug`` raises it with its full trace instead."""
+    global _DEBUG
     args = build_parser().parse_args(argv)
+    _DEBUG = args.debug
     try:
         return args.fn(args)
-    except KeyedSQLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, not a traceback
+        if _DEBUG:
+            raise
+        text = str(exc) if isinstance(exc, _FileError) else _describe(exc)
+        print(f"error: {text}", file=sys.stderr)
         return 2
 
 

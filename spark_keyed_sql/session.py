@@ -15,13 +15,13 @@ from .runtime.base import Engine
 from .runtime.bulk import BulkEngine
 from .runtime.columns import parse_column_list, parse_order_list
 from .runtime.connect import CONNECT_BULK_STREAMS, is_connect
-from .runtime.failures import from_stream_failure
+from .runtime.failures import from_stream_failure, translating
 from .runtime.plan import KeyedPlan
 from .runtime.spec import FunctionSpec
 from .runtime.tws import TransformWithStateEngine
 from .runtime.udtf import make_table_function
 
-__all__ = ["KeyedSQL", "ROCKSDB_PROVIDER", "configure_session"]
+__all__ = ["KeyedSQL", "ROCKSDB_PROVIDER", "configure_session", "use_this_python"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -57,6 +57,54 @@ def _ship_by_value(cls: type) -> None:
 
 
 _SHIPPED: set[int] = set()
+_WORKER_IMPORTS = "import spark_keyed_sql, pandas, pyarrow"
+
+
+def _same_python(a: str, b: str) -> bool:
+    """Same interpreter *path* (not resolved: a venv's python links to the base one, which
+    does not see the venv's packages)."""
+    import shutil
+
+    found = shutil.which(a) or a
+    return os.path.abspath(found) == os.path.abspath(b)
+
+
+def _imports_package(python: str) -> bool:
+    import subprocess
+
+    try:
+        return subprocess.run([python, "-c", _WORKER_IMPORTS], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def use_this_python(spark: SparkSession) -> None:
+    """Spark's Python workers must import this package (and pandas, pyarrow). PySpark fixes
+    their interpreter when the SparkContext starts (``sc.pythonExec``: ``PYSPARK_PYTHON`` as it
+    was then, else ``python3`` from the PATH) and gives it to each Python function as it is
+    created, so a session the user started without the variable sends every keyed function to
+    an interpreter that cannot import it. On a local master the workers run on this machine:
+    when the interpreter was not chosen (or cannot import the package), the functions created
+    from here on use this one. On a cluster the executors' interpreter is the cluster's to
+    choose; the package itself is shipped (``_ship_package``)."""
+    sc = spark.sparkContext
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # for SparkContexts started later
+    current = getattr(sc, "pythonExec", None) or "python3"
+    if not (sc.master or "").startswith("local") or _same_python(current, sys.executable):
+        return
+    chosen = current != "python3" or bool(sc.getConf().get("spark.pyspark.python", None))
+    if chosen and _imports_package(current):
+        return
+    if chosen:
+        import warnings
+
+        warnings.warn(
+            f"Spark's Python workers were set to use {current}, which cannot import spark_keyed_sql, pandas and "
+            f"pyarrow; using {sys.executable} for them (set PYSPARK_PYTHON={sys.executable} before creating the "
+            "SparkSession to silence this)",
+            stacklevel=3,
+        )
+    sc.pythonExec = sys.executable
 
 
 def _package_zip() -> str:
@@ -96,9 +144,8 @@ class KeyedSQL:
         self.default_engine = engine
         self.functions: dict[str, FunctionSpec] = {}
         configure_session(spark)
-        python = os.environ.get("PYSPARK_PYTHON")
-        if python is None:
-            os.environ["PYSPARK_PYTHON"] = sys.executable
+        if not is_connect(spark):
+            use_this_python(spark)
         _ship_package(spark)
 
     # ------------------------------------------------------------------ registry
@@ -166,7 +213,7 @@ class KeyedSQL:
                 f"engine {name!r} runs streams per micro-batch and has no streaming DataFrame to return; "
                 "use engine='tws' with ks.apply, or a SQL statement with ks.start / ks.run"
             )
-        return eng.apply(df, plan)
+        return translating(eng.apply(df, plan))
 
     # ------------------------------------------------------------------ SQL
     def _rewrite(self, query: str, *, execute: bool, mode: str = "sql", checkpoint: str | None = None):
@@ -189,7 +236,7 @@ class KeyedSQL:
         ``EXPLAIN KEYED <query>`` returns a one-row DataFrame (column ``plan``)."""
         rw, explain = self._rewrite(query, execute=True)
         if rw is None:
-            return self.spark.sql(query)
+            return translating(self.spark.sql(query))  # a table-function call fails with our error too
         if explain:
             from .sql.explain import format_plan
 
@@ -197,7 +244,7 @@ class KeyedSQL:
         from pyspark.errors import AnalysisException, ParseException
 
         try:
-            return self.spark.sql(rw.final_sql)
+            return translating(self.spark.sql(rw.final_sql))
         except (AnalysisException, ParseException) as exc:
             from .sql.errors import KeyedQueryError
 
@@ -228,7 +275,7 @@ class KeyedSQL:
             raise
         if lock:
             _release_when_done(query_, lock)
-        return query_
+        return translating(query_)
 
     def run(self, query: str, checkpoint: str | None = None, output: str | None = None, *, progress=None) -> dict:
         """Incremental batch: process what is new in the file/table source since the last run
@@ -366,6 +413,8 @@ class KeyedSQL:
         """Rows readers see in ``output`` (a file sink's reader honours its _spark_metadata log)."""
         try:
             if _is_path(output):
+                if not _path_exists(self.spark, output):
+                    return 0  # not created yet (reading it would log a FileNotFoundException stack)
                 return self.spark.read.parquet(output).count()
             return self.spark.table(output).count()
         except Exception:  # noqa: BLE001 - output not created yet
@@ -658,6 +707,18 @@ def _has_commits(spark, checkpoint: str) -> bool:
     from .state.fs import CheckpointFS, join
 
     return any(not f.startswith(".") for f in CheckpointFS(spark).list(join(checkpoint, "commits")))
+
+
+def _path_exists(spark: SparkSession, path: str) -> bool:
+    """Through Spark's filesystem layer (any URI Spark accepts); True when it cannot ask."""
+    if is_connect(spark):
+        return True
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        p = jvm.org.apache.hadoop.fs.Path(path)
+        return bool(p.getFileSystem(spark._jsc.hadoopConfiguration()).exists(p))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - let the read itself decide
+        return True
 
 
 def _is_path(sink: str) -> bool:

@@ -246,3 +246,111 @@ def test_missing_argument_and_wrong_argument_type_name_function_key_row(spark, k
     with pytest.raises(Exception) as wrong:
         ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE needs_amount(user_id AS amount)").collect()
     assert "function 'needs_amount' failed for key" in str(wrong.value) and "TypeError" in str(wrong.value)
+
+
+def _line_of(cls, text: str) -> int:
+    """The file line of ``text`` in ``cls``'s source (the oracle for the user's frame)."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(cls)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_sql_actions_raise_user_function_error_with_users_frame(spark, ks, bad_df):
+    """ks.sql's DataFrame (and what is derived from it) raises our error, not pyspark's wrapper:
+    a short message with function, key, row and the user's own frame (file and line)."""
+    from pyspark.sql import DataFrame
+
+    ks.register("boom", Boom, returns="n bigint")
+    df = ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE boom(value)")
+    assert isinstance(df, DataFrame)
+    frame = f'{os.path.abspath(__file__)}", line {_line_of(Boom, "negative value")}, in execute'
+    for action in (df.collect, lambda: df.filter("n > 0").select("n").toPandas(), lambda: df.groupBy("user_id").count().count()):
+        with pytest.raises(UserFunctionError) as info:
+            action()
+        err = info.value
+        first, *rest = str(err).splitlines()
+        assert first == "function 'boom' failed for key 'u7' on row {'value': -3.5}: ValueError: negative value"
+        assert frame in str(err) and len(rest) <= 6, str(err)
+        assert err.function == "boom" and err.key == "'u7'" and frame in err.frames
+        assert err.spark_error is not None and err.__cause__ is None
+
+
+def test_sql_output_schema_error_is_top(spark, ks, bad_df):
+    ks.register("wrong_type", WrongType, returns="n bigint")
+    with pytest.raises(OutputSchemaError, match=r"function 'wrong_type' .* column 'n': expected BIGINT, got str") as info:
+        ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE wrong_type(value)").show()
+    assert len(str(info.value).splitlines()) == 1
+
+
+def test_tiny_input_runs_few_tasks_in_a_default_session(spark, ks_auto, bad_df):
+    """A user's session keeps spark.sql.shuffle.partitions = 200: the bulk engine (auto's batch
+    choice) leaves the count to adaptive execution, so three rows do not run 200 tasks."""
+    ks_auto.register("boom", Boom, returns="n bigint")
+    sc = spark.sparkContext
+    old = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    try:
+        sc.setJobGroup("ks-few-tasks", "tiny input")
+        rows = ks_auto.sql("SELECT * FROM bad_events WHERE value > 0 GROUP BY KEY user_id WITH STATE boom(value)").collect()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", old)
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert sorted((r["user_id"], r["n"]) for r in rows) == [("u1", 1), ("u2", 1)]
+    tracker = sc.statusTracker()
+    stages = [s for j in tracker.getJobIdsForGroup("ks-few-tasks") for s in (tracker.getJobInfo(j).stageIds if tracker.getJobInfo(j) else [])]
+    tasks = [tracker.getStageInfo(s).numTasks for s in stages if tracker.getStageInfo(s)]
+    assert tasks and max(tasks) <= 4, tasks
+
+
+def test_workers_interpreter_fixed_in_a_session_started_without_it(spark, monkeypatch):
+    """A local session started with PYSPARK_PYTHON pointing at an interpreter that cannot
+    import the package: KeyedSQL points the workers at this one and says so in one line."""
+    from spark_keyed_sql import KeyedSQL
+
+    sc = spark.sparkContext
+    bare = shutil.which("python3", path="/usr/bin:/bin") or "/nonexistent/python3"
+    monkeypatch.setattr(sc, "pythonExec", bare)
+    with pytest.warns(UserWarning) as warned:
+        KeyedSQL(spark)
+    assert sc.pythonExec == sys.executable
+    (w,) = [w for w in warned if "cannot import spark_keyed_sql" in str(w.message)]
+    assert f"set PYSPARK_PYTHON={sys.executable}" in str(w.message) and "\n" not in str(w.message)
+    monkeypatch.setattr(sc, "pythonExec", "python3")  # not chosen by the user: fixed silently
+    KeyedSQL(spark)
+    assert sc.pythonExec == sys.executable
+
+
+def test_nanosecond_parquet_gets_a_hint(spark, ks_auto, tmp_path):
+    import pandas as pd
+
+    ks_auto.register("boom", Boom, returns="n bigint")
+    path = tmp_path / "nanos.parquet"
+    pd.DataFrame({"user_id": ["u1"], "value": [1.0], "ts": pd.to_datetime(["2024-01-01 00:00:00.123456789"])}).to_parquet(path)
+    with pytest.raises(KeyedSQLError, match=r"PARQUET_TYPE_ILLEGAL.*coerce_timestamps='us'.*nanosAsLong=true"):
+        ks_auto.sql(f"SELECT * FROM parquet.`{path}` GROUP BY KEY user_id WITH STATE boom(value)")
+    # the remedy the hint gives works
+    pd.DataFrame({"user_id": ["u1"], "value": [1.0], "ts": pd.to_datetime(["2024-01-01 00:00:00.123456789"])}).to_parquet(
+        path, coerce_timestamps="us", allow_truncated_timestamps=True
+    )
+    rows = ks_auto.sql(f"SELECT * FROM parquet.`{path}` GROUP BY KEY user_id WITH STATE boom(value)").collect()
+    assert [(r["user_id"], r["n"]) for r in rows] == [("u1", 1)]
+
+
+def test_started_query_raises_user_function_error(spark, ks, tmp_path):
+    """ks.start's StreamingQuery (still a pyspark StreamingQuery) reports our error from
+    processAllAvailable / awaitTermination and exception()."""
+    from pyspark.sql.streaming import StreamingQuery
+
+    ks.register("boom", Boom, returns="n bigint")
+    src = tmp_path / "src"
+    spark.createDataFrame([("u1", 1.0), ("u7", -3.5)], "user_id string, value double").write.parquet(str(src))
+    q = ks.start(f"SELECT * FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE boom(value)",
+                 checkpoint=str(tmp_path / "ck"), sink=f"memory:boom_{ks.default_engine}")
+    assert isinstance(q, StreamingQuery)
+    try:
+        with pytest.raises(UserFunctionError, match=r"^function 'boom' failed for key 'u7' on row \{'value': -3\.5\}: ValueError"):
+            q.processAllAvailable()
+        assert isinstance(q.exception(), UserFunctionError)
+    finally:
+        q.stop()

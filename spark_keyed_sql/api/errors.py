@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+
 __all__ = [
     "KeyedSQLError",
     "RegistrationError",
@@ -13,6 +16,7 @@ __all__ = [
     "UserFunctionError",
     "StateAccessError",
     "JavaMissingError",
+    "user_frames",
 ]
 
 
@@ -48,17 +52,39 @@ class StateAccessError(KeyedSQLError):
     """Typed state was used outside `process` / `on_timer` / `on_initial_state`."""
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MAX_FRAMES = 6
+
+
+def user_frames(exc: BaseException) -> str:
+    """The frames of ``exc``'s traceback that are the user's own code (not this package's, not
+    PySpark's), as ``traceback`` prints them: what the user needs to find their bug, carried in
+    the error's message because Spark passes a worker's failure on as text."""
+    tb = exc.__traceback__
+    if tb is None:
+        return ""
+    frames = [
+        f
+        for f in traceback.extract_tb(tb)
+        if not os.path.abspath(f.filename).startswith(_PACKAGE) and f"{os.sep}pyspark{os.sep}" not in f.filename
+    ]
+    return "".join(traceback.format_list(frames[-_MAX_FRAMES:])).rstrip("\n")
+
+
 class UserFunctionError(KeyedSQLError):
-    """User code raised; the message names the function, the key and the input."""
+    """User code raised; the message names the function, the key and the input, followed by the
+    user's own frames of the traceback (file, line, code)."""
 
     def __init__(self, function: str, key: object, where: str, cause: BaseException):
         self.function = function
         self.key = key
         self.where = where
         self.cause = cause
+        self.frames = user_frames(cause)
+        text = "\n    ".join(str(cause).splitlines())  # continuation lines indented: one block of text
         super().__init__(
-            f"function '{function}' failed for key {key!r} on {where}: "
-            f"{type(cause).__name__}: {cause}"
+            f"function '{function}' failed for key {key!r} on {where}: {type(cause).__name__}: {text}"
+            + (f"\n{self.frames}" if self.frames else "")
         )
 
 

@@ -221,8 +221,11 @@ def combine(df: DataFrame, plan: KeyedPlan, state: DataFrame | None, initial: Da
     for p in parts[1:]:
         out = out.unionByName(p, allowMissingColumns=True)
     if plan.keyed:
-        n = plan.partitions or int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
-        return out.repartition(n, *plan.key_columns).sortWithinPartitions(*plan.key_columns, KIND)
+        if plan.partitions:
+            return out.repartition(plan.partitions, *plan.key_columns).sortWithinPartitions(*plan.key_columns, KIND)
+        # no count given: Spark's adaptive execution coalesces the shuffle to what the data
+        # needs (a handful of rows: one task, not spark.sql.shuffle.partitions = 200)
+        return out.repartition(*plan.key_columns).sortWithinPartitions(*plan.key_columns, KIND)
     return out.repartition(1).sortWithinPartitions(KIND)
 
 

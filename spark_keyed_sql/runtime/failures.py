@@ -1,20 +1,32 @@
-"""A failed streaming query, turned back into this project's own error.
+"""A failed Spark job or streaming query, turned back into this project's own error.
 
-Spark hands ``ks.run`` a ``StreamingQueryException`` whose text holds a Python traceback from
-an executor (or from the foreachBatch callback) and Java frames. What the user needs is in
-there — our error with its function, key and row, or the state store's load failure — so it is
-found and raised as our error type, with Spark's exception kept as its ``spark_error``
-attribute (not chained, so the user sees one clear message rather than pages of frames)."""
+Spark hands the driver a ``PythonException`` (a DataFrame action) or a
+``StreamingQueryException`` (``ks.run``, a query of ``ks.start``) whose text holds a Python
+traceback from an executor (or from the foreachBatch callback) and Java frames. What the user
+needs is in there — our error with its function, key, row and the user's own frames, or the
+state store's load failure — so it is found and raised as our error type, with Spark's
+exception kept as its ``spark_error`` attribute (not chained, so the user sees one clear
+message rather than pages of frames).
+
+``translating(obj)`` gives the DataFrames (and their writers, grouped data and streaming
+queries) that the project returns this translation: it switches the object to a subclass of
+its own class whose public methods turn such a failure into our error, and whose results of
+those kinds translate too, so ``ks.sql(...).filter(...).collect()`` raises
+``UserFunctionError``. The object stays an instance of its pyspark class."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
+import warnings
+from typing import Any, TypeVar
 
 from ..api import errors as api_errors
 from ..api.errors import KeyedSQLError, UserFunctionError
 from ..state.checkpoint import CheckpointError
 
-__all__ = ["from_stream_failure"]
+__all__ = ["from_spark_failure", "from_stream_failure", "translating"]
 
 _OURS = {
     name: cls
@@ -22,8 +34,10 @@ _OURS = {
     if isinstance(cls, type) and issubclass(cls, KeyedSQLError) and cls is not KeyedSQLError
 }
 _OURS["CheckpointError"] = CheckpointError
-_LINE = re.compile(r"(?:spark_keyed_sql\.[\w.]+\.)?\b(" + "|".join(sorted(_OURS)) + r"): (.+)")
-_USER = re.compile(r"function '(?P<function>[^']*)' failed for key (?P<key>.+?) on (?P<where>.+?): (?P<cause>\w+: .*)$")
+# our error's class name, then its message: a first line and the lines indented below it (the
+# user's frames, continuation lines of the cause's message)
+_LINE = re.compile(r"(?:spark_keyed_sql\.[\w.]+\.)?\b(" + "|".join(sorted(_OURS)) + r"): (.+(?:\n  .*)*)")
+_USER = re.compile(r"function '(?P<function>[^']*)' failed for key (?P<key>.+?) on (?P<where>.+?): (?P<cause>\w+: .*)$", re.M)
 
 
 def _texts(exc: BaseException) -> list[str]:
@@ -45,7 +59,8 @@ def _texts(exc: BaseException) -> list[str]:
     return out
 
 
-def from_stream_failure(exc: BaseException, checkpoint: str | None = None) -> BaseException:
+def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> BaseException:
+    """Our error carried in ``exc``'s text (``exc`` itself when there is none)."""
     cur: BaseException | None = exc
     for _ in range(10):  # raised in this process (e.g. a driver-side step): ours as it is
         if isinstance(cur, KeyedSQLError):
@@ -67,12 +82,96 @@ def from_stream_failure(exc: BaseException, checkpoint: str | None = None) -> Ba
     found = [m for t in texts for m in _LINE.finditer(t)]
     if not found:
         return exc
-    name, message = found[-1].group(1), found[-1].group(2).strip()
+    name, message = found[-1].group(1), found[-1].group(2).rstrip()
     cls = _OURS[name]
     err = cls.__new__(cls)
     Exception.__init__(err, message)
     if cls is UserFunctionError:
         m = _USER.match(message)
         err.function, err.key, err.where, err.cause = (m["function"], m["key"], m["where"], m["cause"]) if m else (None, None, None, None)
+        err.frames = "\n".join(line for line in message.splitlines()[1:] if line.startswith("  "))
     err.spark_error = exc  # type: ignore[attr-defined]
     return err
+
+
+from_stream_failure = from_spark_failure
+
+# pyspark classes whose objects the translation follows (classic and Spark Connect alike)
+_KINDS = {
+    "DataFrame", "GroupedData", "DataFrameWriter", "DataFrameWriterV2", "DataStreamWriter", "StreamingQuery",
+    "DataFrameNaFunctions", "DataFrameStatFunctions", "PandasCogroupedOps",
+}
+_CLASSES: dict[type, type] = {}
+T = TypeVar("T")
+
+
+def _wrap(fn: Any, name: str, query: bool) -> Any:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        held: list = []
+        try:
+            if name == "toPandas":
+                # toPandas warns with the whole worker traceback before it raises: held back,
+                # and shown unless the failure turns out to be ours
+                with warnings.catch_warnings(record=True) as held:
+                    warnings.simplefilter("always")
+                    out = fn(*args, **kwargs)
+            else:
+                out = fn(*args, **kwargs)
+        except KeyedSQLError:
+            raise
+        except Exception as exc:
+            ours = from_spark_failure(exc)
+            if ours is exc:
+                _reissue(held)
+                raise
+            raise ours from None
+        _reissue(held)
+        if query and name == "exception" and out is not None:
+            return from_spark_failure(out)  # StreamingQuery.exception(): ours when it is ours
+        return translating(out)
+
+    return call
+
+
+def _reissue(held: list | None) -> None:
+    for w in held or []:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _translating_class(base: type) -> type:
+    cls = _CLASSES.get(base)
+    if cls is None:
+        ns: dict[str, Any] = {"__slots__": () if "__slots__" in vars(base) else None, "_ks_translating": True}
+        if ns["__slots__"] is None:
+            del ns["__slots__"]
+        query = base.__name__ == "StreamingQuery"
+        for attr in dir(base):
+            if attr.startswith("_"):
+                continue
+            try:
+                raw = inspect.getattr_static(base, attr)
+            except AttributeError:
+                continue
+            if isinstance(raw, property) and raw.fget is not None:
+                ns[attr] = property(_wrap(raw.fget, attr, query))
+            elif inspect.isfunction(raw):
+                ns[attr] = _wrap(raw, attr, query)
+        cls = type(base.__name__, (base,), ns)
+        cls.__module__ = base.__module__
+        cls.__qualname__ = base.__qualname__
+        _CLASSES[base] = cls
+    return cls
+
+
+def translating(obj: T) -> T:
+    """``obj`` (a pyspark DataFrame, writer, grouped data or streaming query; anything else is
+    returned as it is) with failures that carry our error raised as our error."""
+    base = type(obj)
+    if getattr(base, "_ks_translating", False) or base.__name__ not in _KINDS or not base.__module__.startswith("pyspark."):
+        return obj
+    try:
+        obj.__class__ = _translating_class(base)
+    except TypeError:  # a layout Python cannot switch: untranslated, still correct
+        return obj
+    return obj

@@ -529,5 +529,7 @@ def rewrite(
 
 
 def _first_line(exc: Exception) -> str:
+    from .errors import spark_hint
+
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return spark_hint(text.splitlines()[0]) if text else type(exc).__name__

@@ -1,0 +1,93 @@
+"""The CLI answers every failure with one ``error:`` line (our errors add the user's frames
+below it), naming lines of the SQL file; ``--debug`` gives the full trace."""
+import textwrap
+
+import pytest
+
+from spark_keyed_sql import cli
+
+
+def _run(capsys, *argv):
+    rc = cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _position(text: str, needle: str, nth: int = 1) -> tuple[int, int]:
+    """1-based (line, column) of the nth ``needle`` in ``text``: the oracle for file positions."""
+    at = -1
+    for _ in range(nth):
+        at = text.index(needle, at + 1)
+    return text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+
+
+def test_statement_spans_give_file_lines():
+    text = "-- header\nCREATE VIEW v AS SELECT 1;\n\n  -- the query\n  SELECT *\n  FROM v; SELECT 2"
+    spans = cli.statement_spans(text)
+    assert [s for s, _, _ in spans] == cli.split_statements(text)
+    for stmt, line, col in spans:
+        first = next(line for line in stmt.splitlines() if not line.strip().startswith("--")).strip()
+        assert (line, col) == _position(text, first), stmt
+
+
+def test_missing_csv_is_one_line_naming_the_path(spark, tmp_path, capsys):
+    missing = tmp_path / "nope.csv"
+    sql = tmp_path / "q.sql"
+    sql.write_text(f"-- a view over a file that is not there\nCREATE OR REPLACE TEMP VIEW ev AS SELECT * FROM csv.`{missing}`;\nSELECT * FROM ev\n")
+    rc, out, err = _run(capsys, "run", str(sql))
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error: ") and str(missing) in err and "line 2" in err and "Traceback" not in err
+    with pytest.raises(Exception, match="PATH_NOT_FOUND"):
+        cli.main(["--debug", "run", str(sql)])
+    capsys.readouterr()
+
+
+def test_syntax_error_names_the_files_line(spark, tmp_path, capsys):
+    sql = tmp_path / "q.sql"
+    text = textwrap.dedent(
+        """\
+        -- views first
+        CREATE OR REPLACE TEMP VIEW ev AS
+          SELECT 'u1' AS user_id, 1.0D AS value;
+
+        SELECT user_id, c.n
+        FROM ev
+        GROUP BY KEY user_id
+        WITH STATE counter(value AS c ORDER BY value
+        """
+    )
+    sql.write_text(text)
+    rc, _, err = _run(capsys, "explain", str(sql))
+    line, _ = _position(text, "WITH STATE counter")
+    assert rc == 2 and len(err.strip().splitlines()) <= 3, err  # the line, and Spark-style pointer if any
+    assert err.startswith(f"error: {sql}, line {line}, column "), err
+
+
+def test_user_function_error_is_one_error_line_with_the_users_frame(spark, tmp_path, capsys, monkeypatch):
+    mod = tmp_path / "cli_err_functions.py"
+    mod.write_text(
+        "from spark_keyed_sql import StatefulFunction\n\n\n"
+        "class Buggy(StatefulFunction):\n"
+        "    def execute(self, event):\n"
+        "        return {'n': 1 // int(event['value'] + 3.5)}\n"
+    )
+    sql = tmp_path / "q.sql"
+    sql.write_text(
+        "-- udf: buggy = cli_err_functions:Buggy returns n bigint\n"
+        "CREATE OR REPLACE TEMP VIEW cli_err_ev AS\n"
+        "  SELECT * FROM VALUES ('u1', 1.0D), ('u7', -3.5D) AS t(user_id, value);\n"
+        "SELECT * FROM cli_err_ev GROUP BY KEY user_id WITH STATE buggy(value)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc, _, err = _run(capsys, "run", str(sql))
+    lines = err.strip().splitlines()
+    assert rc == 2 and [line for line in lines if line.startswith("error:")] == lines[:1], err
+    assert "function 'buggy' failed for key 'u7' on row {'value': -3.5}: ZeroDivisionError" in lines[0]
+    assert any(f'{mod}", line 6, in execute' in line for line in lines[1:]), err
+    assert all(line.startswith("  ") for line in lines[1:]) and len(lines) <= 8, err
+
+
+def test_unreadable_file_is_one_line(capsys, tmp_path):
+    rc, _, err = _run(capsys, "run", str(tmp_path / "missing.sql"))
+    assert rc == 2 and err.strip() == f"error: cannot read {tmp_path / 'missing.sql'}: No such file or directory"
