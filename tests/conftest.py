@@ -10,17 +10,34 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+import progress_lines as progress  # noqa: E402
+
 ENGINES = ["tws", "bulk"]
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "notyet(*engines, reason): the engine does not support what the test checks")
+    progress.install(config)
+
+
+_LONG_MODULES = ("tests/cluster/", "tests/crash/")  # minutes per test: a line per test too
+
+
+def pytest_collection_modifyitems(items):
+    progress.count_modules(item.nodeid for item in items)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """A line when each test module starts (how many tests, time so far); in the long
+    cluster / crash modules a line per test as well."""
+    progress.test_starts(nodeid, per_test=nodeid.startswith(_LONG_MODULES))
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from spark_keyed_sql.local import local_session
 
+    progress.note("starting the shared local SparkSession ...")
     s = local_session("spark-keyed-sql tests", warehouse=str(tmp_path_factory.mktemp("warehouse")))
     yield s
     s.stop()
