@@ -23,8 +23,8 @@ def pytest_configure(config):
 _LONG_MODULES = ("tests/cluster/", "tests/crash/")  # minutes per test: a line per test too
 
 
-def pytest_collection_modifyitems(items):
-    progress.count_modules(item.nodeid for item in items)
+def pytest_collection_finish(session):
+    progress.count_modules(item.nodeid for item in session.items)  # after -k / -m deselection
 
 
 def pytest_runtest_logstart(nodeid, location):
