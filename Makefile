@@ -34,7 +34,7 @@ NB_PORT ?= 8888
 notebooks: check-java $(STAMP)
 	$(PY) -m pip install -q -e '.[notebooks]'
 	@echo "JupyterLab: http://127.0.0.1:$(NB_PORT)/lab  (the token is in the URL JupyterLab prints below)"
-	PYSPARK_PYTHON=$(abspath $(PY)) $(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(NB_PORT) --ServerApp.port_retries=0 --notebook-dir=notebooks
+	PYSPARK_PYTHON=$(abspath $(PY)) $(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(NB_PORT) --ServerApp.port_retries=0 --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # re-execute the notebooks and save their outputs (tests/test_notebooks.py compares against them)
 notebooks-refresh: check-java $(STAMP)
