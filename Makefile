@@ -4,10 +4,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz
+.PHONY: demo test test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
 
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (PySpark 4.3 requires it), found " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -28,6 +28,17 @@ test: check-java $(STAMP)
 
 test-slow: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+# JupyterLab over notebooks/ with the `notebooks` extra (not run by CI); Ctrl-C stops it
+NB_PORT ?= 8888
+notebooks: check-java $(STAMP)
+	$(PY) -m pip install -q -e '.[notebooks]'
+	@echo "JupyterLab: http://127.0.0.1:$(NB_PORT)/lab  (the token is in the URL JupyterLab prints below)"
+	PYSPARK_PYTHON=$(abspath $(PY)) $(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(NB_PORT) --ServerApp.port_retries=0 --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# re-execute the notebooks and save their outputs (tests/test_notebooks.py compares against them)
+notebooks-refresh: check-java $(STAMP)
+	KS_NOTEBOOKS_REFRESH=1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/test_notebooks.py -k reproduces
 
 # the standalone-cluster and Spark Connect suites alone (make test runs them too)
 test-cluster: check-java $(STAMP)
@@ -55,4 +66,4 @@ bench-quick: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/run.py --quick --out bench-quick.md $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info

@@ -294,10 +294,20 @@ def cmd_state_unlock(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("spark-keyed-sql")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="spark-keyed-sql", description="Keyed, stateful Python functions in Spark SQL.")
     p.add_argument("--master", default=None, help="Spark master (default local[2]; e.g. spark://host:7077, or sc://host:15002 for Spark Connect)")
     p.add_argument("--debug", action="store_true", help="on failure, the full trace; and Spark's own log lines")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:

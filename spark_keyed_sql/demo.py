@@ -1,14 +1,24 @@
-"""`make demo`: a keyed-state job on the sample events shipped in sql_examples/data."""
+"""`make demo` / `python -m spark_keyed_sql.demo`: a keyed-state job on the sample events
+packaged with the library (spark_keyed_sql/data/events.csv, the same file as
+sql_examples/data/events.csv), so an installed wheel runs it too."""
 
 from __future__ import annotations
 
+import re
 import sys
+from contextlib import ExitStack
+from importlib.resources import as_file, files
 from pathlib import Path
 
 from .api.errors import JavaMissingError
 from .api.function import StatefulFunction
 
-DATA = Path(__file__).resolve().parents[1] / "sql_examples" / "data" / "events.csv"
+__all__ = ["UserSessionFunction", "main", "ENGINE_TEXT"]
+
+ENGINE_TEXT = {
+    "bulk": "bulk engine: many keys per Python call, state as Parquet snapshots",
+    "tws": "transformWithState engine, RocksDB state store",
+}
 
 
 class UserSessionFunction(StatefulFunction):
@@ -30,7 +40,12 @@ class UserSessionFunction(StatefulFunction):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    path = Path(argv[0]) if argv else DATA
+    with ExitStack() as stack:
+        path = Path(argv[0]) if argv else stack.enter_context(as_file(files("spark_keyed_sql") / "data" / "events.csv"))
+        return _demo(path)
+
+
+def _demo(path: Path) -> int:
     from . import KeyedSQL
     from .local import local_session
 
@@ -60,9 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         HAVING user_id = 'user_01'
         ORDER BY session_count
     """
-    print("GROUP BY KEY ... WITH STATE for user_01 (transformWithState engine, RocksDB state store):")
+    plan = ks.explain(query)
+    engine = re.search(r"on engine '(\w+)'", plan).group(1)  # the engine 'auto' chose
+    print(f"GROUP BY KEY ... WITH STATE for user_01 ({ENGINE_TEXT.get(engine, f'engine {engine!r}')}):")
     ks.sql(query).show(50, truncate=False)
-    print(ks.explain(query))
+    print(plan)
     spark.stop()
     return 0
 

@@ -107,12 +107,23 @@ def use_this_python(spark: SparkSession) -> None:
     sc.pythonExec = sys.executable
 
 
-def _package_zip() -> str:
+def _temp_dir(prefix: str) -> str:
+    """A temp directory removed when the process exits (not before: Spark's file server and
+    a running query may read it until then)."""
+    import atexit
     import shutil
     import tempfile
 
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def _package_zip() -> str:
+    import shutil
+
     package = os.path.dirname(os.path.abspath(__file__))
-    base = os.path.join(tempfile.mkdtemp(prefix="spark-keyed-sql-"), "spark_keyed_sql")
+    base = os.path.join(_temp_dir("spark-keyed-sql-"), "spark_keyed_sql")
     return shutil.make_archive(base, "zip", root_dir=os.path.dirname(package), base_dir="spark_keyed_sql")
 
 
@@ -373,9 +384,7 @@ class KeyedSQL:
             step = deferred[0]
             df, plan, renamed = step.deferred
             if not checkpoint:
-                import tempfile
-
-                checkpoint = tempfile.mkdtemp(prefix="spark-keyed-sql-")
+                checkpoint = _temp_dir("spark-keyed-sql-checkpoint-")
             final_sql = rw.final_sql
 
             def finish(out: DataFrame) -> DataFrame:

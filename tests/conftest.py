@@ -10,11 +10,27 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+import progress_lines as progress  # noqa: E402
+
 ENGINES = ["tws", "bulk"]
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "notyet(*engines, reason): the engine does not support what the test checks")
+    progress.install(config)
+
+
+_LONG_MODULES = ("tests/cluster/", "tests/crash/")  # minutes per test: a line per test too
+
+
+def pytest_collection_finish(session):
+    progress.count_modules(item.nodeid for item in session.items)  # after -k / -m deselection
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """A line when each test module starts (how many tests, time so far); in the long
+    cluster / crash modules a line per test as well."""
+    progress.test_starts(nodeid, per_test=nodeid.startswith(_LONG_MODULES))
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +45,7 @@ def spark(tmp_path_factory, viewfs_root):
 
     from spark_keyed_sql.local import local_session
 
+    progress.note("starting the shared local SparkSession ...")
     s = local_session(
         "spark-keyed-sql tests", warehouse=str(tmp_path_factory.mktemp("warehouse")), conf=mount_conf(viewfs_root)
     )

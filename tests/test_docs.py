@@ -5,9 +5,18 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from spark_keyed_sql.cli import build_parser, split_statements
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "sql.md"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_docs_dir():
+    """The docs name /tmp/spark-keyed-sql-docs in their examples; nothing is left there after."""
+    yield
+    shutil.rmtree("/tmp/spark-keyed-sql-docs", ignore_errors=True)
 
 
 def blocks(lang):

@@ -2,8 +2,10 @@
 engines and the table-function form, incremental ks.run (tws) with state carried, a ks.start
 stream into a memory sink, state read back, and what is refused (bulk streams). Prints JSON
 results for the test's oracle."""
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -31,6 +33,7 @@ def main(url: str, data: str) -> None:
     out["table_function"] = rows(ks.sql("SELECT user_id, n, total FROM running(TABLE(events), key => 'user_id', order_by => 'seq')"))
 
     work = tempfile.mkdtemp(prefix="ks-connect-")
+    atexit.register(shutil.rmtree, work, True)  # removed when this child exits
     src, cp, sink = f"{work}/src", f"{work}/cp", f"{work}/out"
     os.makedirs(src)
     run_sql = f"SELECT user_id, seq, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running(value) ORDER BY seq"

@@ -1,7 +1,9 @@
 """The SQL scenarios, run against a master given on the command line; prints JSON results
 for the test to compare with its oracle (and with local mode)."""
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -24,6 +26,8 @@ def main(master: str, data: str) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     ks = KeyedSQL(spark)
     ks.register("running", Running, returns="n bigint, total double")
+    work = tempfile.mkdtemp(prefix="ks-scen-")
+    atexit.register(shutil.rmtree, work, True)  # removed when this child exits
     out = {}
     # where executors import the package from (KeyedSQL ships it as a zip to a cluster)
     out["executor_package"] = spark.sparkContext.parallelize([0], 1).map(

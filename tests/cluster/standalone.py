@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -105,3 +106,5 @@ class StandaloneCluster:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=20)
+        shutil.rmtree(self.dir, ignore_errors=True)  # logs and executors' work dirs

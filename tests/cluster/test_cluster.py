@@ -14,6 +14,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import progress_lines as progress  # noqa: E402  (tests/ is on sys.path: conftest)
 from standalone import StandaloneCluster  # noqa: E402
 
 pytestmark = pytest.mark.cluster
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module")
 def cluster():
+    progress.note("starting a standalone cluster (master + 2 workers) ...")
     c = StandaloneCluster(workers=2).start()
     yield c
     c.stop()

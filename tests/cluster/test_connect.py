@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import progress_lines as progress
 import pytest
 from standalone import _free_port
 from test_cluster import make_data, oracle
@@ -27,6 +28,7 @@ def connect_url(tmp_path_factory):
     logs = tmp_path_factory.mktemp("connect-server")
     env = dict(os.environ, SPARK_LOG_DIR=str(logs), SPARK_PID_DIR=str(logs), SPARK_IDENT_STRING=f"ks{port}")
     script = block.replace("15002", str(port))
+    progress.note("starting a Spark Connect server ...")
     start = subprocess.run(["bash", "-ec", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert start.returncode == 0, start.stderr
     stop = script.split("\n")[0] + '\n"$SPARK_HOME/sbin/stop-connect-server.sh"\n'

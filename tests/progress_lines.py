@@ -1,0 +1,54 @@
+"""Progress lines on the terminal during `make test` (pytest -q shows only dots, and the
+cluster / Spark Connect modules run for minutes): a line when each test module starts, with
+the time since the session began, and lines from slow fixtures (cluster, Connect server)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable
+
+__all__ = ["install", "note", "count_modules", "test_starts"]
+
+_config = None
+_t0 = time.monotonic()
+_sizes: Counter[str] = Counter()
+_current = ""
+
+
+def install(config) -> None:
+    global _config, _t0
+    _config = config
+    _t0 = time.monotonic()
+
+
+def note(message: str) -> None:
+    """Write ``[ mm:ss] message`` on its own line, past pytest's output capture."""
+    # looked up here: at pytest_configure time the terminal reporter may not be registered yet
+    reporter = _config.pluginmanager.get_plugin("terminalreporter") if _config is not None else None
+    if reporter is None:
+        return
+    elapsed = int(time.monotonic() - _t0)
+    if reporter._tw.width_of_current_line:  # after -q's dots: start a new line
+        reporter._tw.line()
+    reporter.write_line(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {message}")
+
+
+def count_modules(nodeids: Iterable[str]) -> None:
+    _sizes.clear()
+    _sizes.update(n.split("::")[0] for n in nodeids)
+
+
+def test_starts(nodeid: str, per_test: bool) -> None:
+    """Under -q (make test), a line per module; without -v, a line per test of the long modules
+    (pytest itself names modules without -q, and tests with -v)."""
+    global _current
+    verbose = _config.option.verbose if _config is not None else 0
+    module = nodeid.split("::")[0]
+    if module != _current:
+        _current = module
+        n = _sizes[module]
+        if verbose < 0:
+            note(f"{module} ({n} test{'s' if n != 1 else ''})")
+    if per_test and verbose <= 0:
+        note(f"  {nodeid.split('::', 1)[-1]} ...")
