@@ -17,6 +17,7 @@ from spark_keyed_sql import KeyedSQL  # noqa: E402
 
 def main(master: str, data: str) -> None:
     work = tempfile.mkdtemp(prefix="ks-scen-")
+    atexit.register(shutil.rmtree, work, True)  # removed when this child exits
     # viewfs://ks/data/... is `work` (driver and workers share this disk), resolved by Spark's
     # file system layer on the driver and on the executors, never by Python's os
     spark = (SparkSession.builder.master(master).appName("ks cluster scenarios")
@@ -26,8 +27,6 @@ def main(master: str, data: str) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     ks = KeyedSQL(spark)
     ks.register("running", Running, returns="n bigint, total double")
-    work = tempfile.mkdtemp(prefix="ks-scen-")
-    atexit.register(shutil.rmtree, work, True)  # removed when this child exits
     out = {}
     # where executors import the package from (KeyedSQL ships it as a zip to a cluster)
     out["executor_package"] = spark.sparkContext.parallelize([0], 1).map(
