@@ -190,6 +190,8 @@ FORBIDDEN_OS = {"path", "listdir", "makedirs", "mkdir", "remove", "unlink", "ren
 ALLOWED = {
     ("session.py", "_package_zip"),  # zips this package to ship to executors
     ("session.py", "_launch"),  # a temporary checkpoint for a bulk stream given none (Spark does the same)
+    ("session.py", "_temp_dir"),  # the local temp dir behind _package_zip and _launch's temporary checkpoint
+    ("session.py", "_same_python"),  # compares interpreter paths (which python the workers run)
     ("cli.py", "read_sql_file"),  # the user's SQL file
     ("cli.py", "_load"),  # the SQL file's directory, to find its UDF modules
 }
