@@ -19,11 +19,10 @@ from .api.errors import (
     UnknownFunctionError,
     UserFunctionError,
 )
-from .runtime.migrate import MigrationError
-from .runtime.tester import KeyedTester
 from .session import KeyedSQL
 from .sql.errors import KeyedQueryError, KeyedSQLSyntaxError
-from .state.checkpoint import CheckpointError
+from .state.checkpoint import CheckpointError, MigrationError
+from .testing import KeyedTester
 
 __all__ = [
     "CheckpointError",

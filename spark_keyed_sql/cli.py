@@ -304,6 +304,8 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .engines import AUTO, engine_names
+
     p = argparse.ArgumentParser(prog="spark-keyed-sql", description="Keyed, stateful Python functions in Spark SQL.")
     p.add_argument("--master", default=None, help="Spark master (default local[2]; e.g. spark://host:7077, or sc://host:15002 for Spark Connect)")
     p.add_argument("--debug", action="store_true", help="on failure, the full trace; and Spark's own log lines")
@@ -314,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("file", help="a .sql file: statements separated by ';', the keyed query last")
         sp.add_argument("--udf", action="append", default=[], metavar="NAME=module:Class",
                         help="register a class as NAME (repeatable; '-- udf:' comments in the file do the same)")
-        sp.add_argument("--engine", default="auto", choices=["auto", "bulk", "tws"], help="execution engine (default auto)")
+        sp.add_argument("--engine", default=AUTO, choices=[AUTO, *engine_names()], help="execution engine (default auto)")
 
     run = sub.add_parser("run", help="run a SQL file; with --checkpoint/--output as an incremental batch (ks.run)")
     common(run)

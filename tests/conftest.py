@@ -12,7 +12,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import progress_lines as progress  # noqa: E402
 
-ENGINES = ["tws", "bulk"]
+from spark_keyed_sql.engines import ENGINES as REGISTRY  # noqa: E402
+
+ENGINES = sorted(REGISTRY)  # the engine matrix comes from the registry
 
 
 def pytest_configure(config):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from spark_keyed_sql import KeyedSQL
 from spark_keyed_sql.api.state import ListAccessor, MapAccessor, ValueAccessor
-from spark_keyed_sql.session import ENGINES
+from spark_keyed_sql.engines import ENGINES
 from spark_keyed_sql.sql.rewriter import KNOWN_OPTIONS, STREAMING_ONLY_OPTIONS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -96,11 +96,11 @@ def test_table_function_key_not_in_table(spark, ks, bad_df):
         spark.sql("SELECT * FROM boom(TABLE(bad_events), key => 'nokey')").collect()
 
 
-@pytest.mark.parametrize("path", ["tws", "table_function"])
+@pytest.mark.parametrize("path", ["apply", "table_function"])
 def test_user_exception_names_function_key_and_row(spark, ks, bad_df, path):
     ks.register("boom", Boom, returns="n bigint")
     with pytest.raises(Exception) as info:
-        if path == "tws":
+        if path == "apply":  # on the engine of the `ks` fixture
             ks.apply(bad_df, "boom", key="user_id").collect()
         else:
             spark.sql("SELECT * FROM boom(TABLE(bad_events), key => 'user_id')").collect()
@@ -117,13 +117,13 @@ def test_user_exception_in_tester_is_typed():
     assert isinstance(info.value.cause, ValueError)
 
 
-@pytest.mark.parametrize("path", ["tws", "table_function"])
+@pytest.mark.parametrize("path", ["apply", "table_function"])
 def test_output_not_matching_returns(spark, ks, bad_df, path):
     ks.register("wrong_keys", WrongKeys, returns="n bigint, m bigint")
     ks.register("wrong_type", WrongType, returns="n bigint")
     for name, pattern in (("wrong_keys", r"key\(s\) \['zzz'\] that are not columns"), ("wrong_type", r"column 'n': expected BIGINT, got str")):
         with pytest.raises(Exception) as info:
-            if path == "tws":
+            if path == "apply":
                 ks.apply(bad_df, name, key="user_id").collect()
             else:
                 spark.sql(f"SELECT * FROM {name}(TABLE(bad_events), key => 'user_id')").collect()

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from .context import KeyContext
 from .errors import SchemaError
-from .state import StateDescriptor
+from .state import StateDescriptor, StateKind
 from .types import SqlType, python_type_to_sql
 
 __all__ = [
@@ -71,9 +71,9 @@ class KeyedProcessor(_Keyed):
                 continue
             acc = getattr(self, name)
             v = state_row[name]
-            if desc.kind == "value":
+            if desc.kind is StateKind.VALUE:
                 acc.update(v)
-            elif desc.kind == "list":
+            elif desc.kind is StateKind.LIST:
                 acc.put(list(v))
             else:
                 for k, item in dict(v).items():

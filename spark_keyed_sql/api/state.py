@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from enum import Enum
 from typing import Any
 
 from .errors import StateAccessError
@@ -16,6 +17,7 @@ from .intervals import parse_interval_ms
 from .types import SqlType, StructType, coerce, parse_type, to_user
 
 __all__ = [
+    "StateKind",
     "StateDescriptor",
     "ValueState",
     "ListState",
@@ -27,10 +29,18 @@ __all__ = [
 ]
 
 
+class StateKind(str, Enum):
+    """The three kinds of typed state (the value is what a checkpoint's metadata records)."""
+
+    VALUE = "value"
+    LIST = "list"
+    MAP = "map"
+
+
 class StateDescriptor:
     """Common part of the three typed state declarations."""
 
-    kind: str = ""
+    kind: StateKind
 
     def __init__(self, ttl: str | int | None = None):
         self.ttl = ttl
@@ -64,7 +74,7 @@ class StateDescriptor:
 
 
 class ValueState(StateDescriptor):
-    kind = "value"
+    kind = StateKind.VALUE
 
     def __init__(self, type: str | SqlType, default: Any = None, ttl: str | int | None = None):
         super().__init__(ttl)
@@ -78,7 +88,7 @@ class ValueState(StateDescriptor):
 
 
 class ListState(StateDescriptor):
-    kind = "list"
+    kind = StateKind.LIST
 
     def __init__(self, type: str | SqlType, ttl: str | int | None = None):
         super().__init__(ttl)
@@ -86,7 +96,7 @@ class ListState(StateDescriptor):
 
 
 class MapState(StateDescriptor):
-    kind = "map"
+    kind = StateKind.MAP
 
     def __init__(self, key_type: str | SqlType, value_type: str | SqlType, ttl: str | int | None = None):
         super().__init__(ttl)
@@ -225,4 +235,4 @@ class MapAccessor(_Accessor):
         return iter([(k, self._out(v)) for k, v in self._sorted() if k is not None and lo <= k < hi])
 
 
-ACCESSORS = {"value": ValueAccessor, "list": ListAccessor, "map": MapAccessor}
+ACCESSORS = {StateKind.VALUE: ValueAccessor, StateKind.LIST: ListAccessor, StateKind.MAP: MapAccessor}

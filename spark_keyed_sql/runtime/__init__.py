@@ -1,8 +1,8 @@
-"""Engines behind one interface, the table-function adapter and KeyedTester."""
+"""Engine-neutral execution: the per-key runner, plans and registered function specs, output
+checking, fault points."""
 
 from .plan import KeyedPlan
 from .runner import KeyedRunner, OrderSpec
-from .spec import FunctionSpec
-from .tester import KeyedTester
+from .spec import FunctionKind, FunctionSpec
 
-__all__ = ["FunctionSpec", "KeyedPlan", "KeyedRunner", "KeyedTester", "OrderSpec"]
+__all__ = ["FunctionKind", "FunctionSpec", "KeyedPlan", "KeyedRunner", "OrderSpec"]

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["is_connect", "CONNECT_BULK_STREAMS"]
-
-CONNECT_BULK_STREAMS = (
-    "engine 'bulk' runs a stream through foreachBatch with its commit protocol (state snapshot, "
-    "idempotent output, commit file, checkpoint lock, timer pump) on the driver; Spark Connect runs "
-    "foreachBatch functions on the server, so that is not supported there. Use engine 'tws' "
-    "(engine 'auto' picks it on Spark Connect), or a classic SparkSession"
-)
+__all__ = ["is_connect"]
 
 
 def is_connect(spark: Any) -> bool:

@@ -1,27 +1,27 @@
 """Engine-neutral execution of one registered class, one key at a time.
 
-Every engine (transformWithState, the table function, KeyedTester) hands the runner a key,
-that key's rows and a ``KeyBinding`` (where the key's state lives); the runner does the rest:
+Every engine (bulk, transformWithState, the table function, KeyedTester) hands the runner a
+key, that key's rows and a ``KeyBinding`` (where the key's state lives); the runner does the rest:
 state in, user code, state out, output rows checked against ``returns``. Keeping this in one
 place is what makes the engines agree.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api.context import TimerService, from_epoch_ms
+from ..api.context import from_epoch_ms
 from ..api.errors import KeyedSQLError, OutputSchemaError, UserFunctionError
 from ..api.function import state_descriptors
-from ..api.state import ACCESSORS, StateDescriptor, StateStorage
+from ..api.state import ACCESSORS
 from ..state.attributes import AttributeLayout
+from ..state.binding import KeyBinding
 from ..state.encoding import loads
 from .output import Where, normalize_output, normalizer, resolve_where
-from .spec import FunctionSpec
+from .spec import FunctionKind, FunctionSpec
 
-__all__ = ["KeyBinding", "KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
+__all__ = ["KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
 
 
 @dataclass(frozen=True)
@@ -29,26 +29,6 @@ class OrderSpec:
     column: str
     ascending: bool = True
     nulls_first: bool | None = None  # Spark default: NULLS FIRST for ASC, NULLS LAST for DESC
-
-
-class KeyBinding(ABC):
-    """Where the current key's state lives, for one engine."""
-
-    @abstractmethod
-    def load_attributes(self) -> Any: ...
-    @abstractmethod
-    def save_attributes(self, row: tuple) -> None: ...
-    @abstractmethod
-    def clear_attributes(self) -> None: ...
-    @abstractmethod
-    def variable(self, desc: StateDescriptor) -> StateStorage: ...
-    @abstractmethod
-    def timers(self) -> TimerService: ...
-
-    def clear_timers(self) -> None:
-        ts = self.timers()
-        for ms in list(ts.list()):
-            ts.delete(ms)
 
 
 def user_key(values: tuple, keyed: bool) -> Any:
@@ -85,8 +65,8 @@ class KeyedRunner:
     def __post_init__(self) -> None:
         self.instance = self.spec.instantiate()
         self.ctx = self.instance.ctx
-        self.layout = AttributeLayout(self.instance) if self.spec.kind == "function" else None
-        self.descriptors = state_descriptors(self.spec.cls) if self.spec.kind == "processor" else {}
+        self.layout = AttributeLayout(self.instance) if self.spec.kind is FunctionKind.FUNCTION else None
+        self.descriptors = state_descriptors(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else {}
         self._normalize = normalizer(self.spec.returns)
 
     # ------------------------------------------------------------ per-key lifecycle

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from ..api.context import KeyContext
@@ -14,9 +15,17 @@ from ..api.intervals import parse_interval_ms
 from ..api.types import StructType, parse_schema
 from ..state.attributes import AttributeLayout
 
-__all__ = ["FunctionSpec"]
+__all__ = ["FunctionKind", "FunctionSpec"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class FunctionKind(str, Enum):
+    """A registered class: row at a time with attribute state, or group at a time with typed
+    state (the value is what a checkpoint's metadata records)."""
+
+    FUNCTION = "function"  # StatefulFunction
+    PROCESSOR = "processor"  # KeyedProcessor (and adapted pyspark StatefulProcessors)
 
 
 @dataclass
@@ -28,8 +37,8 @@ class FunctionSpec:
     ttl_ms: int | None = None
 
     @property
-    def kind(self) -> str:
-        return "function" if issubclass(self.cls, StatefulFunction) else "processor"
+    def kind(self) -> FunctionKind:
+        return FunctionKind.FUNCTION if issubclass(self.cls, StatefulFunction) else FunctionKind.PROCESSOR
 
     @property
     def has_timers(self) -> bool:
@@ -94,7 +103,7 @@ class FunctionSpec:
             typed_attributes(klass)
             state_descriptors(klass)
             inst = spec.instantiate()
-            if spec.kind == "function":
+            if spec.kind is FunctionKind.FUNCTION:
                 AttributeLayout(inst)
         except RegistrationError:
             raise

@@ -4,18 +4,22 @@ from .dialect import KeyedSpark
 from .errors import KeyedQueryError, KeyedSQLSyntaxError
 from .expressions import ExplainKeyed, KeyedGroup, KeyedOption
 from .parse import mentions_keyed_syntax, parse_statement, render
-from .rewriter import KeyedRewrite, rewrite
+from .rewriter import plan_statement
+from .statement import KeyedStatement, KeyedStep, RunMode, bind
 
 __all__ = [
     "ExplainKeyed",
     "KeyedGroup",
     "KeyedOption",
     "KeyedQueryError",
-    "KeyedRewrite",
+    "KeyedStatement",
+    "KeyedStep",
     "KeyedSQLSyntaxError",
     "KeyedSpark",
     "mentions_keyed_syntax",
     "parse_statement",
+    "RunMode",
+    "bind",
+    "plan_statement",
     "render",
-    "rewrite",
 ]

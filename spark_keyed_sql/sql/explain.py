@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from .rewriter import KeyedRewrite
+from .statement import KeyedStatement
 
 __all__ = ["format_plan"]
 
 
-def format_plan(rw: KeyedRewrite) -> str:
+def format_plan(rw: KeyedStatement) -> str:
     lines = ["== Keyed plan =="]
     for i, s in enumerate(rw.steps, 1):
         lines += [
-            f"[{i}] WITH STATE {s.function} ({s.class_name}) on engine '{s.engine}'"
+            f"[{i}] WITH STATE {s.function} ({s.class_name}) on engine '{s.engine.name}'"
             + (" (streaming source)" if s.streaming else " (batch source)"),
             f"    keys:      {', '.join(s.keys) or '(unkeyed: one global state)'}",
             f"    arguments: {', '.join(s.arguments) or '(none)'}",

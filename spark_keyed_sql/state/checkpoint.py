@@ -10,7 +10,7 @@ from typing import Any
 from ..api.errors import KeyedSQLError
 from .fs import CheckpointFS, join
 
-__all__ = ["METADATA_FILE", "write_metadata", "read_metadata", "check_compatible", "CheckpointError"]
+__all__ = ["METADATA_FILE", "write_metadata", "read_metadata", "check_compatible", "CheckpointError", "MigrationError"]
 
 METADATA_FILE = "spark_keyed_sql.json"
 VERSION = 1
@@ -18,6 +18,10 @@ VERSION = 1
 
 class CheckpointError(KeyedSQLError):
     """A checkpoint is missing, belongs to another query, or cannot be read."""
+
+
+class MigrationError(KeyedSQLError):
+    """State that cannot be moved as asked (the message says what and why)."""
 
 
 def write_metadata(checkpoint: str, operators: list[dict[str, Any]], spark: Any = None) -> None:
@@ -50,7 +54,8 @@ def read_metadata(checkpoint: str, spark: Any = None) -> dict[str, Any] | None:
 
 
 def check_compatible(checkpoint: str, operators: list[dict[str, Any]], spark: Any = None) -> None:
-    """Refuse a checkpoint whose recorded query differs in function or keys."""
+    """Refuse a checkpoint whose recorded query differs in function or keys (the engine is
+    checked by the query's launcher, which knows the engines)."""
     old = read_metadata(checkpoint, spark)
     if old is None:
         return
@@ -64,11 +69,3 @@ def check_compatible(checkpoint: str, operators: list[dict[str, Any]], spark: An
             f"checkpoint {checkpoint!r} belongs to another query ({was}); this query runs {now}. "
             "Use a new checkpoint, or migrate the state"
         )
-    for o, n in zip(old["operators"], operators):
-        was, now = o.get("engine", "tws"), n.get("engine", "tws")
-        if was != now:
-            hint = " (ks.migrate_state moves it into a new checkpoint on engine 'bulk')" if was == "tws" else ""
-            raise CheckpointError(
-                f"checkpoint {checkpoint!r} holds state of engine '{was}' for {o['function']}; this query runs on "
-                f"engine '{now}'. Run it with OPTIONS (engine = '{was}'){hint}"
-            )

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..api.errors import KeyedSQLError
 
-__all__ = ["CheckpointFS", "FSError", "join", "filesystem"]
+__all__ = ["CheckpointFS", "FSError", "join", "filesystem", "is_path", "temp_dir"]
 
 
 class FSError(KeyedSQLError):
@@ -290,3 +290,21 @@ class CheckpointFS:
 def filesystem(spark: Any = None) -> CheckpointFS:
     """A :class:`CheckpointFS` for ``spark`` (the active session when not given)."""
     return CheckpointFS(spark)
+
+
+def is_path(target: str) -> bool:
+    """A sink / output given as a path or URI (else a table name, ``console`` or ``memory:``)."""
+    return "/" in target or target.startswith(".") or "://" in target
+
+
+def temp_dir(prefix: str) -> str:
+    """A local temporary directory removed when the process exits (not before: Spark's file
+    server and a running query may read it until then). For things that are not the user's
+    checkpoints or outputs: the package zip shipped to executors, and the checkpoint of a
+    stream started without one (Spark gives those a temporary directory too)."""
+    import atexit
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path

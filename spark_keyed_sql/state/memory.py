@@ -1,23 +1,24 @@
-"""In-memory keyed state with processing-time TTL and timers: KeyedTester and the
-table-function form keep state here."""
+"""One key's state in memory: where the bulk engine, the table function and KeyedTester keep a
+key while it runs (TTL is applied above this, by ``binding.KeyBinding``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from ..api.state import StateDescriptor, StateStorage
+from ..api.state import StateDescriptor
+from .binding import Entry, KeyBinding, KeyStore, VariableStore
 
-__all__ = ["MemoryKeyState", "MemoryVariable", "MemoryTimers"]
-
-Clock = Callable[[], "int | None"]
+__all__ = ["MemoryKeyState", "MemoryKeyStore", "MemoryTimers", "memory_binding"]
 
 
 class MemoryKeyState:
-    """All typed state variables and timers of one key."""
+    """All state of one key: attribute row, typed variables and timers."""
+
+    __slots__ = ("vars", "timers", "attributes", "attributes_expire")
 
     def __init__(self) -> None:
-        self.vars: dict[str, Any] = {}  # name -> (value, expires_ms) | list[(v, exp)] | dict[k, (v, exp)]
+        self.vars: dict[str, Any] = {}  # name -> (value, expires) | list[(v, exp)] | dict[k, (v, exp)]
         self.timers: set[int] = set()
         self.attributes: tuple | None = None  # attribute-state row of a StatefulFunction
         self.attributes_expire: int | None = None
@@ -26,96 +27,51 @@ class MemoryKeyState:
         return not self.vars and not self.timers and self.attributes is None
 
 
-def _alive(exp: int | None, now: int | None) -> bool:
-    return exp is None or now is None or now < exp
+class _MemoryVariable(VariableStore):
+    __slots__ = ("ks", "name")
 
-
-class MemoryVariable(StateStorage):
-    def __init__(self, ks: MemoryKeyState, desc: StateDescriptor, clock: Clock):
-        self.ks, self.name, self.ttl, self.clock = ks, desc.name, desc.ttl_ms, clock
-
-    def _exp(self) -> int | None:
-        now = self.clock()
-        return None if self.ttl is None or now is None else now + self.ttl
-
-    def _raw(self) -> Any:
-        return self.ks.vars.get(self.name)
-
-    # value
-    def value_exists(self) -> bool:
-        e = self._raw()
-        if e is None:
-            return False
-        if not _alive(e[1], self.clock()):
-            self.ks.vars.pop(self.name, None)
-            return False
-        return True
-
-    def value_get(self) -> Any:
-        return self.ks.vars[self.name][0] if self.value_exists() else None
-
-    def value_set(self, v: Any) -> None:
-        self.ks.vars[self.name] = (v, self._exp())
+    def __init__(self, ks: MemoryKeyState, name: str):
+        self.ks, self.name = ks, name
 
     def clear(self) -> None:
         self.ks.vars.pop(self.name, None)
 
-    # list
-    def list_get(self) -> list[Any]:
-        now = self.clock()
-        items = [(v, e) for v, e in (self._raw() or []) if _alive(e, now)]
-        if items:
-            self.ks.vars[self.name] = items
-        else:
-            self.ks.vars.pop(self.name, None)
-        return [v for v, _ in items]
+    def get(self) -> Entry | None:
+        return self.ks.vars.get(self.name)
 
-    def list_append(self, vs: list[Any]) -> None:
-        exp = self._exp()
-        self.ks.vars.setdefault(self.name, [])
-        self.ks.vars[self.name] = [(v, e) for v, e in self.ks.vars[self.name] if _alive(e, self.clock())]
-        self.ks.vars[self.name].extend((v, exp) for v in vs)
+    def set(self, entry: Entry) -> None:
+        self.ks.vars[self.name] = entry
 
-    def list_put(self, vs: list[Any]) -> None:
-        exp = self._exp()
-        if vs:
-            self.ks.vars[self.name] = [(v, exp) for v in vs]
-        else:
-            self.clear()
+    def entries(self) -> list[Entry]:
+        return list(self.ks.vars.get(self.name) or ())
 
-    # map
-    def _map(self) -> dict:
-        now = self.clock()
-        m = self._raw() or {}
-        live = {k: ve for k, ve in m.items() if _alive(ve[1], now)}
-        if live:
-            self.ks.vars[self.name] = live
-        else:
-            self.ks.vars.pop(self.name, None)
-        return live
+    def put_entries(self, entries: list[Entry]) -> None:
+        self.ks.vars[self.name] = list(entries)
 
-    def map_get(self, k: Any) -> Any:
-        e = self._map().get(k)
-        return None if e is None else e[0]
+    def append_entries(self, entries: list[Entry]) -> None:
+        self.ks.vars.setdefault(self.name, []).extend(entries)
 
-    def map_contains(self, k: Any) -> bool:
-        return k in self._map()
+    def map_get(self, k: Any) -> Entry | None:
+        m = self.ks.vars.get(self.name)
+        return None if m is None else m.get(k)
 
-    def map_put(self, k: Any, v: Any) -> None:
-        self._map()
-        self.ks.vars.setdefault(self.name, {})[k] = (v, self._exp())
+    def map_put(self, k: Any, entry: Entry) -> None:
+        self.ks.vars.setdefault(self.name, {})[k] = entry
 
     def map_remove(self, k: Any) -> None:
-        m = self._map()
-        m.pop(k, None)
-        if not m:
-            self.ks.vars.pop(self.name, None)
+        m = self.ks.vars.get(self.name)
+        if m is not None:
+            m.pop(k, None)
+            if not m:
+                del self.ks.vars[self.name]
 
-    def map_items(self) -> list[tuple[Any, Any]]:
-        return [(k, ve[0]) for k, ve in self._map().items()]
+    def map_entries(self) -> list[tuple[Any, Entry]]:
+        return list((self.ks.vars.get(self.name) or {}).items())
 
 
 class MemoryTimers:
+    __slots__ = ("ks",)
+
     def __init__(self, ks: MemoryKeyState):
         self.ks = ks
 
@@ -127,3 +83,28 @@ class MemoryTimers:
 
     def list(self) -> list[int]:
         return sorted(self.ks.timers)
+
+
+class MemoryKeyStore(KeyStore):
+    def __init__(self, ks: MemoryKeyState):
+        self.ks = ks
+
+    def get_attributes(self) -> Entry | None:
+        return None if self.ks.attributes is None else (self.ks.attributes, self.ks.attributes_expire)
+
+    def set_attributes(self, row: tuple, expires: int | None) -> None:
+        self.ks.attributes, self.ks.attributes_expire = row, expires
+
+    def clear_attributes(self) -> None:
+        self.ks.attributes, self.ks.attributes_expire = None, None
+
+    def variable(self, desc: StateDescriptor) -> VariableStore:
+        return _MemoryVariable(self.ks, desc.name)
+
+    def timers(self) -> MemoryTimers:
+        return MemoryTimers(self.ks)
+
+
+def memory_binding(ks: MemoryKeyState, clock: Callable[[], int | None], attr_ttl_ms: int | None = None) -> KeyBinding:
+    """The runner's binding over one key's in-memory state."""
+    return KeyBinding(MemoryKeyStore(ks), clock, attr_ttl_ms)

@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_functions import Running  # noqa: E402
 
 from spark_keyed_sql import KeyedSQL  # noqa: E402
+from spark_keyed_sql.engines import engine_names  # noqa: E402
 
 
 def main(master: str, data: str) -> None:
@@ -33,13 +34,13 @@ def main(master: str, data: str) -> None:
         lambda _: __import__("spark_keyed_sql").__file__).collect()[0]
     spark.read.parquet(f"{data}/a").createOrReplaceTempView("events")
     sql = "SELECT user_id, seq, n, total FROM events GROUP BY KEY user_id WITH STATE running(value) ORDER BY seq"
-    out["batch_bulk"] = sorted(map(list, ks.sql(sql + " OPTIONS (engine = 'bulk')").collect()))
-    out["batch_tws"] = sorted(map(list, ks.sql(sql + " OPTIONS (engine = 'tws')").collect()))
+    for engine in engine_names():
+        out[f"batch_{engine}"] = sorted(map(list, ks.sql(sql + f" OPTIONS (engine = '{engine}')").collect()))
     # incremental runs: a then b, state carried in the checkpoint, for both engines; then the
     # bulk engine again with input, checkpoint and output on viewfs://
     src = f"{work}/src"
     os.makedirs(src)
-    for name, engine, base in (("bulk", "bulk", work), ("tws", "tws", work), ("viewfs", "bulk", "viewfs://ks/data")):
+    for name, engine, base in [*((e, e, work) for e in engine_names()), ("viewfs", "bulk", "viewfs://ks/data")]:
         cp, sink = f"{base}/cp_{name}", f"{base}/out_{name}"
         run_sql = (f"SELECT user_id, seq, n, total FROM parquet.`{base}/src` GROUP BY KEY user_id WITH STATE running(value) "
                    f"ORDER BY seq OPTIONS (engine = '{engine}')")

@@ -17,6 +17,8 @@ sys.path.insert(0, str(HERE))
 import progress_lines as progress  # noqa: E402  (tests/ is on sys.path: conftest)
 from standalone import StandaloneCluster  # noqa: E402
 
+from spark_keyed_sql.engines import engine_names  # noqa: E402
+
 pytestmark = pytest.mark.cluster
 
 
@@ -69,15 +71,15 @@ def test_sql_scenarios_on_standalone_cluster(cluster, tmp_path):
     assert ".zip" in got["executor_package"], got["executor_package"]  # shipped by KeyedSQL, not the venv
     batch_rows, _ = oracle(frames["a"])
     all_rows, all_state = oracle(pd.concat([frames["a"], frames["b"]]))
-    for engine in ("bulk", "tws"):
+    for engine in engine_names():
         assert got[f"batch_{engine}"] == batch_rows, engine
-    for name in ("bulk", "tws", "viewfs"):  # viewfs: bulk with input, checkpoint and output on viewfs://
+    for name in (*engine_names(), "viewfs"):  # viewfs: bulk with input, checkpoint and output on viewfs://
         assert got[f"run_{name}"] == all_rows, name
         assert got[f"state_{name}"] == all_state, name
     assert got["viewfs_on_disk"] == ["cp_viewfs", "out_viewfs"]  # through the mount, into its directory
 
 
-@pytest.mark.parametrize("engine", ["bulk", "tws"])
+@pytest.mark.parametrize("engine", engine_names())
 def test_worker_killed_mid_query_then_results_equal_the_oracle(cluster, tmp_path, engine):
     """SIGKILL one worker (its executor and Python workers with it) while the keyed run's tasks
     are running: Spark reschedules them on the other worker, and output and state still equal

@@ -16,6 +16,12 @@ PLANS = {
 START_PLANS = {"bulk": ["after_sink:2"], "tws": ["processing:10"]}
 
 
+def test_every_engine_has_a_crash_plan():
+    from spark_keyed_sql.engines import engine_names
+
+    assert sorted(PLANS) == sorted(START_PLANS) == engine_names()
+
+
 # enough files that the last planned kill still has a batch to land in whether a micro-batch
 # runs as one task (adaptive execution coalesces tiny batches) or one per shuffle partition
 @pytest.mark.parametrize("engine", sorted(PLANS))

@@ -19,6 +19,7 @@ from sage_patterns import CounterFunction, FeatureComputer, FlexibleFunction, Us
 from zoo import EventSessions, Ticker, TtlTyped, Typed, Whole
 
 from spark_keyed_sql import KeyedTester
+from spark_keyed_sql.engines import ENGINES
 from spark_keyed_sql.state.encoding import loads
 
 EXAMPLES = int(os.environ.get("KS_DIFF_EXAMPLES", "1"))
@@ -83,9 +84,28 @@ CASES = {
 }
 # what CI runs (make fuzz: KS_DIFF_ALL=1 runs every case on every path)
 CI_CASES = {"sage_sessions", "typed", "event_sessions", "whole"}
-CI_PATHS = {"tester", "sql_tws", "sql_bulk", "table_function", "run_bulk", "run_tws", "start_bulk"}
+# the engine x path matrix, fed from the engine registry: KeyedTester and the table function
+# once, a one-shot ks.sql (sql_<engine>), ks.run increments (run_<engine>) and ks.start
+# micro-batches (start_<engine>) on every engine
+ENGINE_PATHS = ("sql", "run", "start")
+PATHS = ["tester", "table_function"] + [f"{kind}_{e}" for kind in ENGINE_PATHS for e in sorted(ENGINES)]
 
-PATHS = ["tester", "sql_tws", "sql_bulk", "table_function", "run_tws", "run_bulk", "start_tws", "start_bulk"]
+
+def split_path(path: str) -> tuple[str, str | None]:
+    """'run_bulk' -> ('run', 'bulk'); 'tester' -> ('tester', None)."""
+    kind, _, engine = path.partition("_")
+    return (kind, engine) if kind in ENGINE_PATHS else (path, None)
+
+
+def unsupported(path: str) -> str | None:
+    """Why an engine cannot run a path at all (from its declared capabilities)."""
+    kind, engine = split_path(path)
+    if engine is None:
+        return None
+    caps = ENGINES[engine].capabilities
+    if kind in ("run", "start") and not (caps.streams_as_dataframe or caps.streams_per_batch):
+        return f"engine '{engine}' runs no streams"
+    return None
 
 
 def not_applicable(name: str, path: str) -> str | None:
@@ -230,7 +250,7 @@ def spark_one_shot(spark, ks, name: str, path: str, rows: list[dict]) -> list[tu
     spark.createDataFrame([(r["k"], r["n"], r["value"], r["ts"]) for r in rows], SCHEMA).createOrReplaceTempView(view)
     if path == "table_function":
         return row_tuples(spark.sql(f"SELECT * FROM {name}(TABLE({view}), key => 'k', order_by => 'ts, n')"))
-    return row_tuples(ks.sql(sql_text(name, view, path.split("_")[1])))
+    return row_tuples(ks.sql(sql_text(name, view, split_path(path)[1])))
 
 
 def spark_run(spark, ks, name: str, engine: str, batches: list[list[dict]], tmp) -> tuple[list[list], list, object]:
@@ -309,8 +329,11 @@ def pairs():
         for path in PATHS:
             marks = []
             reason = not_applicable(name, path)
+            missing = unsupported(path)
             if reason:
                 marks.append(pytest.mark.skip(reason=f"path does not apply: {reason}"))
+            elif missing:
+                marks.append(pytest.mark.skip(reason=f"not supported: {missing}"))
             elif not ALL and (name, path) not in CI_PAIRS:
                 marks.append(pytest.mark.skip(reason="not in CI's selection; make fuzz (KS_DIFF_ALL=1) runs it"))
             yield pytest.param(name, path, marks=marks, id=f"{name}-{path}")
@@ -370,11 +393,11 @@ def test_paths_agree(request, name, path, seed, tmp_path):
     spark = request.getfixturevalue("spark")
     ks = request.getfixturevalue("ks_auto")
     register(ks, name)
-    if path in ("sql_tws", "sql_bulk", "table_function"):
+    kind, engine = split_path(path)
+    if kind in ("sql", "table_function"):
         same_batches([spark_one_shot(spark, ks, name, path, everything)], [one_shot], path)
         return
-    engine = path.split("_")[1]
-    if path.startswith("run_"):
+    if kind == "run":
         got, state_rows = spark_run(spark, ks, name, engine, batches, tmp_path)
         same_batches(got, [*per_batch, []], path)  # the last run, without input, has nothing left to do
         assert state_of_spark(state_rows, case.keyed, final_state) == state_of_tester(inc_tester, case.keyed)

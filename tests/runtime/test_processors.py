@@ -5,8 +5,9 @@ from data import SCHEMA, by_key_in_ts_order, make_events
 from processors import LatestTransaction, Spend
 
 from spark_keyed_sql import KeyedTester
+from spark_keyed_sql.engines import engine_names
 
-PATHS = ["tws", "table_function"]
+PATHS = [*engine_names(), "table_function"]  # every engine (named explicitly), then the table-function form
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +21,8 @@ def tx(spark, ks_auto):
 
 
 def run(spark, ks_auto, path, df, name):
-    if path == "tws":
-        out = ks_auto.apply(df, name, key="user_id")
+    if path in engine_names():
+        out = ks_auto.apply(df, name, key="user_id", engine=path)
     else:
         out = spark.sql(f"SELECT * FROM {name}(TABLE(tx_events), key => 'user_id')")
     return sorted((tuple(r) for r in out.collect()), key=repr)

@@ -4,8 +4,10 @@ import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events
 from sage_patterns import CounterFunction, FeatureComputer, FlexibleFunction, UserSessionFunction, WindowAggregator
 
+from spark_keyed_sql.engines import engine_names
+
 N_KEYS = 10_000
-PATHS = ["tws", "bulk", "table_function"]
+PATHS = [*engine_names(), "table_function"]  # every engine, then the table-function form
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,7 @@ def events(spark, ks_auto):
 
 
 def run(spark, ks_auto, path, df, name):
-    if path in ("tws", "bulk"):
+    if path in engine_names():
         out = ks_auto.apply(df, name, key="user_id", order_by="ts", engine=path)
     else:
         out = spark.sql(f"SELECT * FROM {name}(TABLE(sage_events), key => 'user_id', order_by => 'ts')")

@@ -3,6 +3,7 @@ import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events, write_parquet
 
 from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql.engines import ENGINES
 from spark_keyed_sql.sql.errors import KeyedQueryError
 
 
@@ -36,7 +37,7 @@ def test_start_restart_from_checkpoint(spark, ks, tmp_path):
     write_parquet(spark, files[0], src)
     spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("live_events")
     sql = "SELECT user_id, s.n, s.total FROM live_events GROUP BY KEY user_id WITH STATE running_sum(value) AS s ORDER BY ts"
-    if ks.default_engine == "bulk":  # no streaming DataFrame: it runs per micro-batch
+    if not ENGINES[ks.default_engine].capabilities.streams_as_dataframe:  # it runs per micro-batch
         with pytest.raises(KeyedQueryError, match="ks.start / ks.run"):
             ks.sql(sql)
     else:
@@ -85,7 +86,7 @@ def test_run_over_a_batch_view_of_files(spark, ks, tmp_path):
     write_parquet(spark, files[0], src)
     spark.read.parquet(src).createOrReplaceTempView("files_view")
     sql = "SELECT user_id, s.n, s.total FROM files_view GROUP BY KEY user_id WITH STATE running_sum(value) AS s ORDER BY ts"
-    if ks.default_engine == "tws":
+    if not ENGINES[ks.default_engine].capabilities.ordered_stream_output:
         with pytest.raises(KeyedQueryError, match="ORDER BY after WITH STATE running_sum over a streaming source"):
             ks.run(sql + " ORDER BY user_id", checkpoint=cp, output=out)
     else:

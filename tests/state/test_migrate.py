@@ -3,8 +3,7 @@ state schema continues from the same input position (nothing re-read, nothing sk
 import pytest
 from data import by_key_in_ts_order, make_events, write_parquet
 
-from spark_keyed_sql import StatefulFunction
-from spark_keyed_sql.runtime.migrate import MigrationError
+from spark_keyed_sql import MigrationError, StatefulFunction
 from spark_keyed_sql.state.checkpoint import CheckpointError
 from spark_keyed_sql.state.snapshots import SnapshotStore
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ..api import errors as api_errors
 from ..api.errors import KeyedSQLError, UserFunctionError
-from ..state.checkpoint import CheckpointError
+from ..state.checkpoint import CheckpointError, MigrationError
 
 __all__ = ["from_spark_failure", "from_stream_failure", "translating"]
 
@@ -34,6 +34,7 @@ _OURS = {
     if isinstance(cls, type) and issubclass(cls, KeyedSQLError) and cls is not KeyedSQLError
 }
 _OURS["CheckpointError"] = CheckpointError
+_OURS["MigrationError"] = MigrationError
 # our error's class name, then its message: a first line and the lines indented below it (the
 # user's frames, continuation lines of the cause's message)
 _LINE = re.compile(r"(?:spark_keyed_sql\.[\w.]+\.)?\b(" + "|".join(sorted(_OURS)) + r"): (.+(?:\n  .*)*)")

@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..api.context import to_epoch_ms
-from ..api.errors import KeyedSQLError
-from ..api.function import state_descriptors
-from ..api.intervals import parse_interval_ms
-from ..api.types import to_user
-from ..state.memory import MemoryKeyState
-from .columns import parse_order_list
-from .memory_binding import MemoryBinding
-from .output import rows_as_dicts
-from .runner import KeyedRunner
-from .spec import FunctionSpec
+from .api.context import to_epoch_ms
+from .api.errors import KeyedSQLError
+from .api.function import state_descriptors
+from .api.intervals import parse_interval_ms
+from .api.state import StateKind
+from .api.types import to_user
+from .runtime.columns import parse_order_list
+from .runtime.output import rows_as_dicts
+from .runtime.runner import KeyedRunner
+from .runtime.spec import FunctionSpec
+from .state.binding import KeyBinding
+from .state.memory import MemoryKeyState, memory_binding
 
 __all__ = ["KeyedTester"]
 
@@ -62,9 +63,9 @@ class KeyedTester:
             self._runners[keyed] = KeyedRunner(self.spec, self._order, keyed)
         return self._runners[keyed]
 
-    def _binding(self, slot: Any) -> MemoryBinding:
+    def _binding(self, slot: Any) -> KeyBinding:
         ks = self._keys.setdefault(slot, MemoryKeyState())
-        return MemoryBinding(ks, lambda: self._processing_ms, self.spec.ttl_ms)
+        return memory_binding(ks, lambda: self._processing_ms, self.spec.ttl_ms)
 
     def _gc(self, slot: Any) -> None:
         ks = self._keys.get(slot)
@@ -117,10 +118,10 @@ class KeyedTester:
             out: dict[str, Any] = {}
             for name, d in state_descriptors(self.spec.cls).items():
                 st = binding.variable(d)
-                if d.kind == "value":
+                if d.kind is StateKind.VALUE:
                     if st.value_exists():
                         out[name] = to_user(st.value_get(), d.type)
-                elif d.kind == "list":
+                elif d.kind is StateKind.LIST:
                     items = st.list_get()
                     if items:
                         out[name] = [to_user(v, d.type) for v in items]

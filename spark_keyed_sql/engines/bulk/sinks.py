@@ -23,18 +23,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ..state.fs import CheckpointFS, join
-from .faults import crash_point
+from ...runtime.faults import crash_point
+from ...state.fs import CheckpointFS, is_path, join
 
-__all__ = ["write_batch", "is_path", "MEMORY_SINKS"]
+__all__ = ["write_batch", "MEMORY_SINKS"]
 
 # name -> {version: rows}; the memory sink keeps each version once
 MEMORY_SINKS: dict[str, dict[int, list[Any]]] = {}
 _lock = threading.Lock()
-
-
-def is_path(sink: str) -> bool:
-    return "/" in sink or sink.startswith(".") or "://" in sink
 
 
 def _prefix(fs: CheckpointFS, checkpoint: str, version: int) -> str:

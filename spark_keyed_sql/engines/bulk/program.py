@@ -1,4 +1,4 @@
-"""Engine: many keys per Python call.
+"""The bulk engine's Python pass: many keys per Python call.
 
 The input (and, across micro-batches, the previous state snapshot) is hash-partitioned by key
 and sorted by key, then handed to ``mapInArrow``: each Python call walks Arrow batches holding
@@ -13,8 +13,6 @@ time) or the batch's start (processing time), for every key holding state.
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,17 +21,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..api.context import to_epoch_ms
-from ..state.memory import MemoryKeyState
-from ..state.snapshots import KEY_PREFIX
-from .base import Engine, output_schema
-from .bulk_state import StateRowCodec
-from .faults import crash_point
-from .memory_binding import MemoryBinding
-from .plan import KeyedPlan
-from .runner import KeyedRunner, user_key
+from ...api.context import to_epoch_ms
+from ...runtime.faults import crash_point
+from ...runtime.plan import KeyedPlan
+from ...runtime.runner import KeyedRunner, user_key
+from ...state.memory import MemoryKeyState, memory_binding
+from ...state.snapshots import KEY_PREFIX
+from .state_row import StateRowCodec
 
-__all__ = ["BulkEngine", "BulkProgram", "combine", "KIND", "STATE", "INIT", "EVENT", "OUT", "STATS", "STATS_FIELDS", "step_schema"]
+__all__ = ["BulkProgram", "combine", "KIND", "STATE", "INIT", "EVENT", "OUT", "NEW_STATE", "STATS", "STATS_FIELDS", "step_schema"]
 
 KIND = "__ks_kind"
 STATE, INIT, EVENT = 0, 0, 1  # input kinds: a key's state (or initial state) row sorts before its events
@@ -118,7 +114,7 @@ class BulkProgram:
                 rows_out.append((NEW_STATE, *kv) + (None,) * (n_out - len(kv)) + tuple(state_row[c] for c in state_cols) + (None,) * len(STATS_FIELDS))
                 return
             stats["keys"] += 1
-            binding = MemoryBinding(ks, clock, plan.spec.ttl_ms)
+            binding = memory_binding(ks, clock, plan.spec.ttl_ms)
             if init_row is not None:
                 runner.initial_state(key, init_row, binding)
             if events:
@@ -227,18 +223,3 @@ def combine(df: DataFrame, plan: KeyedPlan, state: DataFrame | None, initial: Da
         # needs (a handful of rows: one task, not spark.sql.shuffle.partitions = 200)
         return out.repartition(*plan.key_columns).sortWithinPartitions(*plan.key_columns, KIND)
     return out.repartition(1).sortWithinPartitions(KIND)
-
-
-class BulkEngine(Engine):
-    name = "bulk"
-    streams_as_dataframe = False  # streaming runs per micro-batch (bulk_stream), not as one DataFrame
-
-    def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
-        schema = output_schema(df.schema, plan)
-        if df.isStreaming:
-            raise ValueError("internal: a streaming source runs through bulk_stream, not BulkEngine.apply")
-        shipped = dataclasses.replace(plan, initial_state=None)
-        # a one-shot batch has a processing time too (the query's, as Spark's batch has one):
-        # current_processing_time() and processing-time timers work as they do in the tester
-        program = BulkProgram(shipped, schema, now_ms=int(time.time() * 1000), has_initial=plan.initial_state is not None)
-        return combine(df, plan, None, plan.initial_state).mapInArrow(program, schema)

@@ -14,13 +14,13 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from ..api.function import state_descriptors
-from ..api.state import StateDescriptor
-from ..state.attributes import AttributeLayout
-from ..state.memory import MemoryKeyState
-from ..state.snapshots import STATE_PREFIX
-from ..state.spark_types import to_spark
-from .spec import FunctionSpec
+from ...api.function import state_descriptors
+from ...api.state import StateDescriptor, StateKind
+from ...runtime.spec import FunctionKind, FunctionSpec
+from ...state.attributes import AttributeLayout
+from ...state.memory import MemoryKeyState
+from ...state.snapshots import STATE_PREFIX
+from ...state.spark_types import to_spark
 
 __all__ = ["StateRowCodec", "STATE_PREFIX", "TIMERS", "HAS_ATTRS", "ATTRS_EXP"]
 
@@ -38,8 +38,8 @@ class StateRowCodec:
     spec: FunctionSpec
 
     def __post_init__(self) -> None:
-        self.layout = AttributeLayout(self.spec.instantiate()) if self.spec.kind == "function" else None
-        found = state_descriptors(self.spec.cls) if self.spec.kind == "processor" else {}
+        self.layout = AttributeLayout(self.spec.instantiate()) if self.spec.kind is FunctionKind.FUNCTION else None
+        found = state_descriptors(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else {}
         # by name: a class shipped by value to an executor may list its attributes in another order
         self.descriptors: dict[str, StateDescriptor] = {n: found[n] for n in sorted(found)}
         fields: list[T.StructField] = []
@@ -50,10 +50,10 @@ class StateRowCodec:
                 fields.append(T.StructField(ATTRS_EXP, T.LongType(), True))
         for name, d in self.descriptors.items():
             t = to_spark(d.type)
-            if d.kind == "value":
+            if d.kind is StateKind.VALUE:
                 fields.append(T.StructField(STATE_PREFIX + name, t, True))
                 exp_t: T.DataType = T.LongType()
-            elif d.kind == "list":
+            elif d.kind is StateKind.LIST:
                 fields.append(T.StructField(STATE_PREFIX + name, T.ArrayType(t, True), True))
                 exp_t = T.ArrayType(T.LongType(), True)
             else:
@@ -81,9 +81,9 @@ class StateRowCodec:
             if v is None:
                 continue
             e = row.get(_exp_col(name)) if d.ttl_ms is not None else None
-            if d.kind == "value":
+            if d.kind is StateKind.VALUE:
                 ks.vars[name] = (v, e)
-            elif d.kind == "list":
+            elif d.kind is StateKind.LIST:
                 ks.vars[name] = [(x, e[i] if e else None) for i, x in enumerate(v)]
             else:
                 exps = dict(e) if e else {}
@@ -105,9 +105,9 @@ class StateRowCodec:
                 out.append(ks.attributes_expire if has else None)
         for name, d in self.descriptors.items():
             raw = ks.vars.get(name)
-            if d.kind == "value":
+            if d.kind is StateKind.VALUE:
                 value, exp = (raw if raw is not None else (None, None))
-            elif d.kind == "list":
+            elif d.kind is StateKind.LIST:
                 value = [v for v, _ in raw] if raw else None
                 exp = [e for _, e in raw] if raw else None
             else:

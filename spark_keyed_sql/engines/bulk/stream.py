@@ -22,16 +22,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..state.fs import join
-from ..state.snapshots import SnapshotStore
-from .base import output_schema
-from .bulk import KEY_PREFIX, KIND, NEW_STATE, OUT, STATS, BulkProgram, combine, step_schema
-from .bulk_state import StateRowCodec
-from .faults import crash_point
-from .plan import KeyedPlan
-from .sinks import write_batch
+from ...api.errors import KeyedSQLError
+from ...api.intervals import parse_interval_ms
+from ...runtime.faults import crash_point
+from ...runtime.plan import KeyedPlan
+from ...state.fs import is_path, join, temp_dir
+from ...state.snapshots import SnapshotStore
+from ..base import StreamJob, StreamRun, output_schema
+from .layout import bulk_partitions
+from .program import KEY_PREFIX, KIND, NEW_STATE, OUT, STATS, BulkProgram, combine, step_schema
+from .sinks import MEMORY_SINKS, write_batch
+from .state_row import StateRowCodec
 
-__all__ = ["BulkStream"]
+__all__ = ["BulkStream", "BulkStreamRun"]
 
 
 class BulkStream:
@@ -49,8 +52,6 @@ class BulkStream:
         function: str,
         on_commit: Callable[[dict[str, Any]], None] | None = None,
     ):
-        from .migrate import bulk_partitions
-
         self.driver = driver
         plan = dataclasses.replace(plan, partitions=plan.partitions or bulk_partitions(checkpoint, driver))
         self.plan = plan
@@ -69,11 +70,7 @@ class BulkStream:
         n = len(plan.key_columns)
         self.step_schema = step_schema(self.out_schema, self.codec, n)
         self.snapshot_schema = T.StructType(self.step_schema.fields[1 : 1 + n] + self.codec.fields)
-        from .sinks import is_path
-
         if is_path(sink) and self.fs.is_dir(join(sink, "_spark_metadata")):
-            from ..api.errors import KeyedSQLError
-
             raise KeyedSQLError(
                 f"output {sink!r} was written by Spark's file sink (it has _spark_metadata), whose readers would hide "
                 "the files engine 'bulk' writes; give this query a new output directory"
@@ -83,8 +80,6 @@ class BulkStream:
             self.store.verify(latest.version)  # refuse a damaged checkpoint before Spark starts
         self._stage_initial_state()
         if sink.startswith("memory:"):  # queryable from the start, as Spark's memory sink is
-            from .sinks import MEMORY_SINKS
-
             MEMORY_SINKS.pop(sink.split(":", 1)[1], None)
             driver.createDataFrame([], self.finish(self._empty_output()).schema).createOrReplaceTempView(
                 sink.split(":", 1)[1]
@@ -215,3 +210,70 @@ class BulkStream:
         if self.on_commit is not None:
             self.on_commit(info | {"batch_id": version})
         return info
+
+
+class BulkStreamRun(StreamRun):
+    """A bulk stream: Spark's ``foreachBatch`` over the keyed step's source, each micro-batch a
+    :class:`BulkStream` step; ks.run's summary and the metrics come from the commit files."""
+
+    def __init__(self, job: StreamJob, query: Any, stream: BulkStream, version_before: int):
+        self.job, self.query, self.stream, self.version_before = job, query, stream, version_before
+
+    @classmethod
+    def start(cls, job: StreamJob) -> BulkStreamRun:
+        assert job.source is not None and job.plan is not None and job.view is not None
+        checkpoint = job.checkpoint or temp_dir("spark-keyed-sql-checkpoint-")
+        view, columns, final_sql = job.view, list(job.columns), job.final_sql
+
+        def finish(out: DataFrame) -> DataFrame:
+            out.selectExpr(*columns).createOrReplaceTempView(view)
+            return out.sparkSession.sql(final_sql)
+
+        stream = BulkStream(
+            job.spark, job.plan, job.source.schema, checkpoint, job.sink, finish, job.plan.spec.name, on_commit=job.progress
+        )
+        latest = stream.store.latest()
+        writer = job.source.writeStream.foreachBatch(stream).option("checkpointLocation", checkpoint)
+        if job.available_now:
+            writer = writer.trigger(availableNow=True)
+        elif job.trigger:
+            writer = writer.trigger(processingTime=job.trigger)
+        query = writer.start()
+        if not job.available_now and job.has_timers:
+            stream.pump_timers(query, parse_interval_ms(job.trigger) / 1000 if job.trigger else 1.0)
+        return cls(job, query, stream, -1 if latest is None else latest.version)
+
+    def wait(self) -> None:
+        q = self.query
+        while q.isActive:
+            q.awaitTermination(1)
+        if q.exception() is not None:
+            raise q.exception()
+        if self.job.has_timers:
+            self.stream.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
+
+    def _new_commits(self) -> list:
+        return [c for c in self.stream.store.commits() if c.version > self.version_before]
+
+    def summary(self) -> dict[str, Any]:
+        new = self._new_commits()
+        return {
+            "batches": sum(1 for c in new if c.info.get("input_rows")),
+            "input_rows": sum(c.info.get("input_rows", 0) for c in new),
+            "output_rows": sum(c.info.get("output_rows") or 0 for c in new),
+            "keys_touched": sum(c.info.get("keys_touched", 0) for c in new),
+            "late_rows": sum(c.info.get("late_rows", 0) for c in new),
+            "metrics": self.metrics(),
+        }
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "batch_id": c.version,
+                "function": c.info.get("function"),
+                "state_rows": c.info.get("state_rows"),
+                "rows_updated": c.info.get("keys_touched"),
+                "state_bytes": c.info.get("state_bytes"),
+            }
+            for c in self._new_commits()
+        ]

@@ -16,12 +16,11 @@ from pyspark.sql import types as T
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, OrderingColumn, PartitioningColumn
 
 from ..api.errors import SchemaError
-from ..state.memory import MemoryKeyState
+from ..runtime.columns import parse_column_list, parse_order_list, quote
+from ..runtime.runner import KeyedRunner, user_key
+from ..runtime.spec import FunctionSpec
+from ..state.memory import MemoryKeyState, memory_binding
 from ..state.spark_types import to_spark
-from .columns import parse_column_list, parse_order_list, quote
-from .memory_binding import MemoryBinding
-from .runner import KeyedRunner, user_key
-from .spec import FunctionSpec
 
 __all__ = ["make_table_function", "BUCKETS"]
 
@@ -91,7 +90,7 @@ def make_table_function(spec: FunctionSpec) -> type:
                 assert self.runner is not None and self.current is not None
                 kv, rows, self.buffer = self.current, self.buffer, []
                 state = MemoryKeyState()
-                binding = MemoryBinding(state, lambda: self.now_ms, None)
+                binding = memory_binding(state, lambda: self.now_ms, None)
                 key = user_key(kv, bool(self.keys))
                 for out in self.runner.process_key(key, rows, binding, self.now_ms):
                     yield (*kv, *out)

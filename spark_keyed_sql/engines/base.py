@@ -1,0 +1,201 @@
+"""The engine interface: what every execution engine offers, and what it declares it can do.
+
+An engine runs a registered function over a source DataFrame keyed by some of its columns
+(a :class:`~spark_keyed_sql.runtime.plan.KeyedPlan`):
+
+- ``apply``: a one-shot batch (state lives for the query) and, where the engine can, a stream
+  returned as a streaming DataFrame;
+- ``start_stream``: a streaming run for ``ks.start`` / ``ks.run``, returned as a
+  :class:`StreamRun` handle (wait, stop, progress, summary);
+- ``layout``: how it keeps state in a checkpoint (:class:`StateLayout`), which ``read_state``,
+  the change feed and ``migrate_state`` go through;
+- ``capabilities``: what it can and cannot do (:class:`Capabilities`); the rest of the project
+  asks these instead of an engine's name.
+
+The registry and the choice between engines are in ``engines/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from ..api.errors import SchemaError
+from ..runtime.plan import KeyedPlan
+from ..runtime.spec import FunctionSpec
+from ..state.checkpoint import MigrationError
+from ..state.spark_types import to_spark
+
+__all__ = [
+    "Capabilities",
+    "Engine",
+    "Position",
+    "StateLayout",
+    "StreamJob",
+    "StreamRun",
+    "output_schema",
+]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can run. Every flag defaults to the conservative answer."""
+
+    # a stream's keyed result is a streaming DataFrame (ks.sql / ks.apply over a stream)
+    streams_as_dataframe: bool = False
+    # runs a stream itself, one keyed step per micro-batch (ks.start / ks.run only)
+    streams_per_batch: bool = False
+    # event- and processing-time timers in a one-shot batch query (fired at end of input)
+    batch_timers: bool = False
+    # ks.start / ks.run from a Spark Connect client
+    streams_on_connect: bool = False
+    # several keyed steps (nested keyed selects) in one streaming statement
+    nested_streaming_steps: bool = False
+    # ORDER BY after WITH STATE over a stream (each micro-batch's output ordered)
+    ordered_stream_output: bool = False
+    # ks.migrate_state writes its checkpoint layout
+    migration_target: bool = False
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a checkpoint's state stands: its state version (batch id), Spark's last committed
+    micro-batch and the event-time watermark, for a migrated checkpoint to continue from."""
+
+    version: int
+    spark_batch: int | None
+    watermark_ms: int | None
+
+
+@dataclass
+class StreamJob:
+    """A planned statement to run as a stream (``ks.start`` / ``ks.run``).
+
+    ``final_sql`` is the whole statement as plain Spark SQL over the keyed steps' views. For an
+    engine that runs per micro-batch, ``source``/``plan`` are its keyed step, ``view`` the view
+    the statement reads the step's output from, and ``columns`` the select expressions that
+    turn the engine's output into that view."""
+
+    spark: SparkSession
+    final_sql: str
+    checkpoint: str | None
+    sink: str
+    trigger: str | None
+    available_now: bool
+    where: str  # "ks.start" / "ks.run", for messages
+    functions: list[str] = field(default_factory=list)  # the statement's keyed functions, in step order
+    has_timers: bool = False
+    source: DataFrame | None = None
+    plan: KeyedPlan | None = None
+    view: str | None = None
+    columns: list[str] = field(default_factory=list)
+    # called with a dict per committed batch (batch_id, input_rows, keys_touched, state_rows)
+    progress: Callable[[dict[str, Any]], None] | None = None
+
+
+class StreamRun(ABC):
+    """A running streaming query started for ``ks.start`` / ``ks.run``."""
+
+    query: Any  # pyspark StreamingQuery
+
+    @abstractmethod
+    def wait(self) -> None:
+        """Until an ``availableNow`` run has processed everything there is (raises Spark's
+        exception if the query failed)."""
+
+    def stop(self) -> None:
+        self.query.stop()
+
+    @abstractmethod
+    def summary(self) -> dict[str, Any]:
+        """``ks.run``'s result: batches, input_rows, output_rows, keys_touched, late_rows, metrics."""
+
+    @abstractmethod
+    def metrics(self) -> list[dict[str, Any]]:
+        """State size per committed batch: batch_id, function, state_rows, rows_updated, state_bytes."""
+
+
+class StateLayout(ABC):
+    """How an engine keeps keyed state in a checkpoint. ``op`` is the operator's record in the
+    checkpoint's metadata (None for a checkpoint written by plain Spark)."""
+
+    @abstractmethod
+    def read(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None) -> DataFrame:
+        """One row per key: key columns, one column per state variable / attribute, batch_id."""
+
+    @abstractmethod
+    def batch_range(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None) -> tuple[int, int]:
+        """The oldest and newest committed batch whose state the checkpoint keeps."""
+
+    @abstractmethod
+    def position(self, spark: SparkSession, checkpoint: str, op: dict) -> Position: ...
+
+    def timers(self, spark: SparkSession, checkpoint: str, op: dict, version: int) -> DataFrame | None:
+        """Key columns and ``timers`` (array of epoch ms) per key, or None when this layout's
+        timers cannot be read as a table."""
+        return None
+
+    def write(
+        self,
+        spark: SparkSession,
+        checkpoint: str,
+        op: dict,
+        target: FunctionSpec,
+        state: DataFrame,
+        timers: DataFrame | None,
+        position: Position,
+        partitions: int | None,
+        where: str,
+        before_commit: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Write ``state`` (read_state's columns, transformed) as ``target``'s committed state at
+        ``position`` into a new checkpoint (migration): check it against ``target`` first (a
+        refusal writes nothing), write it, call ``before_commit``, commit. Returns keys and
+        partitions written."""
+        raise MigrationError(f"{where}: this engine's checkpoint layout cannot be written by a migration")
+
+
+class Engine(ABC):
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    layout: StateLayout
+    # why its streams cannot run from a Spark Connect client (when streams_on_connect is False)
+    connect_note: ClassVar[str] = "its streams need a classic SparkSession"
+
+    @abstractmethod
+    def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
+        """Run ``plan`` over ``df``: a one-shot batch, or (``streams_as_dataframe``) a stream. The
+        result has the key columns, then the function's ``returns`` columns, then the plan's
+        pass-through columns."""
+
+    def start_stream(self, job: StreamJob) -> StreamRun:
+        """Start ``job`` as a streaming query. By default the statement is one streaming
+        DataFrame (its keyed steps bound with ``apply``) written to the sink."""
+        from .dataframe_stream import DataFrameStreamRun
+
+        return DataFrameStreamRun.start(job)
+
+
+def output_schema(source: T.StructType, plan: KeyedPlan) -> T.StructType:
+    by_name = {f.name: f for f in source.fields}
+    fields = [T.StructField(k, by_name[k].dataType, True) for k in plan.key_columns]
+    assert plan.spec.returns is not None
+    taken = {k.lower() for k in plan.key_columns}
+    for f in plan.spec.returns.fields:
+        if f.name.lower() in taken:
+            raise SchemaError(
+                f"function '{plan.spec.name}': returns column '{f.name}' has the same name as key column "
+                f"'{f.name}'; rename it in returns="
+            )
+        fields.append(T.StructField(f.name, to_spark(f.type), True))
+        taken.add(f.name.lower())
+    for c in plan.passthrough:
+        if c.lower() in taken:
+            raise SchemaError(f"function '{plan.spec.name}': pass-through column '{c}' clashes with an output column")
+        fields.append(T.StructField(c, by_name[c].dataType, True))
+    return T.StructType(fields)

@@ -1,0 +1,55 @@
+"""Engine ``bulk``: many keys per Python call (``mapInArrow`` over key-sorted partitions).
+
+A one-shot batch is one pass (``program.py``); a stream runs per micro-batch through
+``foreachBatch`` with state in versioned Parquet snapshots in the checkpoint (``stream.py``,
+``layout.py``), so it has no streaming DataFrame to return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from pyspark.sql import DataFrame
+
+from ...api.errors import SchemaError
+from ...runtime.plan import KeyedPlan
+from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
+from .layout import BulkLayout
+from .program import BulkProgram, combine
+from .stream import BulkStreamRun
+
+__all__ = ["BulkEngine"]
+
+
+class BulkEngine(Engine):
+    name = "bulk"
+    capabilities = Capabilities(
+        streams_per_batch=True,
+        batch_timers=True,
+        ordered_stream_output=True,
+        migration_target=True,
+    )
+    layout = BulkLayout()
+    connect_note = (
+        "engine 'bulk' runs a stream through foreachBatch with its commit protocol (state snapshot, "
+        "idempotent output, commit file, checkpoint lock, timer pump) on the driver; Spark Connect runs "
+        "foreachBatch functions on the server, so that is not supported there. Use engine 'tws' "
+        "(engine 'auto' picks it on Spark Connect), or a classic SparkSession"
+    )
+
+    def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
+        if df.isStreaming:
+            raise SchemaError(
+                f"engine {self.name!r} runs streams per micro-batch and has no streaming DataFrame to return; "
+                "use engine='tws' with ks.apply, or a SQL statement with ks.start / ks.run"
+            )
+        schema = output_schema(df.schema, plan)
+        shipped = dataclasses.replace(plan, initial_state=None)
+        # a one-shot batch has a processing time too (the query's, as Spark's batch has one):
+        # current_processing_time() and processing-time timers work as they do in the tester
+        program = BulkProgram(shipped, schema, now_ms=int(time.time() * 1000), has_initial=plan.initial_state is not None)
+        return combine(df, plan, None, plan.initial_state).mapInArrow(program, schema)
+
+    def start_stream(self, job: StreamJob) -> StreamRun:
+        return BulkStreamRun.start(job)

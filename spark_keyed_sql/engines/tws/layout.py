@@ -1,0 +1,121 @@
+"""How the transformWithState engine keeps state in a checkpoint: Spark's own state store
+(RocksDB), one Spark state variable per typed state variable, and a StatefulFunction's
+attributes as one ValueState ``attributes`` (a struct, one field per attribute). Read back with
+Spark's ``statestore`` and ``state-metadata`` readers, so Spark's own tools see the same."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ...runtime.spec import FunctionKind
+from ...state.checkpoint import CheckpointError, MigrationError
+from ...state.fs import CheckpointFS, join
+from ..base import Position, StateLayout
+
+__all__ = ["ATTRIBUTES_VAR", "EXPIRES", "TwsLayout"]
+
+ATTRIBUTES_VAR = "attributes"  # the ValueState holding a StatefulFunction's attributes
+EXPIRES = "__expires_ms"  # last field of a stored row with TTL: its expiry (epoch ms)
+
+
+def _unwrapper(names: list[str]):
+    """Stored element (``struct<value>`` for scalars, the struct itself otherwise, without the
+    expiry field) -> the user's value."""
+    if names == ["value"]:
+        return lambda x: x["value"]
+    return lambda x: F.struct(*[x[n].alias(n) for n in names])
+
+
+def _entry(vfn):
+    return lambda e: F.struct(e["key"]["value"].alias("key"), vfn(e["value"]).alias("value"))
+
+
+def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
+    try:
+        md = spark.read.format("state-metadata").load(checkpoint).collect()
+    except Exception as exc:  # noqa: BLE001 - Spark's message is kept, wrapped in ours
+        raise CheckpointError(f"checkpoint {checkpoint!r} has no readable state: {str(exc).splitlines()[0]}") from None
+    rows = [r for r in md if r.operatorId == op_index]
+    if not rows:
+        raise CheckpointError(f"checkpoint {checkpoint!r} holds no stateful operator {op_index} (nothing committed yet?)")
+    return rows[0]
+
+
+class TwsLayout(StateLayout):
+    def batch_range(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None) -> tuple[int, int]:
+        info = _operator_info(spark, checkpoint, op_index)
+        return info.minBatchId, info.maxBatchId
+
+    def read(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None) -> DataFrame:
+        info = _operator_info(spark, checkpoint, op_index)
+        batch = info.maxBatchId if batch_id is None else int(batch_id)
+        if not info.minBatchId <= batch <= info.maxBatchId:
+            raise CheckpointError(f"checkpoint {checkpoint!r} keeps batches {info.minBatchId}..{info.maxBatchId}; batch {batch} is not among them")
+        props = json.loads(info.operatorProperties)
+        variables = [v["stateName"] for v in props.get("stateVariables", [])]
+        kinds = {v["stateName"]: v["stateVariableType"] for v in props.get("stateVariables", [])}
+        key_names = op["keys"] if op else None
+
+        def load(var: str, flatten: bool = True) -> DataFrame:
+            reader = spark.read.format("statestore").option("operatorId", op_index).option("stateVarName", var).option("batchId", batch)
+            if not flatten:
+                reader = reader.option("flattenCollectionTypes", "false")
+            return reader.load(checkpoint)
+
+        frames: list[DataFrame] = []
+        for var in variables:
+            kind = kinds[var]
+            if kind == "ValueState":
+                df = load(var)
+                fields = [f.name for f in df.schema["value"].dataType.fields if f.name != EXPIRES]
+                if var == ATTRIBUTES_VAR and (op is None or op.get("kind") == FunctionKind.FUNCTION.value):
+                    cols = [F.col("value")[f].alias(f) for f in fields]
+                elif fields == ["value"]:
+                    cols = [F.col("value")["value"].alias(var)]
+                else:
+                    cols = [F.struct(*[F.col("value")[f].alias(f) for f in fields]).alias(var)]
+                frames.append(df.select("key", *cols))
+            elif kind == "ListState":
+                df = load(var, flatten=False)
+                elem = df.schema["list_value"].dataType.elementType
+                fn = _unwrapper([f.name for f in elem.fields if f.name != EXPIRES])
+                frames.append(df.select("key", F.transform("list_value", fn).alias(var)))
+            elif kind == "MapState":
+                df = load(var, flatten=False)
+                vtype = df.schema["map_value"].dataType.valueType
+                vfn = _unwrapper([f.name for f in vtype.fields if f.name != EXPIRES])
+                entries = F.transform(F.map_entries("map_value"), _entry(vfn))
+                frames.append(df.select("key", F.map_from_entries(entries).alias(var)))
+        if not frames:
+            raise CheckpointError(f"checkpoint {checkpoint!r}: operator {op_index} has no state variables")
+        out = frames[0]
+        for f in frames[1:]:
+            out = out.join(f, on="key", how="full_outer")
+        key_fields = out.schema["key"].dataType.fields
+        if key_names is None:
+            key_names = [f.name for f in key_fields]
+        key_cols: list[Any] = [] if op and not op["keys"] else [
+            F.col("key")[f.name].alias(n) for f, n in zip(key_fields, key_names)
+        ]
+        rest = [c for c in out.columns if c != "key"]
+        return out.select(*key_cols, *rest, F.lit(batch).cast("long").alias("batch_id"))
+
+    def position(self, spark: SparkSession, checkpoint: str, op: dict) -> Position:
+        """Spark's last committed micro-batch (its state is that batch's) and the watermark
+        its offset log recorded."""
+        fs = CheckpointFS(spark)
+        commits = [int(f) for f in fs.list(join(checkpoint, "commits")) if f.isdigit()]
+        if not commits:
+            raise MigrationError(f"checkpoint {checkpoint!r} holds no committed batch to migrate")
+        last = max(commits)
+        watermark = None
+        try:
+            meta = json.loads(fs.read_text(join(checkpoint, "offsets", str(last))).splitlines()[1])
+            watermark = meta.get("batchWatermarkMs") or None
+        except (OSError, ValueError, IndexError):
+            pass
+        return Position(last, last, watermark)

@@ -1,0 +1,215 @@
+"""The StatefulProcessor the transformWithState engine hands Spark: it runs the registered
+class through the engine-neutral runner, with the key's state in Spark's state variables.
+
+TTL is applied by the runner's binding, not by Spark: Spark's TTL needs the ProcessingTime
+time mode, under which an ``availableNow`` query never terminates. A stored row with TTL
+carries its expiry (epoch ms) as a last field (``EXPIRES``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timezone
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+from ...api.context import TimerService
+from ...api.state import StateDescriptor, StateKind
+from ...api.types import StructType
+from ...runtime.faults import crash_point
+from ...runtime.plan import KeyedPlan
+from ...runtime.runner import KeyedRunner, user_key
+from ...state.binding import Entry, KeyBinding, KeyStore, VariableStore
+from ...state.spark_types import scalar_wrap, to_spark
+from .layout import ATTRIBUTES_VAR, EXPIRES
+
+__all__ = ["KeyedStatefulProcessor"]
+
+
+def _with_expiry(schema: T.StructType) -> T.StructType:
+    return T.StructType(schema.fields + [T.StructField(EXPIRES, T.LongType(), True)])
+
+
+class _SparkVariable(VariableStore):
+    """One Spark state variable (scoped by Spark to the current key) as raw entries."""
+
+    def __init__(self, handle: StatefulProcessorHandle, desc: StateDescriptor):
+        self.struct = isinstance(desc.type, StructType)
+        self.ttl = desc.ttl_ms is not None
+        schema = scalar_wrap(desc.type)
+        self.width = len(schema.fields)
+        if self.ttl:
+            schema = _with_expiry(schema)
+        if desc.kind is StateKind.VALUE:
+            self.var = handle.getValueState(desc.name, schema)
+        elif desc.kind is StateKind.LIST:
+            self.var = handle.getListState(desc.name, schema)
+        else:
+            self.var = handle.getMapState(desc.name, scalar_wrap(desc.key_type), schema)  # type: ignore[attr-defined]
+
+    def _entry(self, row: Any) -> Entry:
+        value = tuple(row[: self.width]) if self.struct else row[0]
+        return value, (row[self.width] if self.ttl else None)
+
+    def _row(self, entry: Entry) -> tuple:
+        v, exp = entry
+        t = tuple(v) if self.struct else (v,)
+        return (*t, exp) if self.ttl else t
+
+    def clear(self) -> None:
+        self.var.clear()
+
+    def get(self) -> Entry | None:
+        return self._entry(self.var.get()) if self.var.exists() else None
+
+    def set(self, entry: Entry) -> None:
+        self.var.update(self._row(entry))
+
+    def entries(self) -> list[Entry]:
+        return [self._entry(r) for r in self.var.get()] if self.var.exists() else []
+
+    def put_entries(self, entries: list[Entry]) -> None:
+        self.var.put([self._row(e) for e in entries])
+
+    def append_entries(self, entries: list[Entry]) -> None:
+        self.var.appendList([self._row(e) for e in entries])
+
+    def map_get(self, k: Any) -> Entry | None:
+        return self._entry(self.var.getValue((k,))) if self.var.containsKey((k,)) else None
+
+    def map_put(self, k: Any, entry: Entry) -> None:
+        self.var.updateValue((k,), self._row(entry))
+
+    def map_remove(self, k: Any) -> None:
+        self.var.removeKey((k,))
+
+    def map_entries(self) -> list[tuple[Any, Entry]]:
+        if not self.var.exists():
+            return []
+        return [(kk[0], self._entry(vv)) for kk, vv in list(self.var.iterator())]
+
+
+class _SparkTimers(TimerService):
+    def __init__(self, handle: StatefulProcessorHandle, enabled: bool):
+        self.handle, self.enabled = handle, enabled
+
+    def _check(self) -> None:
+        if not self.enabled:
+            raise RuntimeError(
+                "timers need a streaming query with a time mode; this query runs without one "
+                "(define on_timer on the class, and run it as a streaming query)"
+            )
+
+    def register(self, ms: int) -> None:
+        self._check()
+        self.handle.registerTimer(int(ms))
+
+    def delete(self, ms: int) -> None:
+        self._check()
+        self.handle.deleteTimer(int(ms))
+
+    def list(self) -> list[int]:
+        if not self.enabled:
+            return []
+        return list(self.handle.listTimers())
+
+
+class _SparkKeyStore(KeyStore):
+    def __init__(self, proc: KeyedStatefulProcessor):
+        self.proc = proc
+        self.ttl = proc.plan.spec.ttl_ms is not None
+
+    def get_attributes(self) -> Entry | None:
+        v = self.proc.attr_var
+        if not v.exists():
+            return None
+        row = v.get()
+        return (row[:-1], row[-1]) if self.ttl else (row, None)
+
+    def set_attributes(self, row: tuple, expires: int | None) -> None:
+        self.proc.attr_var.update((*row, expires) if self.ttl else row)
+
+    def clear_attributes(self) -> None:
+        self.proc.attr_var.clear()
+
+    def variable(self, desc: StateDescriptor) -> VariableStore:
+        return self.proc.variables[desc.name]
+
+    def timers(self) -> TimerService:
+        return self.proc.timer_service
+
+
+class KeyedStatefulProcessor(StatefulProcessor):
+    def __init__(self, plan: KeyedPlan, time_mode: str, out_names: list[str], ts_columns: list[str]):
+        self.plan = plan
+        self.time_mode = time_mode
+        self.out_names = out_names
+        # row-based transformWithState gives tz-aware UTC datetimes; the other engines (and
+        # PySpark generally) give naive ones: normalise so every engine hands the same event
+        self.ts_columns = ts_columns
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed)
+        self.attr_var = None
+        self._batch_now: int | None = None
+        if self.runner.layout is not None:
+            schema = to_spark(self.runner.layout.schema)
+            if self.plan.spec.ttl_ms is not None:
+                schema = _with_expiry(schema)
+            self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
+        self.variables = {name: _SparkVariable(handle, d) for name, d in self.runner.descriptors.items()}
+        self.timer_service = _SparkTimers(handle, self.time_mode != "None")
+        self.binding = KeyBinding(_SparkKeyStore(self), self.now, self.plan.spec.ttl_ms)
+        self.OutRow = Row(*self.out_names)
+
+    def _emit(self, key_values: tuple, rows: list[Any]) -> Iterator[Row]:
+        kv = key_values if self.plan.keyed else ()
+        for r in rows:
+            yield self.OutRow(*kv, *r)
+
+    def now(self) -> int:
+        """Processing time for TTL: the batch's, or the wall clock without a time mode."""
+        return self._batch_now if self._batch_now is not None else int(time.time() * 1000)
+
+    def _times(self, timer_values: Any) -> tuple[int | None, int | None]:
+        p = timer_values.getCurrentProcessingTimeInMs()
+        w = timer_values.getCurrentWatermarkInMs()
+        self._batch_now = p if p >= 0 else None
+        return (p if p >= 0 else None, w if w >= 0 else None)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        crash_point("processing")
+        plan = self.plan
+        rows_ = [r.asDict() for r in rows]
+        for c in self.ts_columns:
+            for d in rows_:
+                v = d[c]
+                if v is not None and v.tzinfo is not None:
+                    d[c] = v.astimezone(timezone.utc).replace(tzinfo=None)
+        k = user_key(tuple(key), plan.keyed)
+        p, w = self._times(timerValues)
+        out = self.runner.process_key(
+            k, rows_, self.binding, p, w, event_map=list(zip(plan.event_names, plan.arg_columns)), passthrough=plan.passthrough
+        )
+        return self._emit(tuple(key), out)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
+        k = user_key(tuple(key), self.plan.keyed)
+        p, w = self._times(timerValues)
+        out = self.runner.fire_timer(k, expiredTimerInfo.getExpiryTimeInMs(), self.binding, p, w)
+        pad = (None,) * len(self.plan.passthrough)
+        return self._emit(tuple(key), [(*o, *pad) for o in out])
+
+    def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:
+        k = user_key(tuple(key), self.plan.keyed)
+        row = initialState.asDict(recursive=True)
+        for c in self.plan.key_columns:
+            row.pop(c, None)
+        self.runner.initial_state(k, row, self.binding)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,90 @@
+"""``ks.migrate_state``: rewrite a checkpoint's keyed state into a new checkpoint that continues
+from the same input position (Flink's State Processor "modify" role).
+
+The state is read as a table (``read_state``, through the layout of the engine that wrote
+it), optionally transformed with SQL over a view named ``state``, and written by the migration
+target engine's layout, which checks it against the target function's state (missing
+attributes take their ``__init__`` value, extra columns are refused, types are cast where the
+cast is lossless) and commits it at the source's last committed batch. Spark's own position
+files (offsets, commits, sources, metadata) are copied first, so the new checkpoint's next
+batch is the source checkpoint's next batch: nothing re-read, nothing skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from .engines import LEGACY_ENGINE, get_engine, migration_target
+from .engines.state_tables import read_state
+from .runtime.spec import FunctionSpec
+from .state.checkpoint import MigrationError, read_metadata, write_metadata
+from .state.fs import CheckpointFS, join
+
+__all__ = ["migrate_state", "MigrationError", "SPARK_POSITION_FILES"]
+
+SPARK_POSITION_FILES = ("offsets", "commits", "sources", "metadata")
+
+
+def migrate_state(
+    spark: SparkSession,
+    src: str,
+    dst: str,
+    target: FunctionSpec,
+    *,
+    function: str | None = None,
+    transform: str | None = None,
+    partitions: int | None = None,
+) -> dict[str, Any]:
+    fs = CheckpointFS(spark)
+    fs.probe(src)
+    fs.probe(dst, "destination checkpoint")
+    meta = read_metadata(src, spark)
+    if meta is None:
+        raise MigrationError(f"checkpoint {src!r} has no spark-keyed-sql metadata (was it written by ks.start / ks.run?)")
+    ops = meta["operators"]
+    if function is None and len(ops) > 1:
+        raise MigrationError(f"checkpoint {src!r} holds several functions {[o['function'] for o in ops]}; pass function=...")
+    op = next((o for o in ops if function is None or o["function"].lower() == function.lower()), None)
+    if op is None:
+        raise MigrationError(f"checkpoint {src!r} has no function {function!r}")
+    if fs.list(dst):
+        raise MigrationError(f"destination checkpoint {dst!r} is not empty; migrate into a new directory")
+    if partitions is not None and partitions < 1:
+        raise MigrationError(f"partitions must be a positive number, got {partitions}")
+    where = f"migrate_state({src!r} -> {dst!r}, function '{target.name}')"
+    source_layout = get_engine(op.get("engine") or LEGACY_ENGINE).layout
+    position = source_layout.position(spark, src, op)
+
+    state = read_state(spark, src, op["function"]).drop("batch_id")
+    timers = source_layout.timers(spark, src, op, position.version)
+    if timers is None and target.has_timers:
+        raise MigrationError(
+            f"{where}: {target.cls.__name__} uses timers, and timers registered in this checkpoint "
+            f"(engine '{op.get('engine') or LEGACY_ENGINE}') are not readable as a table; let them fire first, or "
+            "bootstrap a new query with INITIAL STATE FROM"
+        )
+    if transform:
+        state.createOrReplaceTempView("state")
+        state = spark.sql(transform)
+    lower = {c.lower() for c in state.columns}
+    missing_keys = [k for k in op["keys"] if k.lower() not in lower]
+    if missing_keys:
+        raise MigrationError(f"{where}: key column(s) {missing_keys} missing from the state (columns: {', '.join(state.columns)})")
+
+    # the state's files, then Spark's position files, then the state's commit and our metadata:
+    # a destination without a commit is not a checkpoint anyone continues from
+    def copy_positions() -> None:
+        for name in SPARK_POSITION_FILES:
+            if fs.exists(join(src, name)):
+                fs.copy(join(src, name), join(dst, name))
+
+    engine = migration_target()
+    fs.mkdirs(dst)
+    written = engine.layout.write(spark, dst, op, target, state, timers, position, partitions, where, copy_positions)
+    new_op = dict(op) | {"function": target.name, "engine": engine.name, "partitions": partitions,
+                         "class": f"{target.cls.__module__}.{target.cls.__qualname__}"}
+    write_metadata(dst, [new_op if o is op else o for o in ops], spark)
+    return {"keys": written["keys"], "batch_id": position.version, "spark_batch": position.spark_batch,
+            "partitions": written["partitions"]}

@@ -1,0 +1,113 @@
+"""Getting user code to Spark's Python workers: the interpreter they run, the user's classes
+(by value, so executors need not import the user's modules) and this package itself (on a
+cluster, whose executors may not have it installed)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from .runtime.connect import is_connect
+from .state.fs import temp_dir
+
+__all__ = ["ship_class", "ship_package", "use_this_python"]
+
+
+def ship_class(cls: type) -> None:
+    """Classes from a user's own modules (a test file, a notebook, a script next to the data)
+    are sent to executors by value, so executors need not be able to import those modules —
+    the class's own module and those of its base classes (a user class may extend another)."""
+    from pyspark import cloudpickle
+
+    for klass in cls.__mro__:
+        mod = sys.modules.get(klass.__module__)
+        if mod is None or klass.__module__ in ("__main__", "builtins"):
+            continue
+        path = getattr(mod, "__file__", None) or ""
+        if not path or "site-packages" in path or "dist-packages" in path or klass.__module__.startswith("spark_keyed_sql"):
+            continue
+        if path.startswith(sys.base_prefix) or path.startswith(sys.prefix):
+            continue  # the standard library
+        try:
+            cloudpickle.register_pickle_by_value(mod)
+        except (ValueError, TypeError):
+            pass
+
+
+_SHIPPED: set[int] = set()
+_WORKER_IMPORTS = "import spark_keyed_sql, pandas, pyarrow"
+
+
+def _same_python(a: str, b: str) -> bool:
+    """Same interpreter *path* (not resolved: a venv's python links to the base one, which
+    does not see the venv's packages)."""
+    import shutil
+
+    found = shutil.which(a) or a
+    return os.path.abspath(found) == os.path.abspath(b)
+
+
+def _imports_package(python: str) -> bool:
+    import subprocess
+
+    try:
+        return subprocess.run([python, "-c", _WORKER_IMPORTS], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def use_this_python(spark: SparkSession) -> None:
+    """Spark's Python workers must import this package (and pandas, pyarrow). PySpark fixes
+    their interpreter when the SparkContext starts (``sc.pythonExec``: ``PYSPARK_PYTHON`` as it
+    was then, else ``python3`` from the PATH) and gives it to each Python function as it is
+    created, so a session the user started without the variable sends every keyed function to
+    an interpreter that cannot import it. On a local master the workers run on this machine:
+    when the interpreter was not chosen (or cannot import the package), the functions created
+    from here on use this one. On a cluster the executors' interpreter is the cluster's to
+    choose; the package itself is shipped (``ship_package``)."""
+    sc = spark.sparkContext
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # for SparkContexts started later
+    current = getattr(sc, "pythonExec", None) or "python3"
+    if not (sc.master or "").startswith("local") or _same_python(current, sys.executable):
+        return
+    chosen = current != "python3" or bool(sc.getConf().get("spark.pyspark.python", None))
+    if chosen and _imports_package(current):
+        return
+    if chosen:
+        import warnings
+
+        warnings.warn(
+            f"Spark's Python workers were set to use {current}, which cannot import spark_keyed_sql, pandas and "
+            f"pyarrow; using {sys.executable} for them (set PYSPARK_PYTHON={sys.executable} before creating the "
+            "SparkSession to silence this)",
+            stacklevel=3,
+        )
+    sc.pythonExec = sys.executable
+
+
+def _package_zip() -> str:
+    import shutil
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    base = os.path.join(temp_dir("spark-keyed-sql-"), "spark_keyed_sql")
+    return shutil.make_archive(base, "zip", root_dir=os.path.dirname(package), base_dir="spark_keyed_sql")
+
+
+def ship_package(spark: SparkSession) -> None:
+    """On a cluster, executors may lack this package: send it as a zip, once per SparkContext
+    (``addPyFile``) or Spark Connect session (``addArtifacts``). Local masters share the driver's
+    interpreter and need nothing."""
+    if is_connect(spark):
+        if spark.conf.get("spark.master", "").startswith("local") or id(spark) in _SHIPPED:
+            return
+        spark.addArtifacts(_package_zip(), pyfile=True)
+        _SHIPPED.add(id(spark))
+        return
+    sc = spark.sparkContext
+    master = sc.master or ""
+    if master.startswith("local") or id(sc) in _SHIPPED:
+        return
+    sc.addPyFile(_package_zip())
+    _SHIPPED.add(id(sc))

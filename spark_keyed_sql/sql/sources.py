@@ -1,0 +1,150 @@
+"""The tables a keyed statement reads: ``keyed_state(...)`` table functions become views of the
+state reader, and under ks.start / ks.run file and catalog tables become streams."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
+
+from ..engines.state_tables import read_state, read_state_changes
+from .errors import KeyedQueryError
+
+__all__ = ["Sources", "file_source", "literal", "view_name"]
+
+_view_ids = itertools.count()
+
+
+def view_name(kind: str) -> str:
+    """A fresh internal temp view name (``__ks_<kind>_<n>``)."""
+    return f"__ks_{kind}_{next(_view_ids)}"
+
+
+def literal(e: exp.Expression) -> Any:
+    """A SQL literal's Python value (other expressions as their SQL text)."""
+    if isinstance(e, exp.Boolean):
+        return bool(e.this)
+    if isinstance(e, exp.Literal):
+        return e.this if e.is_string else (float(e.this) if "." in e.this else int(e.this))
+    return e.sql(dialect="spark")
+
+
+def _q(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+class Sources:
+    """The source tables of one statement (streams made once per table and statement)."""
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
+        self.stream_views: dict[str, str] = {}
+
+    def replace_keyed_state(self, tree: exp.Expression) -> None:
+        """``FROM keyed_state('<checkpoint>' [, '<function>' [, <batch id>]])`` (and
+        ``keyed_state_changes``) -> a temp view of the state reader."""
+        for table in list(tree.find_all(exp.Table)):
+            fn = table.this
+            name = str(fn.this).lower() if isinstance(fn, exp.Anonymous) else ""
+            if name not in ("keyed_state", "keyed_state_changes"):
+                continue
+            args = [literal(a) for a in fn.expressions]
+            if not args or not isinstance(args[0], str):
+                raise KeyedQueryError(
+                    f"{name} needs a checkpoint path: keyed_state('<checkpoint>' [, '<function>' [, batch_id]]) or "
+                    "keyed_state_changes('<checkpoint>' [, '<function>' [, from_batch [, to_batch]]])"
+                )
+            function = args[1] if len(args) > 1 and args[1] not in (None, "") else None
+            view = view_name("state")
+            if name == "keyed_state":
+                batch = int(args[2]) if len(args) > 2 else None
+                read_state(self.spark, args[0], function, batch).createOrReplaceTempView(view)
+            else:
+                lo = int(args[2]) if len(args) > 2 else None
+                hi = int(args[3]) if len(args) > 3 else None
+                read_state_changes(self.spark, args[0], function, lo, hi).createOrReplaceTempView(view)
+            table.set("this", _q(view))
+            if table.args.get("alias") is None:
+                table.set("alias", exp.TableAlias(this=_q(name)))
+
+    def streamify(self, base: exp.Select, max_files: Any = None) -> None:
+        """ks.start / ks.run: file and catalog tables of the source become streaming reads
+        (``max_files_per_trigger`` caps the files each micro-batch takes)."""
+        for table in list(base.find_all(exp.Table)):
+            fmt = table.db.lower() if table.db else ""
+            if fmt in ("parquet", "json", "csv", "orc") and not table.catalog:
+                path = table.name
+                view = self._file_stream(
+                    f"{fmt}:{path}:{max_files}", fmt, {}, lambda f=fmt, p=path: getattr(self.spark.read, f)(p).schema, path, max_files
+                )
+                alias = table.args.get("alias") or exp.TableAlias(this=_q(path.rsplit("/", 1)[-1] or "src"))
+            elif not table.db and self._is_temp_view(table.name):
+                batch = self.spark.table(table.name)
+                source = None if batch.isStreaming else file_source(batch)
+                if source is None:
+                    continue  # already a streaming temp view (or not a file source: refused later)
+                fmt, options, path = source
+                view = self._file_stream(
+                    f"view:{table.name.lower()}:{max_files}", fmt, options, lambda b=batch: b.schema, path, max_files
+                )
+                alias = table.args.get("alias") or exp.TableAlias(this=_q(table.name))
+            else:
+                view = view_name("stream")
+                self.spark.readStream.table(table.sql(dialect="spark")).createOrReplaceTempView(view)
+                alias = table.args.get("alias") or exp.TableAlias(this=_q(table.name))
+            table.replace(exp.Table(this=_q(view), alias=alias))
+
+    def _file_stream(self, key: str, fmt: str, options: dict[str, str], schema: Any, path: str, max_files: Any) -> str:
+        """A streaming temp view over ``path``'s files (made once per key): ``schema()`` gives
+        the schema, ``max_files`` caps the files each micro-batch takes."""
+        if key not in self.stream_views:
+            reader = self.spark.readStream.format(fmt).options(**options).schema(schema())
+            if max_files is not None:
+                reader = reader.option("maxFilesPerTrigger", int(max_files))
+            view = view_name("stream")
+            reader.load(path).createOrReplaceTempView(view)
+            self.stream_views[key] = view
+        return self.stream_views[key]
+
+    def _is_temp_view(self, name: str) -> bool:
+        try:
+            return any(t.name.lower() == name.lower() and t.isTemporary for t in self.spark.catalog.listTables())
+        except Exception:  # noqa: BLE001 - catalog listing failures just mean "not a temp view"
+            return False
+
+
+def file_source(df: DataFrame) -> tuple[str, dict[str, str], str] | None:
+    """A batch DataFrame that is exactly one file relation (e.g. a view made by ``CREATE
+    TEMPORARY VIEW v USING csv OPTIONS (path ...)`` or ``spark.read.csv(path)``): its format,
+    reader options and path, so ks.start / ks.run can read the same files as a stream."""
+    try:
+        node = df._jdf.queryExecution().analyzed()
+        while node.children().size() == 1 and node.getClass().getSimpleName() in ("SubqueryAlias", "View", "Project"):
+            node = node.children().head()
+        if node.getClass().getSimpleName() != "LogicalRelation":
+            return None
+        rel = node.relation()
+        if rel.getClass().getSimpleName() != "HadoopFsRelation" or rel.location().rootPaths().size() != 1:
+            return None
+        fmt = rel.fileFormat().shortName()
+        opts = rel.options()
+        options = {k: opts.apply(k) for k in _scala_keys(opts) if k.lower() not in ("path", "paths", "inferschema")}
+        root = rel.location().rootPaths().head()
+        conf = df.sparkSession._jsc.hadoopConfiguration()
+        if root.getFileSystem(conf).getFileStatus(root).isFile():
+            # one file: Spark streams only directories, so stream its directory filtered to it
+            options["pathGlobFilter"] = "".join("\\" + c if c in "[]{}*?\\" else c for c in root.getName())
+            return fmt, options, root.getParent().toString()
+        return fmt, options, root.toString()
+    except Exception:  # noqa: BLE001 - any other plan shape (or Spark Connect): not a plain file source
+        return None
+
+
+def _scala_keys(scala_map: Any) -> list[str]:
+    it = scala_map.keys().iterator()
+    out = []
+    while it.hasNext():
+        out.append(str(it.next()))
+    return out

@@ -1,0 +1,85 @@
+"""What the rewriter makes of a keyed statement: its keyed steps (one per keyed SELECT) and the
+plain Spark SQL that reads their results; and how a step's result becomes the view that SQL
+reads (``bind``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from ..engines import ENGINES, Engine, output_schema
+from ..runtime.plan import KeyedPlan
+from .errors import KeyedQueryError
+
+__all__ = ["KeyedStatement", "KeyedStep", "RunMode", "bind"]
+
+
+class RunMode(str, Enum):
+    """How a statement is run: ``SQL`` by ks.sql / ks.explain (its result is a DataFrame, batch
+    or streaming), ``STREAM`` by ks.start / ks.run (the project starts the streaming query)."""
+
+    SQL = "sql"
+    STREAM = "stream"
+
+
+@dataclass
+class KeyedStep:
+    """One keyed SELECT, as the rewriter planned it (what EXPLAIN KEYED shows)."""
+
+    function: str
+    class_name: str
+    keys: list[str]  # rendered "expr AS name"
+    arguments: list[str]
+    order: list[str]
+    options: dict[str, Any]
+    engine: Engine
+    source_sql: str
+    outer_sql: str
+    view: str  # the temp view the statement reads the step's result from
+    streaming: bool
+    source: DataFrame  # the keyed source: internal columns __ks_k<i>, __ks_a<i>, __ks_o<i>, ...
+    plan: KeyedPlan
+    columns: list[str]  # select expressions: engine output -> the view's columns
+    passthrough: list[str] = field(default_factory=list)
+    key_names: list[str] = field(default_factory=list)
+    # the INITIAL STATE FROM source as written (a checkpoint records what seeded it)
+    initial_source: str | None = None
+    # bound as a placeholder: the engine runs this step per micro-batch under ks.start / ks.run
+    per_batch: bool = False
+
+    @property
+    def bootstrapped(self) -> bool:
+        return self.initial_source is not None
+
+
+@dataclass
+class KeyedStatement:
+    final_sql: str
+    steps: list[KeyedStep]
+
+    @property
+    def per_batch_steps(self) -> list[KeyedStep]:
+        return [s for s in self.steps if s.per_batch]
+
+
+def bind(step: KeyedStep, mode: RunMode) -> None:
+    """Make ``step``'s result the view ``step.view``: the engine's (lazy) DataFrame, or, for a
+    stream on an engine that runs per micro-batch, an empty placeholder with the same columns
+    that the engine's streaming run replaces batch by batch."""
+    engine = step.engine
+    if step.streaming and not engine.capabilities.streams_as_dataframe:
+        if mode is not RunMode.STREAM:
+            others = [e.name for e in ENGINES.values() if e.capabilities.streams_as_dataframe]
+            raise KeyedQueryError(
+                f"WITH STATE {step.function}: engine '{engine.name}' runs a streaming source per micro-batch, so it has "
+                f"no streaming DataFrame to return; run the statement with ks.start / ks.run, or use engine "
+                f"{' or '.join(repr(o) for o in others)}"
+            )
+        out = step.source.sparkSession.createDataFrame([], output_schema(step.source.schema, step.plan))
+        step.per_batch = True
+    else:
+        out = engine.apply(step.source, step.plan)
+    out.selectExpr(*step.columns).createOrReplaceTempView(step.view)

@@ -1,0 +1,145 @@
+"""What a streaming query records in its checkpoint beside Spark's own files, and what it checks
+there before it runs: the checkpoint is given once, belongs to this query (function, keys,
+engine), and INITIAL STATE FROM seeds it once."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from ..api.errors import SchemaError
+from ..api.function import state_descriptors
+from ..engines import LEGACY_ENGINE, migration_target
+from ..runtime.spec import FunctionKind, FunctionSpec
+from ..sql.statement import KeyedStatement, KeyedStep
+from ..state.attributes import AttributeLayout
+from ..state.checkpoint import CheckpointError, check_compatible, read_metadata, write_metadata
+from ..state.fs import CheckpointFS, join
+
+__all__ = ["checkpoint_in_sql", "engine_of", "prepare_checkpoint"]
+
+
+def checkpoint_in_sql(statement: KeyedStatement | None) -> str | None:
+    """The checkpoint a statement names in OPTIONS (checkpoint = '...'), if any."""
+    found = [s.options.get("checkpoint") for s in (statement.steps if statement else []) if s.options.get("checkpoint")]
+    return str(found[0]) if found else None
+
+
+def engine_of(spark: SparkSession, checkpoint: str) -> str | None:
+    """The engine that wrote ``checkpoint`` (a query continues on it), None for a new one."""
+    try:
+        meta = read_metadata(checkpoint, spark)
+    except CheckpointError:
+        return None
+    return (meta["operators"][0].get("engine") or LEGACY_ENGINE) if meta and meta["operators"] else None
+
+
+def prepare_checkpoint(
+    spark: SparkSession,
+    statement: KeyedStatement | None,
+    given: str | None,
+    where: str,
+    function: Callable[[str], FunctionSpec],
+) -> str | None:
+    """The query's checkpoint (given to ks.start / ks.run, or in OPTIONS, not both), checked
+    against what it already holds and with this query's record written into it."""
+    in_sql = checkpoint_in_sql(statement)
+    if given and in_sql:
+        raise SchemaError(f"checkpoint given twice: in {where}(checkpoint=...) and in OPTIONS; give it once")
+    checkpoint = given or in_sql
+    if not checkpoint or statement is None:
+        return checkpoint
+    operators = [operator_record(s, function(s.function)) for s in statement.steps]
+    check_compatible(checkpoint, operators, spark)
+    old = read_metadata(checkpoint, spark)
+    previous = old["operators"] if old else []
+    _check_engines(checkpoint, previous, operators)
+    for new, was in zip(operators, previous):
+        if was.get("partitions"):
+            new["partitions"] = was["partitions"]  # chosen by migrate_state
+    check_seed(checkpoint, operators, previous, lambda: _has_commits(spark, checkpoint))
+    write_metadata(checkpoint, operators, spark)
+    return checkpoint
+
+
+def operator_record(step: KeyedStep, spec: FunctionSpec) -> dict[str, Any]:
+    """One keyed step as the checkpoint's metadata records it."""
+    layout = AttributeLayout(spec.instantiate()) if spec.kind is FunctionKind.FUNCTION else None
+    return {
+        "function": step.function,
+        "class": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
+        "kind": spec.kind.value,
+        "keys": step.key_names,
+        "returns": spec.returns.field_ddl() if spec.returns else None,
+        "attributes": [
+            {"name": n, "type": layout.column_type(n).ddl(), "encoded": layout.is_encoded(n)} for n in layout.names
+        ]
+        if layout
+        else [],
+        "variables": [
+            {"name": n, "kind": d.kind.value, "type": d.type.ddl(), "ttl_ms": d.ttl_ms}
+            for n, d in state_descriptors(spec.cls).items()
+        ],
+        "ttl_ms": spec.ttl_ms,
+        "engine": step.engine.name,
+        "initial_state": _seed_record(step.initial_source),
+    }
+
+
+def _check_engines(checkpoint: str, previous: list[dict], operators: list[dict]) -> None:
+    target = migration_target().name
+    for o, n in zip(previous, operators):
+        was, now = o.get("engine") or LEGACY_ENGINE, n["engine"]
+        if was != now:
+            hint = f" (ks.migrate_state moves it into a new checkpoint on engine '{target}')" if was != target else ""
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r} holds state of engine '{was}' for {o['function']}; this query runs on "
+                f"engine '{now}'. Run it with OPTIONS (engine = '{was}'){hint}"
+            )
+
+
+def _seed_record(source: str | None) -> dict | None:
+    """What seeded a checkpoint: the INITIAL STATE FROM source as written, and its digest."""
+    if source is None:
+        return None
+    return {
+        "source": source if len(source) <= 300 else source[:297] + "...",
+        "sha256": hashlib.sha256(source.encode()).hexdigest(),
+    }
+
+
+def check_seed(checkpoint: str, operators: list[dict], previous: list[dict], has_commits: Callable[[], bool]) -> None:
+    """INITIAL STATE FROM seeds a new checkpoint once, at its first batch; the same query run
+    again on the checkpoint it seeded continues (both engines apply initial state only when
+    the checkpoint has no state yet). A checkpoint holding state it was not seeded with, or
+    seeded from another source, is refused: the initial state would be silently ignored."""
+    committed: bool | None = None
+    for i, new in enumerate(operators):
+        was = (previous[i] if i < len(previous) else None) or {}
+        seeded = was.get("initial_state")
+        if new["initial_state"] is None:
+            new["initial_state"] = seeded  # a later run without INITIAL STATE keeps the record
+            continue
+        if committed is None:
+            committed = has_commits()
+        if not committed or (seeded is not None and seeded["sha256"] == new["initial_state"]["sha256"]):
+            continue
+        now = new["initial_state"]["source"]
+        if seeded is None:
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r} already holds state of {new['function']} that INITIAL STATE FROM {now} did "
+                "not seed; initial state only seeds a new checkpoint (Spark would silently ignore it). Use a new "
+                "checkpoint, or drop INITIAL STATE FROM"
+            )
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r} was seeded from INITIAL STATE FROM {seeded['source']}; this query seeds "
+            f"{new['function']} from {now}. Initial state applies once, to a new checkpoint: use a new checkpoint, "
+            f"or run the query with the INITIAL STATE FROM it was seeded with (or without one)"
+        )
+
+
+def _has_commits(spark: SparkSession, checkpoint: str) -> bool:
+    return any(not f.startswith(".") for f in CheckpointFS(spark).list(join(checkpoint, "commits")))

@@ -1,0 +1,177 @@
+"""The life of a streaming query started by ``ks.start`` / ``ks.run``: its checkpoint prepared
+and locked, the engine's streaming run launched, waited for (ks.run), its failure raised as
+this project's error, its lock released when it ends, and its progress and metrics read."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from ..api.errors import SchemaError
+from ..engines import ENGINES, StreamJob, StreamRun
+from ..engines.dataframe_stream import DataFrameStreamRun, recent_progress, state_metrics
+from ..runtime.connect import is_connect
+from ..runtime.spec import FunctionSpec
+from ..sql.errors import KeyedQueryError
+from ..sql.statement import KeyedStatement
+from ..state.fs import CheckpointFS, is_path
+from ..state.lock import CheckpointLock
+from .checkpoints import checkpoint_in_sql, prepare_checkpoint
+from .failures import from_stream_failure, translating
+
+__all__ = ["start", "run", "metrics"]
+
+Progress = Callable[[dict[str, Any]], None]
+
+# checkpoint -> (lock, query started by ks.start) held by this process
+_HELD: dict[str, tuple[CheckpointLock, Any]] = {}
+# query id -> the run that started it (ks.metrics)
+_RUNS: dict[str, StreamRun] = {}
+
+
+def start(
+    spark: SparkSession,
+    statement: KeyedStatement | None,
+    query: str,
+    checkpoint: str | None,
+    sink: str,
+    trigger: str | None,
+    function: Callable[[str], FunctionSpec],
+) -> Any:
+    """ks.start: the running pyspark StreamingQuery (its failures raise our errors)."""
+    _probe_output(spark, sink)
+    lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.start")
+    try:
+        checkpoint = prepare_checkpoint(spark, statement, checkpoint, "ks.start", function)
+        stream = _launch(spark, statement, query, checkpoint, sink, trigger, False, "ks.start", function, None)
+    except BaseException:
+        if lock:
+            lock.release()
+        raise
+    for qid in [q for q, r in _RUNS.items() if not r.query.isActive]:
+        del _RUNS[qid]
+    _RUNS[str(stream.query.id)] = stream
+    if lock:
+        _release_when_done(stream.query, lock)
+    return translating(stream.query)
+
+
+def run(
+    spark: SparkSession,
+    statement: KeyedStatement | None,
+    query: str,
+    checkpoint: str | None,
+    output: str | None,
+    function: Callable[[str], FunctionSpec],
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """ks.run: process what is new since the last run (availableNow), then return the summary."""
+    if output:
+        _probe_output(spark, output)
+    lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.run")
+    try:
+        checkpoint = prepare_checkpoint(spark, statement, checkpoint, "ks.run", function)
+        if not checkpoint:
+            raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")
+        if not output:
+            raise SchemaError("ks.run needs output=<parquet directory or table name>")
+        stream = _launch(spark, statement, query, checkpoint, output, None, True, "ks.run", function, progress)
+        try:
+            stream.wait()
+        except Exception as exc:  # noqa: BLE001 - Spark's StreamingQueryException, turned into ours
+            raise from_stream_failure(exc, checkpoint) from None
+        return stream.summary()
+    finally:
+        if lock:
+            lock.release()
+
+
+def metrics(query: Any) -> list[dict[str, Any]]:
+    """State size after each batch of a query started by ks.start."""
+    stream = _RUNS.get(str(query.id))
+    return stream.metrics() if stream is not None else state_metrics(recent_progress(query), [])
+
+
+def _launch(
+    spark: SparkSession,
+    statement: KeyedStatement | None,
+    query: str,
+    checkpoint: str | None,
+    sink: str,
+    trigger: str | None,
+    available_now: bool,
+    where: str,
+    function: Callable[[str], FunctionSpec],
+    progress: Progress | None,
+) -> StreamRun:
+    steps = statement.steps if statement else []
+    in_sql = [s.options["trigger"] for s in steps if s.options.get("trigger")]
+    if trigger and in_sql:
+        raise SchemaError(f"trigger given twice: in {where}(trigger=...) and in OPTIONS; give it once")
+    job = StreamJob(
+        spark=spark,
+        final_sql=statement.final_sql if statement else query,
+        checkpoint=checkpoint,
+        sink=sink,
+        trigger=trigger or (str(in_sql[0]) if in_sql else None),
+        available_now=available_now,
+        where=where,
+        functions=[s.function for s in steps],
+        has_timers=any(function(s.function).has_timers for s in steps),
+        progress=progress,
+    )
+    per_batch = statement.per_batch_steps if statement else []
+    if not per_batch:
+        engine = steps[0].engine if steps else None
+        if engine is not None and is_connect(spark) and not engine.capabilities.streams_on_connect:
+            raise KeyedQueryError(f"{where}: {engine.connect_note}")
+        return engine.start_stream(job) if engine is not None else DataFrameStreamRun.start(job)
+    step = per_batch[0]
+    engine = step.engine
+    if is_connect(spark) and not engine.capabilities.streams_on_connect:
+        raise KeyedQueryError(f"{where}: {engine.connect_note}")
+    if len(steps) > 1 and not engine.capabilities.nested_streaming_steps:
+        nested = " or ".join(f"'{e.name}'" for e in ENGINES.values() if e.capabilities.nested_streaming_steps)
+        raise KeyedQueryError(
+            f"{where}: engine '{engine.name}' runs one keyed step per streaming statement; this one has "
+            f"{len(steps)}. Use engine {nested} for nested keyed selects over a stream"
+        )
+    job.source, job.plan, job.view, job.columns = step.source, step.plan, step.view, step.columns
+    return engine.start_stream(job)
+
+
+def _probe_output(spark: SparkSession, sink: str | None) -> None:
+    """A directory output Spark cannot reach fails now, naming it, before any state is written."""
+    if sink and is_path(sink) and not sink.startswith("memory:"):
+        CheckpointFS(spark).probe(sink, "output")
+
+
+def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> CheckpointLock | None:
+    if not checkpoint:
+        return None
+    key = CheckpointFS(spark).qualify(checkpoint, "checkpoint")
+    held = _HELD.get(key)
+    if held is not None and not held[1].isActive:  # stopped, its waiter not yet run: take over
+        _HELD.pop(key, None)
+        held[0].release()
+    return CheckpointLock(checkpoint, spark, query=where or None).acquire()
+
+
+def _release_when_done(query: Any, lock: CheckpointLock) -> None:
+    key = lock.fs.qualify(lock.checkpoint)
+    _HELD[key] = (lock, query)
+
+    def wait() -> None:
+        try:
+            query.awaitTermination()
+        except Exception:  # noqa: BLE001 - the failure is the query's to report
+            pass
+        finally:
+            if _HELD.get(key, (None,))[0] is lock:
+                _HELD.pop(key, None)
+                lock.release()
+
+    threading.Thread(target=wait, name="spark-keyed-sql checkpoint lock", daemon=True).start()
