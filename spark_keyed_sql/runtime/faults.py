@@ -15,9 +15,13 @@ __all__ = ["crash_point", "POINTS"]
 
 POINTS = (
     "processing",  # inside the Python pass over a batch (executor side)
-    "state_written",  # bulk: new state installed, output not yet written
+    "local_state_written",  # bulk: a task staged a partition's changes in its local store (executor side)
+    "before_rebuild",  # bulk: the batch's first job is written; partitions are to be fed from the checkpoint
+    "state_written",  # bulk: the batch's state changes (deltas) written, output not yet
     "sink_write",  # bulk: part of the batch's output files moved into place
     "after_sink",  # bulk: output written, batch not yet committed
+    "compaction_written",  # bulk: a compaction wrote a new base snapshot, not yet marked usable
+    "after_compaction",  # bulk: the new base is marked usable, no commit builds on it yet
 )
 
 

@@ -44,6 +44,11 @@ class FunctionSpec:
     def has_timers(self) -> bool:
         return _overrides(self.cls, "on_timer")
 
+    @property
+    def has_ttl(self) -> bool:
+        """Does any of its state expire (the function's TTL, or a state variable's)?"""
+        return self.ttl_ms is not None or any(d.ttl_ms is not None for d in state_descriptors(self.cls).values())
+
     def instantiate(self) -> Any:
         try:
             inst = self.cls(**self.kwargs)

@@ -9,7 +9,7 @@ from typing import Any
 from ..api.state import StateDescriptor
 from .binding import Entry, KeyBinding, KeyStore, VariableStore
 
-__all__ = ["MemoryKeyState", "MemoryKeyStore", "MemoryTimers", "memory_binding"]
+__all__ = ["MemoryKeyState", "MemoryKeyStore", "MemoryTimers", "memory_binding", "purge_expired", "due_times"]
 
 
 class MemoryKeyState:
@@ -108,3 +108,45 @@ class MemoryKeyStore(KeyStore):
 def memory_binding(ks: MemoryKeyState, clock: Callable[[], int | None], attr_ttl_ms: int | None = None) -> KeyBinding:
     """The runner's binding over one key's in-memory state."""
     return KeyBinding(MemoryKeyStore(ks), clock, attr_ttl_ms)
+
+
+def _live(exp: int | None, now: int) -> bool:
+    return exp is None or now < exp
+
+
+def purge_expired(ks: MemoryKeyState, now: int | None) -> None:
+    """Drop what has expired by ``now`` (state expiring in a batch is dropped whether or not
+    the key has input; a read drops it too, through the binding)."""
+    if now is None:
+        return
+    if ks.attributes is not None and not _live(ks.attributes_expire, now):
+        ks.attributes, ks.attributes_expire = None, None
+    for name, entry in list(ks.vars.items()):
+        if type(entry) is tuple:  # a value: (value, expires)
+            if not _live(entry[1], now):
+                del ks.vars[name]
+        elif type(entry) is list:
+            live = [e for e in entry if _live(e[1], now)]
+            if len(live) != len(entry):
+                ks.vars[name] = live
+        else:
+            live_map = {k: e for k, e in entry.items() if _live(e[1], now)}
+            if len(live_map) != len(entry):
+                ks.vars[name] = live_map
+        if not ks.vars.get(name, True):
+            del ks.vars[name]
+
+
+def due_times(ks: MemoryKeyState) -> tuple[int | None, int | None]:
+    """(earliest timer, earliest expiry) of a key's state: when it must be visited next even
+    without input."""
+    expiries = [] if ks.attributes_expire is None or ks.attributes is None else [ks.attributes_expire]
+    for entry in ks.vars.values():
+        if type(entry) is tuple:
+            expiries.append(entry[1])
+        elif type(entry) is list:
+            expiries += [e for _, e in entry]
+        else:
+            expiries += [e for _, e in entry.values()]
+    known = [e for e in expiries if e is not None]
+    return (min(ks.timers) if ks.timers else None, min(known) if known else None)

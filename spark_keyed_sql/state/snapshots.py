@@ -1,19 +1,27 @@
-"""Versioned state snapshots of the bulk engine, inside a query's checkpoint.
+"""The bulk engine's state in a query's checkpoint: a base snapshot and per-batch deltas.
 
 Layout under ``<checkpoint>/bulk/``::
 
-    steps/<n>-<attempt>/   one attempt at version n, written once by Spark: output, new state
-                           (its ``state`` sub-directory) and stats of the batch's single pass
-    commits/<n>.json       created last, without overwrite: version n is done, and its state is
-                           the attempt it names (plus sink and metrics info)
+    steps/<n>-<attempt>/   one attempt at version n, written once by Spark: output, the state
+                           rows the batch changed (its delta: new rows, and tombstones for keys
+                           whose state is gone) and stats, per job of the batch (``main/``, and
+                           ``rebuild/`` when some state partitions had to be fed from here)
+    commits/<n>.json       created last, without overwrite: version n is done; it names the
+                           base snapshot and the deltas after it that make up its state, which
+                           task's local store holds each state partition, sink and metrics info
+    bases/<n>-<id>/        a full snapshot as of version n (by state partition), written by a
+                           compaction or a migration; ``bases/<n>.json`` (created when the
+                           directory is complete) makes it usable
     initial.json           names the directory holding INITIAL STATE rows, staged before batch 0
 
 Nothing is renamed: a version becomes visible only when its commit file is created (an
-atomic create-if-absent), and readers follow the commit to its attempt directory. A batch that
-died before its commit is recomputed from the last committed version into a new attempt
-directory; leftovers of failed attempts are never read and are deleted by ``cleanup``. So a
-restart never sees half a batch, and recomputing is idempotent, on any file system Spark
-reaches (see docs/reliability.md).
+atomic create-if-absent), and readers follow the commit to the files it names. A batch that
+died before its commit is recomputed into a new attempt directory; leftovers of failed attempts
+and compactions are never read and are deleted by ``cleanup``. So a restart never sees half a
+batch, and recomputing is idempotent, on any file system Spark reaches (docs/reliability.md).
+
+Checkpoints written before deltas existed (each commit naming a full snapshot as ``state``)
+are read as a base without deltas.
 """
 
 from __future__ import annotations
@@ -26,7 +34,15 @@ from typing import Any
 from .checkpoint import CheckpointError
 from .fs import CheckpointFS, join
 
-__all__ = ["SnapshotStore", "Commit", "BULK_DIR", "RETAIN", "KEY_PREFIX", "STATE_PREFIX", "state_column_names"]
+__all__ = [
+    "BULK_DIR",
+    "Commit",
+    "KEY_PREFIX",
+    "RETAIN",
+    "SnapshotStore",
+    "STATE_PREFIX",
+    "state_column_names",
+]
 
 BULK_DIR = "bulk"
 RETAIN = 20  # committed versions kept readable (read_state(batch_id=...), change feed)
@@ -61,6 +77,39 @@ class Commit:
     def watermark_ms(self) -> int | None:
         return self.info.get("watermark_ms")
 
+    @property
+    def base(self) -> str | None:
+        """The base snapshot's directory (relative to bulk/); None when the state is all deltas."""
+        if "base" in self.info:
+            return self.info["base"]
+        return self.info.get("state") or f"state/v={self.version}"  # the first layout: a full snapshot per version
+
+    @property
+    def base_version(self) -> int:
+        return int(self.info.get("base_version", -1 if "base" in self.info else self.version))
+
+    @property
+    def deltas(self) -> list[tuple[int, str]]:
+        """(version, directory) of every delta after the base, oldest first."""
+        return [(int(entry[0]), d) for entry in self.info.get("deltas", []) for d in entry[1]]
+
+    @property
+    def partitions(self) -> int | None:
+        return self.info.get("partitions")
+
+    def token(self, part: int) -> str:
+        """The token of the local store state that holds state partition ``part`` as of this
+        version (a commit that no task wrote, e.g. a migration, names one no store holds)."""
+        for task, parts in self.info.get("stores", {}).items():
+            if part in parts:
+                return f"{self.version}-{self.info.get('attempt')}-{task}"
+        return f"{self.version}-{self.info.get('attempt', 'legacy')}-none"
+
+    @property
+    def files(self) -> set[str]:
+        """Every directory (relative to bulk/) this version's state is read from."""
+        return ({self.base} if self.base else set()) | {d for _, d in self.deltas}
+
 
 class SnapshotStore:
     def __init__(self, checkpoint: str, spark: Any = None):
@@ -70,14 +119,20 @@ class SnapshotStore:
         self._seen: dict[str, Commit] = {}  # commit files never change once created
 
     # ------------------------------------------------------------------ paths
-    def attempt_dir(self, version: int) -> str:
-        """A fresh directory (not yet existing) for one attempt at ``version``."""
-        return join(self.root, "steps", f"{version}-{uuid.uuid4().hex[:12]}")
+    def path(self, rel: str) -> str:
+        return join(self.root, rel)
 
-    def state_dir(self, version: int) -> str:
-        """Where committed ``version``'s state rows are (the attempt its commit names)."""
-        rel = self.get(version).info.get("state")
-        return join(self.root, rel) if rel else join(self.root, "state", f"v={version}")  # pre-0.2 layout
+    def new_attempt(self, version: int) -> str:
+        """A fresh directory name (relative to bulk/, not yet existing) for one attempt at ``version``."""
+        return f"steps/{version}-{uuid.uuid4().hex[:12]}"
+
+    def new_base(self, version: int) -> str:
+        return f"bases/{version}-{uuid.uuid4().hex[:12]}"
+
+    def state_dirs(self, version: int) -> list[str]:
+        """Every directory committed ``version``'s state is read from (base first, then deltas)."""
+        c = self.get(version)
+        return [self.path(rel) for rel in ([c.base] if c.base else []) + [d for _, d in c.deltas]]
 
     def _commit_file(self, version: int) -> str:
         return join(self.root, "commits", f"{version}.json")
@@ -122,47 +177,79 @@ class SnapshotStore:
             else f"checkpoint {self.checkpoint!r} has no committed state yet"
         )
 
-    def commit(self, version: int, info: dict[str, Any], state_dir: str) -> None:
-        """Make ``version`` visible, its state being the complete directory ``state_dir`` (under
-        this store's root): one create-without-overwrite of the commit file."""
-        if not state_dir.startswith(self.root + "/") or not self.fs.is_dir(state_dir):
-            raise CheckpointError(f"internal: state of version {version} missing at commit ({state_dir})")
-        body = json.dumps(info | {"version": version, "state": state_dir[len(self.root) + 1 :]}, sort_keys=True)
+    def commit(self, version: int, info: dict[str, Any]) -> Commit:
+        """Make ``version`` visible: one create-without-overwrite of its commit file. ``info``
+        names the base and deltas of its state; they must be complete directories."""
+        commit = Commit(version, info | {"version": version})
+        for rel in commit.files:
+            if not self.fs.is_dir(self.path(rel)):
+                raise CheckpointError(f"internal: state of version {version} missing at commit ({rel})")
         try:
-            self.fs.create_text(self._commit_file(version), body)
+            self.fs.create_text(self._commit_file(version), json.dumps(commit.info, sort_keys=True))
         except FileExistsError:
             raise CheckpointError(
                 f"checkpoint {self.checkpoint!r}: version {version} was committed by another writer meanwhile; "
                 "two queries ran on one checkpoint. This attempt's results were discarded"
             ) from None
+        return commit
 
+    # ------------------------------------------------------------------ bases
+    def bases(self) -> list[dict[str, Any]]:
+        """Complete base snapshots made by compaction (marker files), oldest first."""
+        d = join(self.root, "bases")
+        out = []
+        for name in self.fs.list(d):
+            if name.endswith(".json") and name[: -len(".json")].isdigit():
+                try:
+                    out.append(json.loads(self.fs.read_text(join(d, name))))
+                except (ValueError, OSError):
+                    continue  # unreadable marker: as if the compaction had not finished
+        return sorted(out, key=lambda b: b["version"])
+
+    def mark_base(self, version: int, rel: str, info: dict[str, Any]) -> None:
+        """Make a complete base directory usable (create-without-overwrite of its marker)."""
+        try:
+            self.fs.create_text(join(self.root, "bases", f"{version}.json"), json.dumps(info | {"version": version, "dir": rel}))
+        except FileExistsError:
+            pass  # an earlier compaction of this version finished first: its base is as good
+
+    # ------------------------------------------------------------------ checks
     def verify(self, version: int) -> None:
         """Check that a committed version's files are whole Parquet files (size, header and
         footer magic), so a damaged checkpoint is refused up front instead of failing inside a
         batch."""
-        d = self.state_dir(version)
-        if not self.fs.is_dir(d):
-            raise CheckpointError(
-                f"checkpoint {self.checkpoint!r}: state of committed version {version} is missing ({d}); the checkpoint "
-                "is damaged. Restore it, or migrate from a version it still holds"
-            )
-        for name in self.fs.list(d):
-            if not name.endswith(".parquet"):
-                continue
-            path = join(d, name)
-            try:
-                size = self.fs.size(path)
-                tail = self.fs.tail(path, 8)
-                footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else -1
-                problem = None if size >= 12 and tail[4:] == b"PAR1" and 0 < footer <= size - 12 else "no Parquet footer"
-            except Exception as exc:  # noqa: BLE001 - any unreadable file is damage
-                problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            if problem:
+        commit = self.get(version)
+        for rel in sorted(commit.files):
+            d = self.path(rel)
+            if not self.fs.is_dir(d):
                 raise CheckpointError(
-                    f"checkpoint {self.checkpoint!r}: state file {name} of version {version} is damaged "
-                    f"({problem}); nothing was run. Restore the checkpoint, or read an older version with "
-                    "read_state(batch_id=...) and migrate from it"
+                    f"checkpoint {self.checkpoint!r}: state of committed version {version} is missing ({d}); the checkpoint "
+                    "is damaged. Restore it, or migrate from a version it still holds"
                 )
+            for path in self._parquet_files(d):
+                name = path.rsplit("/", 1)[-1]
+                try:
+                    size = self.fs.size(path)
+                    tail = self.fs.tail(path, 8)
+                    footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else -1
+                    problem = None if size >= 12 and tail[4:] == b"PAR1" and 0 < footer <= size - 12 else "no Parquet footer"
+                except Exception as exc:  # noqa: BLE001 - any unreadable file is damage
+                    problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                if problem:
+                    raise CheckpointError(
+                        f"checkpoint {self.checkpoint!r}: state file {name} of version {version} is damaged "
+                        f"({problem}); nothing was run. Restore the checkpoint, or read an older version with "
+                        "read_state(batch_id=...) and migrate from it"
+                    )
+
+    def _parquet_files(self, d: str) -> list[str]:
+        out = []
+        for name in self.fs.list(d):
+            if name.endswith(".parquet"):
+                out.append(join(d, name))
+            elif "=" in name and not name.startswith(("_", ".")):
+                out += self._parquet_files(join(d, name))  # partition directories
+        return out
 
     # ------------------------------------------------------------------ INITIAL STATE
     def stage_initial(self, write: Any) -> None:
@@ -180,35 +267,59 @@ class SnapshotStore:
         return join(self.root, rel)
 
     # ------------------------------------------------------------------ cleanup
-    def cleanup(self) -> None:
-        """Drop what no kept commit names: attempts that never committed, the output and stats
-        of committed attempts, state older than ``RETAIN`` versions, staged INITIAL STATE."""
+    def cleanup(self, keep_bases: bool = False) -> None:
+        """Drop what no kept commit reads: commits older than the last ``RETAIN``, attempts
+        that never committed, the output and stats of committed attempts, deltas and bases no
+        kept version reads, staged INITIAL STATE. ``keep_bases``: a compaction is running (its
+        base directory has no marker yet)."""
         cs = self.commits()
         if not cs:
             return
         latest = cs[-1].version
         keep = cs[-RETAIN:]
-        for c in cs[:-RETAIN]:  # commit first: a dir without a commit is a leftover, never read
+        for c in cs[:-RETAIN]:  # commit first: a file no commit names is a leftover, never read
             self.fs.delete(self._commit_file(c.version), recursive=False)
             self._seen.pop(f"{c.version}.json", None)
-            if not c.info.get("state"):
-                self.fs.delete(join(self.root, "state", f"v={c.version}"))
-        kept_state = {c.info["state"] for c in keep if c.info.get("state")}
-        kept_attempts = {s.split("/")[1]: s.split("/")[2] for s in kept_state if s.startswith("steps/") and s.count("/") == 2}
-        steps = join(self.root, "steps")
-        for name in self.fs.list(steps):
-            head = name.split("-", 1)[0]
-            if not head.isdigit() or int(head) > latest:
-                continue  # not ours, or a version not yet committed
-            if name not in kept_attempts:
-                self.fs.delete(join(steps, name))
-                continue
-            for child in self.fs.list(join(steps, name)):
-                if child != kept_attempts[name] and not child.startswith("."):
-                    self.fs.delete(join(steps, name, child))
-        for name in self.fs.list(join(self.root, "staging")):  # pre-0.2 layout
-            if name.isdigit() and int(name) <= latest:
-                self.fs.delete(join(self.root, "staging", name))
+        used = set().union(*(c.files for c in keep))
+        newest = self.bases()[-1] if self.bases() else None
+        if newest is not None:
+            used.add(newest["dir"])  # made since the last commit: the next commit builds on it
+        self._sweep("steps", used, latest)
+        if not keep_bases:
+            self._sweep("bases", used, latest, markers=True)
+        for name in self.fs.list(join(self.root, "state")):  # the first layout: full snapshots per version
+            if f"state/{name}" not in used and name.startswith("v=") and name[2:].isdigit() and int(name[2:]) <= latest:
+                self.fs.delete(join(self.root, "state", name))
         if self.fs.exists(join(self.root, "initial.json")):
             self.fs.delete(join(self.root, "initial.json"), recursive=False)
             self.fs.delete(join(self.root, "initial"))
+
+    def _sweep(self, top: str, used: set[str], latest: int, markers: bool = False) -> None:
+        """Under ``top``: delete what ``used`` does not name; keep the used parts of a directory
+        (a committed attempt keeps its deltas, not its output and stats)."""
+        for name in self.fs.list(join(self.root, top)):
+            if name.endswith(".json"):
+                if markers and not any(u.startswith(f"{top}/{name[:-5]}-") for u in used):
+                    self.fs.delete(join(self.root, top, name), recursive=False)
+                continue
+            head = name.split("-", 1)[0]
+            if not head.isdigit() or int(head) > latest:
+                continue  # not ours, or a version not yet committed (in flight)
+            rel = f"{top}/{name}"
+            inside = [u for u in used if u == rel or u.startswith(rel + "/")]
+            if not inside:
+                self.fs.delete(join(self.root, top, name))
+                continue
+            self._keep_only(rel, inside)
+
+    def _keep_only(self, rel: str, used: list[str]) -> None:
+        if rel in used:
+            return
+        for child in self.fs.list(self.path(rel)):
+            sub = f"{rel}/{child}"
+            if child.startswith("."):
+                continue
+            if not any(u == sub or u.startswith(sub + "/") for u in used):
+                self.fs.delete(self.path(sub))
+            elif sub not in used:
+                self._keep_only(sub, [u for u in used if u.startswith(sub + "/")])

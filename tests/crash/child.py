@@ -9,7 +9,7 @@ os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())  # before Spark start
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from crash_functions import RunningTotal  # noqa: E402
-from harness import VIEWFS_ENV, session_conf  # noqa: E402
+from harness import CACHE_ENV, VIEWFS_ENV, child_conf  # noqa: E402
 
 from spark_keyed_sql import KeyedSQL  # noqa: E402
 from spark_keyed_sql.local import local_session  # noqa: E402
@@ -21,7 +21,7 @@ SQL = (
 
 
 def main(engine: str, src: str, cp: str, out: str, mode: str = "run") -> None:
-    spark = local_session("crash child", shuffle_partitions=2, conf=session_conf(os.environ.get(VIEWFS_ENV)))
+    spark = local_session("crash child", shuffle_partitions=2, conf=child_conf(os.environ.get(VIEWFS_ENV), os.environ.get(CACHE_ENV)))
     ks = KeyedSQL(spark)
     ks.register("running_total", RunningTotal, returns="n bigint, total double")
     sql = SQL.format(src=src, engine=engine)

@@ -10,7 +10,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from crash.harness import run  # noqa: E402
 
 PLANS = {
-    "bulk": [f"{p}:{n}" for n in (1, 2, 3) for p in ("processing", "state_written", "sink_write", "after_sink")] + ["processing:7", "after_sink:5"],
+    # before_rebuild on even incarnations (those start with an empty local state directory)
+    "bulk": [f"{p}:{n}" for n in (1, 2, 3) for p in ("before_rebuild", "processing", "state_written", "local_state_written",
+                                                     "sink_write", "after_sink")]
+    + ["compaction_written:1", "after_compaction:1", "processing:7", "after_sink:5"],
     # one hit per key per batch: 24 files x up to 40 keys
     # counted from 0 in each incarnation (about one hit per key per batch): small, varied n
     "tws": [f"processing:{n}" for n in (10, 25, 40, 55) * 3 + (15, 30)],

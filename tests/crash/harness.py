@@ -59,12 +59,16 @@ def oracle(events: pd.DataFrame) -> tuple[set, dict]:
 
 
 VIEWFS_ENV = "SPARK_KEYED_SQL_TEST_VIEWFS"  # a local dir: child and checker mount viewfs://ks/data on it
+CACHE_ENV = "SPARK_KEYED_SQL_TEST_CACHE"  # the bulk engine's local state directory of one incarnation
 
 
 def _child(engine: str, mode: str, src: str, cp: str, out: str, crash_at: str | None, crash_dir: str,
-           viewfs_root: str | None = None) -> subprocess.Popen:
+           viewfs_root: str | None = None, cache_dir: str | None = None) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop(VIEWFS_ENV, None)
+    env.pop(CACHE_ENV, None)
+    if cache_dir:
+        env[CACHE_ENV] = cache_dir
     if viewfs_root:
         env[VIEWFS_ENV] = viewfs_root
     env.pop("SPARK_KEYED_SQL_CRASH_AT", None)
@@ -93,7 +97,10 @@ def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_fil
     schedule = [("point", p) for p in plan] + [("random", None)] * random_kills + [("finish", None)]
     for i, (kind, spec) in enumerate(schedule):
         crash_dir = tempfile.mkdtemp(prefix="hits-", dir=d)
-        proc = _child(engine, mode, src, cp, out, spec if kind == "point" else None, crash_dir, mount)
+        # every other restart finds its host's local state gone (bulk): the batch is fed from
+        # the checkpoint, so its crash points are hit too
+        cache_dir = os.path.join(d, f"cache-{i // 2}")
+        proc = _child(engine, mode, src, cp, out, spec if kind == "point" else None, crash_dir, mount, cache_dir)
         if kind == "random":
             time.sleep(rng.uniform(8, 25))  # Spark takes ~8 s to start: land in the work
             if proc.poll() is None:
@@ -130,6 +137,15 @@ def _reap(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # the JVM and Python workers of the killed driver
     except ProcessLookupError:
         pass
+
+
+def child_conf(viewfs_root: str | None, cache_dir: str | None) -> dict[str, str]:
+    """A child's session: the viewfs mount, its local state directory, and compactions every
+    few batches (so a kill can land in one)."""
+    conf = session_conf(viewfs_root) | {"spark.keyedsql.compactDeltas": "3"}
+    if cache_dir:
+        conf["spark.keyedsql.localStateDir"] = cache_dir
+    return conf
 
 
 def session_conf(viewfs_root: str | None) -> dict[str, str]:

@@ -5,9 +5,13 @@ import pytest
 from crash.harness import run
 
 # the bulk engine's commit protocol has a point between each of its steps; transformWithState's
-# steps are inside Spark, so it is killed inside processing and at random times
+# steps are inside Spark, so it is killed inside processing and at random times. The harness
+# gives every other incarnation an empty local state directory (bulk then feeds the batch from
+# the checkpoint: before_rebuild is planned on such an incarnation, an even index) and compacts
+# every 3 batches
 PLANS = {
-    "bulk": ["processing:3", "state_written:2", "sink_write:2", "after_sink:2"],
+    "bulk": ["processing:3", "local_state_written:2", "before_rebuild:1", "state_written:2", "compaction_written:1",
+             "sink_write:2", "after_sink:2"],
     "tws": ["processing:10", "processing:25"],
 }
 
@@ -26,7 +30,7 @@ def test_every_engine_has_a_crash_plan():
 # runs as one task (adaptive execution coalesces tiny batches) or one per shuffle partition
 @pytest.mark.parametrize("engine", sorted(PLANS))
 def test_kill_at_each_point_then_recover_exactly_once(engine, tmp_path):
-    report = run(engine, PLANS[engine], files=7, keys=20, per_file=40, workdir=str(tmp_path))
+    report = run(engine, PLANS[engine], files=len(PLANS[engine]) + 3, keys=20, per_file=40, workdir=str(tmp_path))
     assert sum(report.kills.values()) == len(PLANS[engine]), report  # every planned kill happened
     assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
     assert report.rows_out == report.rows_expected

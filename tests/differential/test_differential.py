@@ -180,12 +180,14 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
     """KeyedTester driven the way Spark drives a micro-batch: every key's on-time rows, then
     timers due by the previous batch's watermark / the batch's processing time; with ``flush``
     also the timers due by the batch's new watermark (Spark's no-data batch, which ks.run runs
-    at the end of every run)."""
+    at the end of every run). A row is late when its time is at or before the watermark the
+    previous batch evicted by (Spark's rule since 3.4: eventTimeWatermarkForLateEvents); with
+    ``flush`` that batch is the no-data batch, which evicted by the newest watermark."""
     case = CASES[name]
     # rows go in already in (ts, n) order; the events hold the call's arguments only, as in SQL
     t = KeyedTester(case.cls, case.returns, **case.kwargs)
     args = [a.strip() for a in case.args.split(",")]
-    outs, wm = [], None
+    outs, wm, late_wm = [], None, None
     for rows in ([sum(batches, [])] if one_shot else batches):
         out = []
         now = dt.datetime.now(dt.timezone.utc)
@@ -193,7 +195,7 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
         t._watermark_ms = None if wm is None else int(wm.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
         groups = by_key(rows) if case.keyed else {"": ordered(rows)}
         for k, krows in groups.items():
-            kept = [r for r in krows if not (case.event_time and wm is not None and not one_shot and r["ts"] <= wm)]
+            kept = [r for r in krows if not (case.event_time and late_wm is not None and not one_shot and r["ts"] <= late_wm)]
             if not kept:
                 continue
             events = [{a: r[a] for a in args} for r in kept]
@@ -206,12 +208,14 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
                 out += [(o["who"], *o.values()) for o in t.set_watermark(dt.datetime(9999, 1, 1))]
             elif wm is not None:
                 out += [(o["who"], *o.values()) for o in t.set_watermark(wm)]
+            used = wm  # what this batch evicted by
             ets = [r["ts"] for r in rows]
             if ets:
                 cand = max(ets) - WATERMARK
                 wm = cand if wm is None else max(wm, cand)
             if flush and not one_shot:
                 out += [(o["who"], *o.values()) for o in t.set_watermark(wm)]
+            late_wm = wm if flush else used
         outs.append(out)
     return t, outs
 

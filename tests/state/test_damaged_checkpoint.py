@@ -20,7 +20,7 @@ def test_damaged_bulk_state_is_refused(spark, ks_auto, tmp_path, damage):
     ks.run(sql, checkpoint=cp, output=out)
     store = SnapshotStore(cp)
     version = store.latest().version
-    state_dir = store.state_dir(version)
+    state_dir = store.state_dirs(version)[-1]  # the last batch's changed state rows
     victim = next(os.path.join(state_dir, f) for f in sorted(os.listdir(state_dir)) if f.endswith(".parquet"))
     if damage == "truncate":
         with open(victim, "r+b") as f:

@@ -49,7 +49,7 @@ class BulkEngine(Engine):
         # a one-shot batch has a processing time too (the query's, as Spark's batch has one):
         # current_processing_time() and processing-time timers work as they do in the tester
         program = BulkProgram(shipped, schema, now_ms=int(time.time() * 1000), has_initial=plan.initial_state is not None)
-        return combine(df, plan, None, plan.initial_state).mapInArrow(program, schema)
+        return combine(df, plan, plan.initial_state).mapInArrow(program, schema)
 
     def start_stream(self, job: StreamJob) -> StreamRun:
         return BulkStreamRun.start(job)

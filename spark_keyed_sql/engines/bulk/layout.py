@@ -1,13 +1,14 @@
-"""How the bulk engine keeps state in a checkpoint: versioned Parquet snapshots under
-``<checkpoint>/bulk`` (``state/snapshots.py``), one row per key with typed columns
-(``state_row.py``); read as a table, and written by a migration."""
+"""How the bulk engine keeps state in a checkpoint: under ``<checkpoint>/bulk``
+(``state/snapshots.py``) a base snapshot by state partition and the deltas of the batches
+since, one row per key with typed columns (``state_row.py``); read as a table (the newest row
+of each key wins, tombstones remove it), written by a migration as a new base."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -16,11 +17,66 @@ from ...state.attributes import AttributeLayout
 from ...state.checkpoint import CheckpointError, MigrationError, read_metadata
 from ...state.encoding import dumps
 from ...state.fs import CheckpointFS, join
-from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, SnapshotStore, state_column_names
+from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, Commit, SnapshotStore, state_column_names
 from ..base import Position, StateLayout
+from .partitioning import PART, part_column
 from .state_row import ATTRS_EXP, HAS_ATTRS, TIMERS, StateRowCodec
 
-__all__ = ["BulkLayout", "bulk_partitions"]
+__all__ = ["BulkLayout", "bulk_partitions", "state_frame", "DELETED", "VERSION"]
+
+VERSION = "__ks_ver"  # the version a state row comes from (newest wins)
+DELETED = "__ks_del"  # a delta row that removes the key's state
+
+
+def _keys(schema: T.StructType) -> list[str]:
+    return [f.name for f in schema.fields if f.name.startswith(KEY_PREFIX)]
+
+
+def state_frame(
+    spark: SparkSession,
+    store: SnapshotStore,
+    commit: Commit,
+    *,
+    parts: list[int] | None = None,
+    versions: bool = False,
+    deltas_only: bool = False,
+) -> DataFrame:
+    """The state of ``commit``: key columns, state columns and the state partition (``PART``),
+    one row per key; ``parts`` keeps only those state partitions. With ``versions`` every stored
+    row of those keys comes back, with ``VERSION`` and ``DELETED`` (what a rebuild loads);
+    ``deltas_only``: only the rows of the deltas after the base (what a catch-up loads)."""
+    schema = T.StructType.fromJson(commit.info["schema"]) if "schema" in commit.info else None
+    partitions = commit.partitions or 1
+    frames = []
+    if commit.base and (not deltas_only or schema is None):
+        base = spark.read.parquet(store.path(commit.base))
+        if schema is None:
+            schema = T.StructType([f for f in base.schema.fields if f.name != PART])
+        if PART not in base.columns:  # the first layout: not stored by state partition
+            base = base.withColumn(PART, part_column(_keys(schema), partitions))
+        if not deltas_only:
+            frames.append(base.withColumn(VERSION, F.lit(commit.base_version)).withColumn(DELETED, F.lit(False)))
+    assert schema is not None, f"internal: commit {commit.version} records no state schema"
+    columns = [*schema.names, PART, DELETED]
+    for version, rel in commit.deltas:
+        delta = spark.read.schema(T.StructType([*schema.fields, T.StructField(DELETED, T.BooleanType()),
+                                                T.StructField(PART, T.IntegerType())])).parquet(store.path(rel))
+        frames.append(delta.select(*columns).withColumn(VERSION, F.lit(version)))
+    if not frames:
+        empty = T.StructType([*schema.fields, T.StructField(PART, T.IntegerType()), T.StructField(DELETED, T.BooleanType()),
+                              T.StructField(VERSION, T.LongType())])
+        frames.append(spark.createDataFrame([], empty))
+    out = frames[0].select(*columns, VERSION)
+    for f in frames[1:]:
+        out = out.unionByName(f.select(*columns, VERSION))
+    if parts is not None:
+        out = out.where(F.col(PART).isin(parts))
+    if versions or len(frames) == 1 and not commit.deltas:
+        return out if versions else out.drop(VERSION, DELETED)
+    keys = _keys(schema)
+    newest = Window.partitionBy(*keys).orderBy(F.col(VERSION).desc()) if keys else Window.orderBy(F.col(VERSION).desc())
+    return (out.withColumn("__ks_rank", F.row_number().over(newest)).where((F.col("__ks_rank") == 1) & ~F.col(DELETED))
+            .drop("__ks_rank", VERSION, DELETED))
 
 
 def _cast_checked(df: DataFrame, column: str, target: T.DataType, where: str) -> Any:
@@ -59,7 +115,7 @@ class BulkLayout(StateLayout):
     def read(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None) -> DataFrame:
         assert op is not None
         store, commit = self._commit(spark, checkpoint, batch_id)
-        df = spark.read.parquet(store.state_dir(commit.version))
+        df = state_frame(spark, store, commit)
         keys = [F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op["keys"])]
         cols = [F.col(c).alias(n) for c, n in state_column_names(df.columns).items()]
         return df.select(*keys, *cols, F.lit(commit.version).cast("long").alias("batch_id"))
@@ -78,7 +134,8 @@ class BulkLayout(StateLayout):
         return Position(latest.version, max(commits) if commits else None, latest.watermark_ms)
 
     def timers(self, spark: SparkSession, checkpoint: str, op: dict, version: int) -> DataFrame | None:
-        snap = spark.read.parquet(SnapshotStore(checkpoint, spark).state_dir(version))
+        store = SnapshotStore(checkpoint, spark)
+        snap = state_frame(spark, store, store.get(version))
         return snap.select(*[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op["keys"])], F.col(TIMERS).alias("timers"))
 
     def write(
@@ -151,12 +208,18 @@ class BulkLayout(StateLayout):
         snapshot = snapshot.select(*key_cols, *codec.names)
 
         store = SnapshotStore(checkpoint, spark)
-        state_dir = join(store.attempt_dir(position.version), "state")
         n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
-        (snapshot.repartition(n, *key_cols) if keys else snapshot.coalesce(1)).write.parquet(state_dir)
-        rows = spark.read.parquet(state_dir).count()
+        schema = snapshot.schema
+        base = store.new_base(position.version)
+        snapshot.withColumn(PART, part_column(key_cols, n)).repartition(PART).write.partitionBy(PART).parquet(store.path(base))
+        rows = spark.read.parquet(store.path(base)).count()
+        info = {"rows": rows, "bytes": store.fs.size(store.path(base)), "partitions": n}
+        store.mark_base(position.version, base, info)
         before_commit()
-        store.commit(position.version, {"spark_batch": position.spark_batch, "watermark_ms": position.watermark_ms,
-                                        "state_rows": rows, "function": target.name, "input_rows": 0, "output_rows": 0},
-                     state_dir)
+        store.commit(position.version, {
+            "spark_batch": position.spark_batch, "watermark_ms": position.watermark_ms, "state_rows": rows,
+            "function": target.name, "input_rows": 0, "output_rows": 0, "attempt": "migrated", "partitions": n,
+            "base": base, "base_version": position.version, "base_rows": rows, "base_bytes": info["bytes"], "deltas": [],
+            "schema": schema.jsonValue(), "state_bytes": info["bytes"],
+        })
         return {"keys": rows, "partitions": n}

@@ -71,6 +71,10 @@ class StateRowCodec:
         return T.StructType(self.fields)
 
     # ------------------------------------------------------------------ row -> memory
+    def load_values(self, values: tuple) -> MemoryKeyState:
+        """A state row given as values in column order (as ``dump`` makes them)."""
+        return self.load(dict(zip(self.names, values)))
+
     def load(self, row: dict[str, Any]) -> MemoryKeyState:
         ks = MemoryKeyState()
         if self.layout is not None and row.get(HAS_ATTRS):

@@ -1,0 +1,383 @@
+"""The bulk engine's Python pass over one micro-batch: only the keys the batch touches.
+
+Input (``incremental_input``): one TICK row per state partition, so every partition is visited
+even without input; for partitions being rebuilt, their committed state rows (REBUILD); on a
+new checkpoint, INITIAL STATE rows (INIT); then the batch's rows (EVENT). Rows arrive grouped
+by state partition, ticks first, then by kind, then by key.
+
+For each state partition the task opens the partition's local store (``local_store.py``) and
+checks it holds the state the last commit names (else it reports a miss and does nothing for
+the partition: the driver runs it again with the partition's state fed from the checkpoint).
+Then it runs the keys with input (state looked up in the store, a chunk of keys at a time),
+then the keys the store lists as having a timer due or state expiring, and records what
+changed: in the store as a pending change set under this task's token, and as delta rows (new
+state rows, tombstones) for the checkpoint. No other key's state is read or written.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ...runtime.faults import crash_point
+from ...runtime.plan import KeyedPlan
+from ...runtime.runner import KeyedRunner
+from ...state.memory import MemoryKeyState, due_times, purge_expired
+from ...state.snapshots import KEY_PREFIX
+from .layout import DELETED, VERSION
+from .local_store import LocalStore, cache_root, decode, encode, token_version
+from .partitioning import PART, TASK, part_column, task_column
+from .program import INIT_PREFIX, KIND, KeyPass
+from .state_row import StateRowCodec
+
+__all__ = [
+    "CATCH_UP",
+    "DELETED",
+    "FULL",
+    "DELTA",
+    "EVENT",
+    "INIT",
+    "IncrementalProgram",
+    "OUT",
+    "REBUILD",
+    "STATS",
+    "STATS_FIELDS",
+    "TICK",
+    "VERSION",
+    "incremental_input",
+    "step_schema",
+]
+
+TICK, REBUILD, INIT, EVENT = 0, 1, 2, 3  # input kinds, in the order a partition's rows arrive
+FULL, CATCH_UP = "full", "catch-up"  # how a partition is fed from the checkpoint
+OUT, DELTA, STATS = 0, 1, 2  # output kinds
+STATS_FIELDS = [
+    T.StructField("__ks_hit", T.BooleanType(), True),
+    T.StructField("__ks_token", T.StringType(), True),
+    T.StructField("__ks_late", T.LongType(), True),
+    T.StructField("__ks_max_et", T.LongType(), True),
+    T.StructField("__ks_events", T.LongType(), True),
+    T.StructField("__ks_keys", T.LongType(), True),
+    T.StructField("__ks_timers_fired", T.LongType(), True),
+    T.StructField("__ks_inserted", T.LongType(), True),
+    T.StructField("__ks_deleted", T.LongType(), True),
+    T.StructField("__ks_changed", T.LongType(), True),
+    T.StructField("__ks_next_timer", T.LongType(), True),
+    T.StructField("__ks_next_expiry", T.LongType(), True),
+]
+LOOKUP_CHUNK = 512  # keys looked up in the local store at once
+
+
+def step_schema(out: T.StructType, codec: StateRowCodec, n_keys: int) -> T.StructType:
+    """What a micro-batch job writes: output rows (OUT), changed state rows (DELTA) and one stats
+    row per state partition (STATS); key columns named by position, as snapshots store them."""
+    key_fields = out.fields[:n_keys]
+    return T.StructType(
+        [T.StructField(KIND, T.IntegerType(), False)]
+        + [T.StructField(f"{KEY_PREFIX}{i}", f.dataType, True) for i, f in enumerate(key_fields)]
+        + [T.StructField(f.name, f.dataType, True) for f in out.fields[n_keys:]]
+        + codec.fields
+        + [T.StructField(DELETED, T.BooleanType(), True), T.StructField(PART, T.IntegerType(), True)]
+        + STATS_FIELDS
+    )
+
+
+def incremental_input(
+    events: DataFrame,
+    plan: KeyedPlan,
+    partitions: int,
+    tasks: int,
+    only: list[int] | None = None,
+    state: DataFrame | None = None,
+    initial: DataFrame | None = None,
+) -> DataFrame:
+    """The job's input: ticks, REBUILD rows (``state``: snapshot rows with ``VERSION``), INIT and
+    EVENT rows, spread over ``tasks`` tasks by state partition and sorted for the program.
+    ``only``: the state partitions this job runs (the others' events are left out)."""
+    spark = events.sparkSession
+    keys = plan.key_columns
+    parts = [events.withColumn(KIND, F.lit(EVENT)).withColumn(PART, part_column(keys, partitions))]
+    wanted = range(partitions) if only is None else only
+    parts.append(spark.createDataFrame([(p,) for p in wanted], f"{PART} int").withColumn(KIND, F.lit(TICK)))
+    if state is not None:
+        renamed = [F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(keys)]
+        rest = [c for c in state.columns if not c.startswith(KEY_PREFIX) and c != PART]
+        parts.append(state.select(*renamed, *rest, PART).withColumn(KIND, F.lit(REBUILD)))
+    if initial is not None:
+        cols = [F.col(k) for k in keys] + [F.col(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in keys]
+        parts.append(initial.select(*cols).withColumn(KIND, F.lit(INIT)).withColumn(PART, part_column(keys, partitions)))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p, allowMissingColumns=True)
+    if only is not None:
+        out = out.where(F.col(PART).isin(list(only)))
+    order = [PART, KIND, *keys] + ([VERSION] if state is not None else [])
+    return out.withColumn(TASK, task_column(F.col(PART), tasks)).repartition(tasks, TASK).sortWithinPartitions(*order)
+
+
+def _task_id() -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return str(ctx.taskAttemptId()) if ctx is not None else uuid.uuid4().hex[:12]
+
+
+class _Partition:
+    """One state partition while a task runs it."""
+
+    def __init__(self, prog: IncrementalProgram, ctx: _TaskContext, p: int):
+        self.prog, self.ctx, self.p = prog, ctx, p
+        self.store = LocalStore(ctx.root, prog.checkpoint, p)
+        self.expected = prog.expected.get(p, "")
+        self.held = self.store.applied()  # the committed state the store holds (reported on a miss)
+        # key bytes -> (key values, state, its stored row before this batch)
+        self.touched: dict[bytes, tuple[tuple, MemoryKeyState, bytes | None]] = {}
+        self.waiting: list[tuple[tuple, bytes, list[dict]]] = []
+        self.loading = False  # REBUILD rows are being loaded into the store
+        self.since = -1  # a catch-up loads only rows newer than the store's version
+        self.load_key: bytes | None = None
+        self.load_row: tuple | None | bool = False  # False: nothing to load for load_key
+        feed = prog.feeds.get(p)
+        if feed == FULL:
+            self.store.load_begin(clear=True)
+            self.loading, self.hit = True, True
+        elif feed == CATCH_UP and prog.catch_up.get(p, {}).get(token_version(self.held)) == self.held:
+            # the store holds a committed state older than the last: apply the deltas since
+            self.store.load_begin(clear=False)
+            self.loading, self.hit, self.since = True, True, token_version(self.held)
+        elif feed is None:
+            self.hit = self.store.ensure(self.expected)
+        else:
+            self.hit = False  # fed deltas for a state this host's store does not hold: run again, fed in full
+        ctx.key_pass.reset_stats()
+
+    @property
+    def active(self) -> bool:
+        return self.hit
+
+    # -- REBUILD rows (sorted by key, then version): each key's newest row is loaded
+    def load_add(self, kb: bytes, row: dict) -> None:
+        if row[VERSION] <= self.since:
+            return  # the store has it already
+        if kb != self.load_key:
+            self._load_flush()
+            self.load_key = kb
+        self.load_row = None if row[DELETED] else tuple(row[c] for c in self.ctx.codec.names)
+
+    def _load_flush(self) -> None:
+        if self.load_key is not None and self.load_row is not False:
+            if self.load_row is None:
+                self.store.load(self.load_key, None, None, None)
+            else:
+                ks = self.ctx.codec.load_values(self.load_row)  # type: ignore[arg-type]
+                self.store.load(self.load_key, encode(self.load_row), *due_times(ks))  # type: ignore[arg-type]
+        self.load_key, self.load_row = None, False
+
+    def load_done(self) -> None:
+        if self.loading:
+            self._load_flush()
+            self.store.load_end(self.expected)
+            self.loading = False
+
+    # -- keys
+    def _state(self, kv: tuple, kb: bytes, row: bytes | None) -> MemoryKeyState:
+        seen = self.touched.get(kb)
+        if seen is not None:
+            return seen[1]
+        ks = self.ctx.codec.load_values(decode(row)) if row is not None else MemoryKeyState()
+        self.touched[kb] = (kv, ks, row)
+        return ks
+
+    def initial(self, kv: tuple, init_row: dict) -> None:
+        kb = encode(kv)
+        found = self.store.get([kb]).get(kb)
+        self.ctx.key_pass.initial(kv, self._state(kv, kb, found), init_row)
+
+    def events(self, kv: tuple, rows: list[dict]) -> None:
+        self.waiting.append((kv, encode(kv), rows))
+        if len(self.waiting) >= LOOKUP_CHUNK:
+            self._run_waiting()
+
+    def _run_waiting(self) -> None:
+        if not self.waiting:
+            return
+        found = self.store.get([kb for _, kb, _ in self.waiting if kb not in self.touched])
+        for kv, kb, rows in self.waiting:
+            self.ctx.emit(kv, self.ctx.key_pass.run(kv, self._state(kv, kb, found.get(kb)), rows))
+        self.waiting = []
+
+    def finish(self) -> None:
+        ctx, prog = self.ctx, self.prog
+        self.load_done()
+        if not self.hit:
+            ctx.stats(self.p, False, token=self.held)
+            self.store.close()
+            return
+        self._run_waiting()
+        # the keys without input that have a timer due or state expiring in this batch
+        for kb, row in self.store.due(ctx.timer_until, prog.now_ms):
+            if kb not in self.touched:
+                kv = decode(kb)
+                ctx.emit(kv, ctx.key_pass.run(kv, self._state(kv, kb, row), []))
+        changes: list = []
+        deltas: list[tuple] = []
+        inserted = deleted = 0
+        next_timer = next_expiry = None
+        for kb, (kv, ks, before) in self.touched.items():
+            purge_expired(ks, prog.now_ms)
+            values = ctx.codec.dump(ks)
+            after = None if values is None else encode(values)
+            if after == before:
+                continue
+            if after is None:
+                deleted += 1
+                changes.append((kb, None, None, None))
+                deltas.append(ctx.delta_row(kv, None, self.p))
+                continue
+            inserted += before is None
+            timer_at, expire_at = due_times(ks)
+            next_timer, next_expiry = _min(next_timer, timer_at), _min(next_expiry, expire_at)
+            changes.append((kb, after, timer_at, expire_at))
+            deltas.append(ctx.delta_row(kv, values, self.p))
+        self.store.stage(ctx.token, self.expected, changes)
+        crash_point("local_state_written")
+        held_timer, held_expiry = self.store.next_due()
+        self.store.close()
+        ctx.rows.extend(deltas)
+        s = ctx.key_pass.stats
+        ctx.stats(self.p, True, s["late"], s["max_et"], s["events"], s["keys"], s["fired"], inserted, deleted,
+                  len(changes), _min(held_timer, next_timer), _min(held_expiry, next_expiry))
+
+
+class _TaskContext:
+    """What every partition of one task shares: runner, codec, output rows."""
+
+    def __init__(self, prog: IncrementalProgram):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        plan = prog.plan
+        self.codec = StateRowCodec(plan.spec)
+        runner = KeyedRunner(plan.spec, plan.order, plan.keyed)
+        self.key_pass = KeyPass(plan, runner, prog.now_ms, prog.watermark_ms, prog.late_watermark_ms, end_of_input=False)
+        self.n_keys = len(plan.key_columns)
+        self.schema = step_schema(prog.out_schema, self.codec, self.n_keys)
+        self.arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        self.token = f"{prog.version}-{prog.attempt}-{_task_id()}"
+        self.root = cache_root(prog.cache_dir)
+        self.timer_until = prog.watermark_ms if plan.event_time is not None else prog.now_ms
+        n_rest = len(prog.out_schema.fields) - self.n_keys
+        self.out_pad = (None,) * n_rest
+        self.state_pad = (None,) * len(self.codec.fields)
+        self.stats_pad = (None,) * len(STATS_FIELDS)
+        self.no_key = (None,) * self.n_keys
+        self.rows: list[tuple] = []
+
+    def emit(self, kv: tuple, produced: list[Any]) -> None:
+        for p in produced:
+            self.rows.append((OUT, *kv, *p, *self.state_pad, None, None, *self.stats_pad))
+
+    def delta_row(self, kv: tuple, values: tuple | None, part: int) -> tuple:
+        if values is None:
+            return (DELTA, *kv, *self.out_pad, *self.state_pad, True, part, *self.stats_pad)
+        return (DELTA, *kv, *self.out_pad, *values, False, part, *self.stats_pad)
+
+    def stats(self, part: int, hit: bool, *counts: Any, token: str | None = None) -> None:
+        """A partition's stats row; its token is this task's (a hit) or, for a miss, the one of
+        the state the store holds."""
+        counts = counts or (None,) * (len(STATS_FIELDS) - 2)
+        self.rows.append((STATS, *self.no_key, *self.out_pad, *self.state_pad, None, part, hit,
+                          self.token if token is None else token, *counts))
+
+    def flush(self) -> Any:
+        import pyarrow as pa
+
+        cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.arrow_schema]
+        arrays = [pa.array(list(c), type=f.type) for c, f in zip(cols, self.arrow_schema)]
+        self.rows = []
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+
+@dataclass
+class IncrementalProgram:
+    """What each Python task of a micro-batch job runs (pickled to executors)."""
+
+    plan: KeyedPlan
+    out_schema: T.StructType
+    checkpoint: str  # qualified URI: names the local stores
+    version: int  # the version this batch commits
+    attempt: str
+    expected: dict[int, str]  # state partition -> token of the committed state it starts from
+    now_ms: int
+    watermark_ms: int | None  # event-time timers due by this (the previous batch's watermark)
+    late_watermark_ms: int | None  # rows at or before this are late (Spark's rule)
+    # partitions fed from the checkpoint in this job: FULL (all their state) or CATCH_UP (the
+    # deltas since the base, for a store holding one of the versions in catch_up[p])
+    feeds: dict[int, str] = field(default_factory=dict)
+    catch_up: dict[int, dict[int, str]] = field(default_factory=dict)  # partition -> {version: token}
+    has_initial: bool = False
+    cache_dir: str | None = None
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        ctx = _TaskContext(self)
+        key_cols = self.plan.key_columns
+        part: _Partition | None = None
+        current: tuple | None = None
+        rows: list[dict] = []
+        ts_cols: list[int] | None = None
+        init_cols: list[str] = []
+        crashed_here = False
+        for rb in batches:
+            if ts_cols is None:
+                ts_cols = [i for i, f in enumerate(rb.schema) if pa.types.is_timestamp(f.type) and f.type.tz is not None]
+                init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)]
+            for i in ts_cols:
+                # UTC instants as naive datetimes (what every engine hands user code), cast in C
+                rb = rb.set_column(i, rb.schema[i].name, rb.column(i).cast(pa.timestamp(rb.schema[i].type.unit)))
+            for r in rb.to_pylist():
+                kind = r[KIND]
+                if kind == TICK:
+                    if part is not None:
+                        if current is not None:
+                            part.events(current, rows)
+                            current, rows = None, []
+                        part.finish()
+                        if not crashed_here:
+                            crash_point("processing")
+                            crashed_here = True
+                    part = _Partition(self, ctx, r[PART])
+                    continue
+                if part is None or not part.active:
+                    continue  # a miss: this partition runs again, fed from the checkpoint
+                kv = tuple(r[k] for k in key_cols)
+                if kind == REBUILD:
+                    part.load_add(encode(kv), r)
+                    continue
+                part.load_done()
+                if kind == INIT:
+                    part.initial(kv, {c[len(INIT_PREFIX) :]: r[c] for c in init_cols})
+                    continue
+                if kv != current:
+                    if current is not None:
+                        part.events(current, rows)
+                    current, rows = kv, []
+                rows.append(r)
+            if len(ctx.rows) >= 8192:
+                yield ctx.flush()
+        if part is not None:
+            if current is not None:
+                part.events(current, rows)
+            part.finish()
+        if ctx.rows:
+            yield ctx.flush()
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
