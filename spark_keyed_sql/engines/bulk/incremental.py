@@ -220,6 +220,9 @@ class _Partition:
             self.store.close()
             return
         self._run_waiting()
+        if not ctx.crash_point_passed:  # once per task, with its first partition's keys run
+            crash_point("processing")
+            ctx.crash_point_passed = True
         # the keys without input that have a timer due or state expiring in this batch
         for kb, row in self.store.due(ctx.timer_until, prog.now_ms):
             if kb not in self.touched:
@@ -277,6 +280,7 @@ class _TaskContext:
         self.stats_pad = (None,) * len(STATS_FIELDS)
         self.no_key = (None,) * self.n_keys
         self.rows: list[tuple] = []
+        self.crash_point_passed = False
 
     def emit(self, kv: tuple, produced: list[Any]) -> None:
         for p in produced:
@@ -333,7 +337,6 @@ class IncrementalProgram:
         rows: list[dict] = []
         ts_cols: list[int] | None = None
         init_cols: list[str] = []
-        crashed_here = False
         for rb in batches:
             if ts_cols is None:
                 ts_cols = [i for i, f in enumerate(rb.schema) if pa.types.is_timestamp(f.type) and f.type.tz is not None]
@@ -349,9 +352,6 @@ class IncrementalProgram:
                             part.events(current, rows)
                             current, rows = None, []
                         part.finish()
-                        if not crashed_here:
-                            crash_point("processing")
-                            crashed_here = True
                     part = _Partition(self, ctx, r[PART])
                     continue
                 if part is None or not part.active:
