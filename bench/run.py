@@ -290,6 +290,141 @@ def stream_costs(spark: SparkSession, ks: KeyedSQL, keys: int, rows: int, engine
     return out
 
 
+STATE_SIZES = (100_000, 1_000_000, 10_000_000)
+GROWTH_ENGINES = ("bulk", "tws", "auto")
+INCREMENT = 1_000
+
+
+class MemorySampler:
+    """The largest resident set (VmRSS) seen, every 0.2 s, of the driver JVM (in local mode also
+    the executor) and of the Python workers, while it runs."""
+
+    def __init__(self) -> None:
+        self.peak = {"driver JVM": 0.0, "python workers (max)": 0.0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2):
+            for name, mib in rss_mb().items():
+                self.peak[name] = max(self.peak[name], mib)
+
+
+def rss_mb() -> dict[str, float]:
+    out = {"driver JVM": 0.0, "python workers (max)": 0.0}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="ignore")
+            status = open(f"/proc/{pid}/status").read()
+        except OSError:
+            continue
+        rss = next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmRSS")), 0.0)
+        if "org.apache.spark.deploy.SparkSubmit" in cmd:
+            out["driver JVM"] = max(out["driver JVM"], rss)
+        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            out["python workers (max)"] = max(out["python workers (max)"], rss)
+    return out
+
+
+def _state_sql(src: str, engine: str, max_files: int | None = None) -> str:
+    options = ([] if engine == "auto" else [f"engine = '{engine}'"]) + ([f"max_files_per_trigger = {max_files}"] if max_files else [])
+    opts = f" OPTIONS ({', '.join(options)})" if options else ""
+    return f"SELECT user_id, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE bench_counter(value) ORDER BY ts{opts}"
+
+
+def _write_keys(spark: SparkSession, path: str, keys: int, rows: int, seed: int, files: int = 1) -> None:
+    """``rows`` events over ``keys`` keys (one per key, in order, when rows == keys; else random keys)."""
+    ids = F.col("id") if rows == keys else F.floor(F.rand(seed) * keys).cast("long")
+    (spark.range(rows).select(
+        F.concat(F.lit("u"), ids.cast("string")).alias("user_id"),
+        F.timestamp_seconds(F.lit(1_800_000_000 + seed * 1_000_000) + F.col("id")).alias("ts"),
+        ((F.col("id") * 7919) % 1000 / 10.0).alias("value"),
+    ).repartition(files).write.mode("append").parquet(path))
+
+
+def state_growth(spark: SparkSession, ks: KeyedSQL, sizes: tuple[int, ...], budget: float, tws_max: int) -> list[dict]:
+    """One 1,000-row ks.run increment on a checkpoint holding ``n`` keys of state, per engine:
+    the fill (one run over n rows, one per key) then the increment, timed and sampled for
+    memory. tws is not filled above ``tws_max`` keys (its per-key round trips: the rate measured
+    at the smaller sizes says how long)."""
+    out = []
+    for engine in GROWTH_ENGINES:
+        rate = None
+        for n in sizes:
+            row: dict[str, Any] = {"engine": engine, "keys": n}
+            out.append(row)
+            if engine == "tws" and n > tws_max:
+                row["note"] = (f"not filled: at the measured {rate:,.0f} keys/s the fill would take ~{n / rate / 60:.0f} min"
+                               if rate else "not filled (per-key round trips)")
+                continue
+            d = tempfile.mkdtemp(prefix="ks-bench-growth-")
+            try:
+                src, cp, res = os.path.join(d, "in"), os.path.join(d, "cp"), os.path.join(d, "out")
+                _write_keys(spark, src, n, n, seed=1, files=8)
+                sql = _state_sql(src, engine)
+                print(f"[state growth] {engine} {n:,} keys: fill ...", flush=True)
+                run = lambda q=sql, c=cp, o=res: ks.run(q, checkpoint=c, output=o)  # noqa: E731
+                row["fill"], _ = timed(spark, run, budget)
+                rate = n / row["fill"]
+                _write_keys(spark, src, n, INCREMENT, seed=2)
+                print(f"[state growth] {engine} {n:,} keys: +{INCREMENT:,} rows ...", flush=True)
+                with MemorySampler() as mem:
+                    row["increment"], summary = timed(spark, run, budget)
+                row |= {"peak": dict(mem.peak), "keys_touched": summary["keys_touched"]}
+            except OverBudget as exc:
+                row["note"] = str(exc)
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def many_batches(spark: SparkSession, ks: KeyedSQL, engine: str, keys: int, batches: int, rows: int, budget: float) -> dict:
+    """``batches`` micro-batches of ``rows`` rows through ks.start on a checkpoint holding
+    ``keys`` keys of state (filled by ks.run first): per-batch times from Spark's progress."""
+    d = tempfile.mkdtemp(prefix="ks-bench-batches-")
+    out: dict[str, Any] = {"engine": engine, "keys": keys, "batches": batches}
+    try:
+        src, cp, res = os.path.join(d, "in"), os.path.join(d, "cp"), os.path.join(d, "out")
+        _write_keys(spark, src, keys, keys, seed=1, files=8)
+        sql = _state_sql(src, engine)
+        print(f"[many batches] {engine}: fill {keys:,} keys ...", flush=True)
+        out["fill"], _ = timed(spark, lambda: ks.run(sql, checkpoint=cp, output=res), budget)
+        for b in range(batches):
+            _write_keys(spark, src, keys, rows, seed=100 + b)
+        stream_sql = _state_sql(src, engine, max_files=1)
+        print(f"[many batches] {engine}: {batches} micro-batches ...", flush=True)
+        t0 = time.perf_counter()
+        q = ks.start(stream_sql, checkpoint=cp, sink=res)
+        deadline = t0 + budget
+        while q.isActive and time.perf_counter() < deadline:
+            done = [p for p in q.recentProgress if p.numInputRows > 0]
+            if len(done) >= batches:
+                break
+            time.sleep(0.5)
+        total = time.perf_counter() - t0
+        progress = [p for p in q.recentProgress if p.numInputRows > 0]
+        q.stop()
+        secs = [p.durationMs.get("triggerExecution", 0) / 1000 for p in progress]
+        out |= {"total": total, "done": len(secs), "times": secs}
+        if len(secs) < batches:
+            out["note"] = f"{len(secs)} of {batches} batches within the {budget:.0f} s budget"
+    except OverBudget as exc:
+        out["note"] = str(exc)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
 def peak_rss_mb() -> dict[str, float]:
     """Peak resident memory (VmHWM) of the JVM driver and of the Python workers alive now."""
     out = {"driver JVM": 0.0, "python workers (max)": 0.0}
@@ -311,23 +446,33 @@ def peak_rss_mb() -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="1k and 10k keys, 200k rows (a few minutes)")
+    ap.add_argument("--quick", action="store_true", help="small sizes everywhere (a few minutes)")
     ap.add_argument("--keys", default=None, help="comma-separated key counts (default 1000,100000,1000000)")
     ap.add_argument("--rows", type=int, default=None, help="rows per run (default 2,000,000)")
     ap.add_argument("--budget", type=float, default=None, help="seconds before a path is cancelled")
     ap.add_argument("--out", default="BENCHMARKS.md")
-    ap.add_argument("--crossover-only", action="store_true", help="only the restart / per-run cost section")
-    ap.add_argument("--state-keys", type=int, default=None, help="keys of state for that section (default: the largest --keys)")
+    ap.add_argument("--sections", default="workloads,crossover,growth,batches",
+                    help="which sections to run (comma-separated: workloads, crossover, growth, batches)")
+    ap.add_argument("--state-keys", type=int, default=None, help="keys of state for the crossover (default: the largest --keys)")
+    ap.add_argument("--growth-sizes", default=None, help="keys of state for the state-growth table (default 100000,1000000,10000000)")
+    ap.add_argument("--tws-max-keys", type=int, default=1_000_000, help="largest state the growth table fills through tws")
+    ap.add_argument("--batch-keys", type=int, default=None, help="keys of state for the many-batches table (default 1,000,000)")
+    ap.add_argument("--batches", default=None, help="micro-batches per engine there, as bulk,tws (default 500,200)")
     ap.add_argument("--slow-max-keys", type=int, default=None,
                     help="skip the per-key-round-trip paths (tws, UDTFs, hand-written transformWithState*) above this many keys")
     a = ap.parse_args()
+    sections = set(a.sections.split(","))
     keys = [int(k) for k in (a.keys or ("1000,10000" if a.quick else "1000,100000,1000000")).split(",")]
     rows = a.rows or (200_000 if a.quick else 2_000_000)
     budget = a.budget or (120.0 if a.quick else 600.0)
+    growth_sizes = tuple(int(k) for k in (a.growth_sizes or ("10000,100000" if a.quick else "100000,1000000,10000000")).split(","))
+    batch_keys = a.batch_keys or (100_000 if a.quick else 1_000_000)
+    n_bulk, n_tws = (int(x) for x in (a.batches or ("50,20" if a.quick else "500,200")).split(","))
     global BUDGET
     BUDGET = budget
 
-    spark = local_session("spark-keyed-sql bench", shuffle_partitions=8)
+    spark = local_session("spark-keyed-sql bench", shuffle_partitions=8,
+                          conf={"spark.sql.streaming.numRecentProgressUpdates": str(max(n_bulk, n_tws) + 10)})
     ks = KeyedSQL(spark)
     ks.register("bench_counter", Counter, returns="n bigint, total double")
     ks.register("bench_counter_ts", CounterTs, returns="ts timestamp, n bigint, total double")
@@ -335,10 +480,7 @@ def main() -> None:
     ks.register("bench_sessions", Sessions, returns="session_start timestamp, events bigint")
 
     results: list[tuple] = []
-    if a.crossover_only:
-        make_events(spark, a.state_keys or max(keys), rows)
-        keys = [a.state_keys or max(keys)]
-    for k in ([] if a.crossover_only else keys):
+    for k in (keys if "workloads" in sections else []):
         df = make_events(spark, k, rows)
         for wname, paths in workloads(spark, ks, df).items():
             reference = None
@@ -372,13 +514,21 @@ def main() -> None:
                 if pname.startswith("mapInArrow floor"):
                     floor_t = t
                 results.append((k, wname, pname, t, "same rows as native" if ok else f"DIFFERENT rows: {d} vs {reference}", native_t, floor_t))
-    costs = {e: stream_costs(spark, ks, a.state_keys or max(keys), rows, e, budget) for e in ("bulk", "tws")}
+    costs = {}
+    if "crossover" in sections:
+        state_keys = a.state_keys or max(keys)
+        make_events(spark, state_keys, rows)
+        costs = {e: stream_costs(spark, ks, state_keys, rows, e, budget) for e in ("bulk", "tws")}
+    growth = state_growth(spark, ks, growth_sizes, budget, a.tws_max_keys) if "growth" in sections else []
+    batches = ([many_batches(spark, ks, e, batch_keys, n, INCREMENT, budget * 4) for e, n in (("bulk", n_bulk), ("tws", n_tws))]
+               if "batches" in sections else [])
     mem = peak_rss_mb()
-    write_report(a.out, results, rows, keys, costs, mem, a.quick)
+    write_report(a.out, results, rows, keys, costs, mem, a.quick, growth, batches)
     spark.stop()
 
 
-def write_report(path: str, results: list[tuple], rows: int, keys: list[int], costs: dict, mem: dict, quick: bool) -> None:
+def write_report(path: str, results: list[tuple], rows: int, keys: list[int], costs: dict, mem: dict, quick: bool,
+                 growth: list[dict], batches: list[dict]) -> None:
     import multiprocessing
 
     try:
@@ -414,24 +564,73 @@ def write_report(path: str, results: list[tuple], rows: int, keys: list[int], co
                 else f"| {p} | {t:.2f} | {rows / t:,.0f} | | | {check} |"
             )
         lines.append("")
-    lines += [
-        "## Restart and per-run cost at fixed state (the engine crossover)",
-        "",
-        f"W1 through `ks.run`: a first run over {rows:,} rows fills the state of {max(keys):,} keys; each later run restarts",
-        "from the checkpoint and adds the given number of rows. `tws` touches only keys with input; `bulk`",
-        "rewrites its whole snapshot each run, so its cost has a floor set by the state size.",
-        "",
-        "| engine | first run (s) | " + " | ".join(f"+{n:,} rows (s)" for n in CROSSOVER_SIZES) + " |",
-        "|---|---:|" + "---:|" * len(CROSSOVER_SIZES),
-    ]
-    for e, c in costs.items():
-        cells = [f"{c[n]:.1f}" if n in c else "—" for n in CROSSOVER_SIZES]
-        first = f"{c['first']:.1f}" if "first" in c else "—"
-        lines.append(f"| {e} | {first} | " + " | ".join(cells) + " |" + (f" {c['error']}" if "error" in c else ""))
-    lines += ["", "## Peak memory (VmHWM)", ""] + [f"- {k}: {v:,.0f} MiB" for k, v in mem.items()] + [""]
+    if costs:
+        lines += [
+            "## Restart and per-run cost at fixed state (the engine crossover)",
+            "",
+            f"W1 through `ks.run`: a first run over {rows:,} rows fills the state of {max(keys):,} keys; each later run restarts",
+            "from the checkpoint and adds the given number of rows. `tws` touches only keys with input; `bulk`",
+            "rewrites its whole snapshot each run, so its cost has a floor set by the state size.",
+            "",
+            "| engine | first run (s) | " + " | ".join(f"+{n:,} rows (s)" for n in CROSSOVER_SIZES) + " |",
+            "|---|---:|" + "---:|" * len(CROSSOVER_SIZES),
+        ]
+        for e, c in costs.items():
+            cells = [f"{c[n]:.1f}" if n in c else "—" for n in CROSSOVER_SIZES]
+            first = f"{c['first']:.1f}" if "first" in c else "—"
+            lines.append(f"| {e} | {first} | " + " | ".join(cells) + " |" + (f" {c['error']}" if "error" in c else ""))
+    lines += growth_lines(growth) + batch_lines(batches)
+    lines += ["", "## Peak memory of the whole run (VmHWM)", ""] + [f"- {k}: {v:,.0f} MiB" for k, v in mem.items()] + [""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
+
+
+def growth_lines(growth: list[dict]) -> list[str]:
+    if not growth:
+        return []
+    lines = ["", "## State growth: one 1,000-row increment on a checkpoint holding N keys", "",
+             f"`ks.run` (W1's counter): a first run over N rows (one per key) fills the state, then one run adds {INCREMENT:,} rows",
+             "of random keys. Time of that increment, and the largest resident memory seen during it (local mode:",
+             "the driver JVM is the executor too).", "",
+             "| engine | keys of state | fill (s) | +1,000 rows (s) | × the smallest state | driver JVM (MiB) | Python workers (MiB) | keys touched | note |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for engine in GROWTH_ENGINES:
+        rows = [g for g in growth if g["engine"] == engine]
+        first = next((g.get("increment") for g in rows if g.get("increment")), None)
+        for g in sorted(rows, key=lambda g: g["keys"]):
+            inc = g.get("increment")
+            peak = g.get("peak", {})
+            lines.append(
+                f"| {engine} | {g['keys']:,} | {g['fill']:.1f} | " if "fill" in g else f"| {engine} | {g['keys']:,} | — | "
+            )
+            lines[-1] += (f"{inc:.2f} | {inc / first:.2f} | {peak.get('driver JVM', 0):,.0f} | {peak.get('python workers (max)', 0):,.0f} | "
+                          f"{g.get('keys_touched', '')} | {g.get('note', '')} |" if inc else f"— | — | — | — | — | {g.get('note', '')} |")
+    return lines
+
+
+def batch_lines(batches: list[dict]) -> list[str]:
+    if not batches:
+        return []
+    import statistics
+
+    lines = ["", "## Many small batches: 1,000-row micro-batches through ks.start on a checkpoint holding N keys", "",
+             "W1's counter over a file source, one 1,000-row file per micro-batch (`max_files_per_trigger = 1`), after",
+             "a `ks.run` filled the state. Per-batch time is Spark's `triggerExecution` for the batch. The last",
+             "columns compare the median of batches 6-15 with the median of the last ten (the history must not",
+             "make later batches slower).", "",
+             "| engine | keys of state | batches | total (s) | median (s) | p95 (s) | batches 6-15 (median, s) | last 10 (median, s) | last / early | note |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for b in batches:
+        t = b.get("times") or []
+        if len(t) < 20:
+            lines.append(f"| {b['engine']} | {b['keys']:,} | {len(t)} | — | — | — | — | — | — | {b.get('note', '')} |")
+            continue
+        p95 = sorted(t)[int(0.95 * (len(t) - 1))]
+        early, late = statistics.median(t[5:15]), statistics.median(t[-10:])
+        lines.append(f"| {b['engine']} | {b['keys']:,} | {len(t)} | {b['total']:.1f} | {statistics.median(t):.2f} | {p95:.2f} | "
+                     f"{early:.2f} | {late:.2f} | {late / early:.2f} | {b.get('note', '')} |")
+    return lines
 
 
 if __name__ == "__main__":
