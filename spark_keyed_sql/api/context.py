@@ -9,10 +9,15 @@ from typing import Any, Protocol
 __all__ = ["KeyContext", "TimerService", "to_epoch_ms", "from_epoch_ms"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
+_MS = _dt.timedelta(milliseconds=1)
+_datetime = _dt.datetime
 
 
 def to_epoch_ms(ts: Any) -> int:
     """A UTC ``datetime`` (naive means UTC) or epoch milliseconds as epoch milliseconds."""
+    if type(ts) is _datetime and ts.tzinfo is None:  # what every engine hands user code: one subtraction
+        return (ts - _EPOCH_NAIVE) // _MS
     if isinstance(ts, bool):
         raise TypeError(f"timer timestamp must be a datetime or epoch milliseconds, got {ts!r}")
     if isinstance(ts, (int, float)):
@@ -78,10 +83,10 @@ class KeyContext:
         return self._timers
 
     def register_timer(self, ts: Any) -> None:
-        self._timer_service().register(to_epoch_ms(ts))
+        (self._timers or self._timer_service()).register(to_epoch_ms(ts))
 
     def delete_timer(self, ts: Any) -> None:
-        self._timer_service().delete(to_epoch_ms(ts))
+        (self._timers or self._timer_service()).delete(to_epoch_ms(ts))
 
     def list_timers(self) -> list[_dt.datetime]:
         return [from_epoch_ms(ms) for ms in sorted(self._timer_service().list())]

@@ -411,7 +411,17 @@ def fast_check(t: SqlType, var: str) -> str | None:
         lo, hi = _INT_RANGES[n]
         return f"(type({var}) is int and {lo} <= {var} <= {hi})"
     exact = {"double": "float", "float": "float", "string": "str", "boolean": "bool"}.get(n)
-    return f"type({var}) is {exact}" if exact else None
+    if exact:
+        return f"type({var}) is {exact}"
+    # coerce returns a datetime / date unchanged (the generated code's module has these names)
+    if n in ("timestamp", "timestamp_ntz"):
+        return f"type({var}) is __datetime"
+    if n == "date":
+        return f"type({var}) is __date"
+    return None
+
+
+FAST_CHECK_NAMES = {"__datetime": _dt.datetime, "__date": _dt.date}  # names fast_check's expressions use
 
 
 def struct_to_tuple(value: Any, t: StructType, where: str) -> tuple:

@@ -72,14 +72,17 @@ def make_table_function(spec: FunctionSpec) -> type:
         def __init__(self) -> None:
             self.runner: KeyedRunner | None = None
             self.current: tuple | None = None
-            self.buffer: list[dict] = []
+            self.buffer: list[tuple] = []
             # the processing time of this one-shot query (current_processing_time(), timers)
             self.now_ms = int(time.time() * 1000)
 
         def _setup(self, row: Any, key: str | None, order_by: str | None) -> None:
-            fields = row.__fields__
-            lower = {f.lower(): f for f in fields}
+            self.fields = list(row.__fields__)
+            lower = {f.lower(): f for f in self.fields}
             self.keys = [lower[k.lower()] for k in parse_column_list(key, "key")]
+            # keys by position: a Row's row["name"] searches its field list on every call
+            self.key_at = [self.fields.index(k) for k in self.keys]
+            self.one_key = self.key_at[0] if len(self.key_at) == 1 else None
             # rows arrive in key, order_by order (analyze asked Spark for it); the runner's sort is stable
             self.runner = KeyedRunner(spec, [], bool(self.keys))
 
@@ -88,7 +91,9 @@ def make_table_function(spec: FunctionSpec) -> type:
             (keys arrive contiguously and in order, so the key's state is then done)."""
             if self.buffer:
                 assert self.runner is not None and self.current is not None
-                kv, rows, self.buffer = self.current, self.buffer, []
+                kv, buffered, self.buffer = self.current, self.buffer, []
+                fields = self.fields
+                rows = [dict(zip(fields, r)) for r in buffered]  # a fresh dict per event, once per key
                 state = MemoryKeyState()
                 binding = memory_binding(state, lambda: self.now_ms, None)
                 key = user_key(kv, bool(self.keys))
@@ -105,11 +110,13 @@ def make_table_function(spec: FunctionSpec) -> type:
         def eval(self, row: Any, key: str | None = None, order_by: str | None = None) -> Iterator[tuple]:
             if self.runner is None:
                 self._setup(row, key, order_by)
-            kv = tuple(row[k] for k in self.keys)
+            i = self.one_key
+            kv = (row[i],) if i is not None else tuple(row[j] for j in self.key_at)
             if kv != self.current:
-                yield from self._flush()
+                if self.buffer:
+                    yield from self._flush()
                 self.current = kv
-            self.buffer.append(row.asDict())
+            self.buffer.append(tuple(row))
 
         def terminate(self) -> Iterator[tuple]:
             yield from self._flush()

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..api.errors import OutputSchemaError, StateTypeError
-from ..api.types import StructType, coerce, fast_check
+from ..api.types import FAST_CHECK_NAMES, StructType, coerce, fast_check
 
-__all__ = ["normalize_output", "normalizer", "rows_as_dicts", "snapshot", "Where", "resolve_where"]
+__all__ = ["normalize_output", "normalizer", "rows_as_dicts", "snapshot", "tuple_converter", "Where", "resolve_where"]
 
 # where a value came from, for error messages only: a string, or a callable that builds it
 # (a per-row message would cost more than the row itself)
@@ -39,7 +39,7 @@ def _converters(fields: tuple) -> tuple[Callable[[Any], tuple], Callable[[dict],
     """Generated per schema: a value that already has the exact Python type Spark wants passes
     with one inline check; anything else (None, numpy, wider types, errors) goes to ``coerce``.
     One output row per input row makes this the engines' hottest path."""
-    env: dict[str, Any] = {"coerce": coerce}
+    env: dict[str, Any] = {"coerce": coerce, **FAST_CHECK_NAMES}
     lines = []
     for i, (_, t, label) in enumerate(fields):
         env[f"t{i}"], env[f"l{i}"] = t, label
@@ -56,6 +56,11 @@ def _converters(fields: tuple) -> tuple[Callable[[Any], tuple], Callable[[dict],
     )
     exec(compile(src, "<spark_keyed_sql output converter>", "exec"), env)  # noqa: S102 - built from field positions only
     return env["from_tuple"], env["from_dict"]
+
+
+def tuple_converter(schema: StructType) -> Callable[[Any], tuple]:
+    """The generated converter of a tuple of ``schema``'s width (raises StateTypeError)."""
+    return _fields(schema)[3]
 
 
 def normalize_output(result: Any, schema: StructType | None, where: Where) -> list[Any]:

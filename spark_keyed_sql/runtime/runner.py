@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.context import from_epoch_ms
-from ..api.errors import KeyedSQLError, OutputSchemaError, UserFunctionError
+from ..api.errors import KeyedSQLError, OutputSchemaError, StateTypeError, UserFunctionError
 from ..api.function import state_descriptors
 from ..api.state import ACCESSORS
 from ..state.attributes import AttributeLayout
 from ..state.binding import KeyBinding
 from ..state.encoding import loads
-from .output import Where, normalize_output, normalizer, resolve_where
+from .output import Where, normalize_output, normalizer, resolve_where, tuple_converter
 from .spec import FunctionKind, FunctionSpec
 
 __all__ = ["KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
@@ -68,6 +68,8 @@ class KeyedRunner:
         self.layout = AttributeLayout(self.instance) if self.spec.kind is FunctionKind.FUNCTION else None
         self.descriptors = state_descriptors(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else {}
         self._normalize = normalizer(self.spec.returns)
+        # a [tuple] of the returns' width goes straight to the generated converter
+        self._from_tuple, self._width = (tuple_converter(self.spec.returns), len(self.spec.returns.fields)) if self.spec.returns else (None, 0)
 
     # ------------------------------------------------------------ per-key lifecycle
     def _begin(self, key: Any, binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None) -> None:
@@ -123,6 +125,63 @@ class KeyedRunner:
             raise UserFunctionError(self.spec.name, key, resolve_where(where), exc) from exc
 
     # ------------------------------------------------------------ entry points
+    def run_function(
+        self, key: Any, events: list[dict], binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None,
+        out: list, src: list, src0: int = 0,
+    ) -> None:
+        """A StatefulFunction over one key's events, in order: output rows (tuples in returns
+        order) appended to ``out`` and, for each, the position of the event that produced it
+        (``src0`` + its index) to ``src``. The hottest loop of every engine: one pass per row."""
+        self._begin(key, binding, processing_ms, watermark_ms)
+        try:
+            ctx, keyed, execute, normalize, name = self.ctx, self.keyed, self.instance.execute, self._normalize, self.spec.name
+            one, width = self._from_tuple, self._width
+            i = src0
+            for event in events:
+                # a clear_state() in an earlier row is followed by this row's updates
+                self._cleared = False
+                ctx._key, ctx._keyed = key, keyed  # (cleared once the key is done: no user code runs between rows)
+                try:
+                    result = execute(event)
+                except Exception as exc:
+                    raise UserFunctionError(name, key, f"row {_short(event)}", exc) from exc
+                if result is None:
+                    i += 1
+                    continue
+                if one is not None and type(result) is list and len(result) == 1:
+                    item = result[0]
+                    if type(item) is tuple and len(item) == width:
+                        try:
+                            out.append(one(item))
+                            src.append(i)
+                            i += 1
+                            continue
+                        except StateTypeError:
+                            pass  # normalize says what is wrong, with the row
+                try:  # a generator result runs user code here
+                    produced = normalize(result, lambda e=event: f"function '{name}' (key {key!r}, row {_short(e)})")
+                except OutputSchemaError:
+                    raise
+                except Exception as exc:
+                    raise UserFunctionError(name, key, f"row {_short(event)}", exc) from exc
+                out.extend(produced)
+                src.extend([i] * len(produced))
+                i += 1
+        finally:
+            self._end(key, binding)
+
+    def run_processor(
+        self, key: Any, rows: Any, count: int, first: Any, binding: KeyBinding, processing_ms: int | None,
+        watermark_ms: int | None, out: list,
+    ) -> None:
+        """A KeyedProcessor's ``process(key, rows)`` with ``rows`` the key's frame (or records);
+        ``first()`` gives its first event for an error message."""
+        self._begin(key, binding, processing_ms, watermark_ms)
+        try:
+            out.extend(self._call(key, lambda: f"{count} row(s), first {_short(first())}", self.instance.process, key, rows))
+        finally:
+            self._end(key, binding)
+
     def process_key(
         self,
         key: Any,
@@ -142,39 +201,20 @@ class KeyedRunner:
         rows = sort_rows(rows, self.order)
         events = rows if event_map is None else [{name: r[col] for name, col in event_map} for r in rows]
         out: list[Any] = []
-        self._begin(key, binding, processing_ms, watermark_ms)
-        try:
-            if self.layout is not None:
-                # the hottest loop of every engine (one pass per input row): _call inlined
-                ctx, keyed, execute, normalize, name = self.ctx, self.keyed, self.instance.execute, self._normalize, self.spec.name
-                for row, event in zip(rows, events):
-                    # a clear_state() in an earlier row is followed by this row's updates
-                    self._cleared = False
-                    ctx._key, ctx._keyed = key, keyed
-                    try:
-                        produced = normalize(execute(event), lambda e=event: f"function '{name}' (key {key!r}, row {_short(e)})")
-                    except OutputSchemaError:
-                        raise
-                    except Exception as exc:
-                        raise UserFunctionError(name, key, f"row {_short(event)}", exc) from exc
-                    finally:
-                        ctx._key, ctx._keyed = None, False  # SAGE: the key is cleared after each row
-                    if passthrough:
-                        extra = tuple(row[c] for c in passthrough)
-                        produced = [(*p, *extra) for p in produced]
-                    out.extend(produced)
-            else:
-                import pandas as pd
+        if self.layout is not None:
+            src: list[int] = []
+            self.run_function(key, events, binding, processing_ms, watermark_ms, out, src)
+            if passthrough:
+                out = [(*o, *(rows[i][c] for c in passthrough)) for o, i in zip(out, src)]
+            return out
+        columns = [n for n, _ in event_map] if event_map is not None else (list(events[0].keys()) if events else [])
+        if getattr(self.instance, "_ks_rows_as_records", False):  # a Row-style StatefulProcessor
+            arg: Any = [{c: e.get(c) for c in columns} for e in events]
+        else:
+            import pandas as pd
 
-                columns = [n for n, _ in event_map] if event_map is not None else (list(events[0].keys()) if events else [])
-                where = f"{len(events)} row(s), first {_short(events[0]) if events else None}"
-                if getattr(self.instance, "_ks_rows_as_records", False):  # a Row-style StatefulProcessor
-                    arg: Any = [{c: e.get(c) for c in columns} for e in events]
-                else:
-                    arg = pd.DataFrame.from_records(events, columns=columns)
-                out.extend(self._call(key, where, self.instance.process, key, arg))
-        finally:
-            self._end(key, binding)
+            arg = pd.DataFrame.from_records(events, columns=columns)
+        self.run_processor(key, arg, len(events), lambda: events[0] if events else None, binding, processing_ms, watermark_ms, out)
         return out
 
     def fire_timer(

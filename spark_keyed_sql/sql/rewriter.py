@@ -342,36 +342,39 @@ class _Planner:
 
     def _step(self, group: KeyedGroup, call: _Call, source: _Source, outer: _Outer, engine: Engine) -> KeyedStep:
         event_time = group.args.get("event_time")
-        projections = [exp.alias_(k.copy(), _q(f"__ks_k{i}")) for i, k in enumerate(call.key_exprs)]
-        projections += [exp.alias_(a.copy(), _q(f"__ks_a{i}")) for i, a in enumerate(call.arg_exprs)]
-        projections += [exp.alias_(o.copy(), _q(f"__ks_o{i}")) for i, o in enumerate(call.order_exprs)]
-        projections += [exp.alias_(exp.column(_q(p)), _q(f"__ks_p{i}")) for i, p in enumerate(outer.passthrough)]
+        projections: list[exp.Expression] = []
+        named: dict[str, str] = {}  # expression SQL -> its internal column: each is shipped once
+
+        def column(e: exp.Expression, name: str) -> str:
+            sql = render(e)
+            if sql not in named:
+                projections.append(exp.alias_(e.copy(), _q(name)))
+                named[sql] = name
+            return named[sql]
+
+        keys = [column(k, f"__ks_k{i}") for i, k in enumerate(call.key_exprs)]
+        args = [column(a, f"__ks_a{i}") for i, a in enumerate(call.arg_exprs)]
+        order = [OrderSpec(column(o, f"__ks_o{i}"), spec.ascending, spec.nulls_first)
+                 for i, (o, spec) in enumerate(zip(call.order_exprs, call.order_specs))]
+        through = [column(exp.column(_q(p)), f"__ks_p{i}") for i, p in enumerate(outer.passthrough)]
         if event_time is not None:
             source.check(event_time, "EVENT TIME")
-            projections.append(exp.alias_(event_time.copy(), _q("__ks_et")))
+        et = column(event_time, "__ks_et") if event_time is not None else None
         if not projections:
             projections = [exp.alias_(exp.Literal.number(0), _q("__ks_none"))]
         keyed_source = source.select.copy()
         keyed_source.set("expressions", projections)
         initial_df, initial_source = None, None
         if group.args.get("initial_state") is not None:
-            initial_df = self._initial_state(group.args["initial_state"], call.key_names, call.fname)
+            initial_df = self._initial_state(group.args["initial_state"], call.key_names, call.fname, keys)
             initial_source = render(group.args["initial_state"])
         plan = KeyedPlan(
-            call.spec,
-            [f"__ks_k{i}" for i in range(len(call.key_exprs))],
-            [f"__ks_a{i}" for i in range(len(call.arg_exprs))],
-            call.order_specs,
-            initial_df,
-            str(call.options.get("output_mode", "Append")).capitalize(),
-            call.arg_names,
-            [f"__ks_p{i}" for i in range(len(outer.passthrough))],
-            "__ks_et" if event_time is not None else None,
-            _interval_ms(group.args.get("watermark")),
+            call.spec, keys, args, order, initial_df, str(call.options.get("output_mode", "Append")).capitalize(),
+            call.arg_names, through, et, _interval_ms(group.args.get("watermark")),
         )
-        columns = [f"`__ks_k{i}` AS {_quoted(n)}" for i, n in enumerate(call.key_names)]
+        columns = [f"{_quoted(k)} AS {_quoted(n)}" for k, n in zip(keys, call.key_names)]
         columns += [_quoted(r) for r in call.returns]
-        columns += [f"`__ks_p{i}` AS {_quoted(p)}" for i, p in enumerate(outer.passthrough)]
+        columns += [f"{_quoted(c)} AS {_quoted(p)}" for c, p in zip(through, outer.passthrough)]
         ttl = group.args.get("ttl")
         return KeyedStep(
             function=call.fname,
@@ -393,7 +396,7 @@ class _Planner:
             initial_source=initial_source,
         )
 
-    def _initial_state(self, source: exp.Expression, key_names: list[str], fname: str) -> DataFrame:
+    def _initial_state(self, source: exp.Expression, key_names: list[str], fname: str, key_columns: list[str]) -> DataFrame:
         q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
         df = self.spark.sql(render(q))
         lower = {c.lower(): c for c in df.columns}
@@ -402,7 +405,7 @@ class _Planner:
             raise KeyedQueryError(
                 f"INITIAL STATE FROM for {fname}: key column(s) {missing} missing (columns: {', '.join(df.columns)})"
             )
-        exprs = [f"{_quoted(lower[k.lower()])} AS `__ks_k{i}`" for i, k in enumerate(key_names)]
+        exprs = [f"{_quoted(lower[k.lower()])} AS {_quoted(c)}" for k, c in zip(key_names, key_columns)]
         # batch_id is read_state's bookkeeping column, not state: a read_state table bootstraps as is
         skip = {k.lower() for k in key_names} | {"batch_id"}
         exprs += [_quoted(c) for c in df.columns if c.lower() not in skip]

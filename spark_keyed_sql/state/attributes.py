@@ -8,16 +8,40 @@ once per key per batch.
 from __future__ import annotations
 
 import copy
+import datetime as _dt
 from typing import Any
 
 from ..api.errors import StateEncodingError, StateTypeError
 from ..api.function import state_attribute_names, typed_attributes
-from ..api.types import AtomicType, SqlType, StructField, StructType, coerce, to_user
+from ..api.types import FAST_CHECK_NAMES, AtomicType, SqlType, StructField, StructType, coerce, fast_check, to_user
 from .encoding import dumps, loads
 
 __all__ = ["AttributeLayout", "ENCODED"]
 
 ENCODED = AtomicType("string")
+_IMMUTABLE = (int, float, str, bool, type(None), bytes, _dt.datetime, _dt.date, _dt.timedelta)
+
+
+def _encoder(layout: AttributeLayout) -> Any:
+    """``encode`` for an instance holding exactly the attributes ``__init__`` made, generated per
+    class like the output converters: a typed value of the exact type passes with one inline
+    check, everything else through ``coerce`` / ``dumps`` (which say what is wrong)."""
+    env: dict[str, Any] = {"coerce": coerce, "dumps": dumps, **FAST_CHECK_NAMES}
+    lines = []
+    for i, n in enumerate(layout.names):
+        env[f"w{i}"] = f"attribute {layout.owner}.{n}"
+        lines.append(f"    v{i} = d[{n!r}]")
+        if n in layout.typed:
+            env[f"t{i}"] = layout.typed[n]
+            check = fast_check(layout.typed[n], f"v{i}")
+            convert = f"coerce(v{i}, t{i}, w{i})"
+            lines.append(f"    v{i} = v{i} if {check} else {convert}" if check else f"    v{i} = {convert}")
+        else:
+            lines.append(f"    v{i} = dumps(v{i}, w{i})")
+    vs = ", ".join(f"v{i}" for i in range(len(layout.names)))
+    src = "def encode(d):\n" + ("\n".join(lines) or "    pass") + f"\n    return ({vs}{',' if layout.names else ''})\n"
+    exec(compile(src, f"<attribute encoder {layout.owner}>", "exec"), env)  # noqa: S102 - built from names only
+    return env["encode"]
 
 
 class AttributeLayout:
@@ -36,6 +60,11 @@ class AttributeLayout:
             where = f"attribute {self.owner}.{n}"
             coerce(v, self.typed[n], where) if n in self.typed else dumps(v, where)
         self.template = {n: copy.deepcopy(getattr(instance, n)) for n in self.names}
+        # a fresh key's attributes: immutable values are shared, mutable ones copied per key
+        self._shared = {n: v for n, v in self.template.items() if type(v) in _IMMUTABLE}
+        self._copied = [(n, v) for n, v in self.template.items() if type(v) not in _IMMUTABLE]
+        self._known = frozenset(instance.__dict__)  # every instance attribute after __init__
+        self._encode = _encoder(self)
 
     def column_type(self, name: str) -> SqlType:
         return self.typed.get(name, ENCODED)
@@ -44,6 +73,8 @@ class AttributeLayout:
         return name not in self.typed
 
     def encode(self, instance: Any) -> tuple:
+        if instance.__dict__.keys() == self._known:  # the attributes __init__ made, no more, no less
+            return self._encode(instance.__dict__)
         values = []
         for n in self.names:
             if n not in instance.__dict__:
@@ -72,10 +103,13 @@ class AttributeLayout:
 
     def reset(self, instance: Any) -> None:
         """Give the instance a fresh key's attributes: the values ``__init__`` made."""
-        for n in [n for n in state_attribute_names(instance) if n not in self.template]:
-            del instance.__dict__[n]
-        for n, v in self.template.items():
-            instance.__dict__[n] = copy.deepcopy(v)
+        d = instance.__dict__
+        if d.keys() != self._known:
+            for n in [n for n in state_attribute_names(instance) if n not in self.template]:
+                del d[n]
+        d.update(self._shared)
+        for n, v in self._copied:
+            d[n] = copy.deepcopy(v)
 
     def to_row_dict(self, row: Any) -> dict:
         """Stored row -> ``{attribute: value}`` with encoded attributes decoded."""

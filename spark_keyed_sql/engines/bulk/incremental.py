@@ -30,10 +30,11 @@ from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner
 from ...state.memory import MemoryKeyState, due_times, purge_expired
 from ...state.snapshots import KEY_PREFIX
+from .arrow_rows import event_builder, fewer_collections, naive, pylist
 from .layout import DELETED, VERSION
 from .local_store import LocalStore, cache_root, decode, encode, token_version
 from .partitioning import PART, TASK, part_column, task_column
-from .program import INIT_PREFIX, KIND, KeyPass
+from .program import INIT_PREFIX, KIND, KeyPass, order_columns
 from .state_row import StateRowCodec
 
 __all__ = [
@@ -117,7 +118,9 @@ def incremental_input(
         out = out.unionByName(p, allowMissingColumns=True)
     if only is not None:
         out = out.where(F.col(PART).isin(list(only)))
-    order = [PART, KIND, *keys] + ([VERSION] if state is not None else [])
+    # within a partition: ticks, REBUILD rows, INIT rows, then events; each kind by key (REBUILD
+    # rows by version too, events by the within-key ORDER BY): Python sorts nothing
+    order = [F.col(PART), F.col(KIND), *[F.col(k) for k in keys]] + ([F.col(VERSION)] if state is not None else []) + order_columns(plan)
     return out.withColumn(TASK, task_column(F.col(PART), tasks)).repartition(tasks, TASK).sortWithinPartitions(*order)
 
 
@@ -138,7 +141,7 @@ class _Partition:
         self.held = self.store.applied()  # the committed state the store holds (reported on a miss)
         # key bytes -> (key values, state, its stored row before this batch)
         self.touched: dict[bytes, tuple[tuple, MemoryKeyState, bytes | None]] = {}
-        self.waiting: list[tuple[tuple, bytes, list[dict]]] = []
+        self.waiting: list[tuple[tuple, bytes, _KeyRows]] = []
         self.loading = False  # REBUILD rows are being loaded into the store
         self.since = -1  # a catch-up loads only rows newer than the store's version
         self.load_key: bytes | None = None
@@ -199,7 +202,7 @@ class _Partition:
         found = self.store.get([kb]).get(kb)
         self.ctx.key_pass.initial(kv, self._state(kv, kb, found), init_row)
 
-    def events(self, kv: tuple, rows: list[dict]) -> None:
+    def events(self, kv: tuple, rows: _KeyRows) -> None:
         self.waiting.append((kv, encode(kv), rows))
         if len(self.waiting) >= LOOKUP_CHUNK:
             self._run_waiting()
@@ -209,7 +212,7 @@ class _Partition:
             return
         found = self.store.get([kb for _, kb, _ in self.waiting if kb not in self.touched])
         for kv, kb, rows in self.waiting:
-            self.ctx.emit(kv, self.ctx.key_pass.run(kv, self._state(kv, kb, found.get(kb)), rows))
+            self.ctx.run(kv, self._state(kv, kb, found.get(kb)), rows)
         self.waiting = []
 
     def finish(self) -> None:
@@ -227,7 +230,7 @@ class _Partition:
         for kb, row in self.store.due(ctx.timer_until, prog.now_ms):
             if kb not in self.touched:
                 kv = decode(kb)
-                ctx.emit(kv, ctx.key_pass.run(kv, self._state(kv, kb, row), []))
+                ctx.run(kv, self._state(kv, kb, row), _KeyRows())
         changes: list = []
         deltas: list[tuple] = []
         inserted = deleted = 0
@@ -266,8 +269,9 @@ class _TaskContext:
 
         plan = prog.plan
         self.codec = StateRowCodec(plan.spec)
-        runner = KeyedRunner(plan.spec, plan.order, plan.keyed)
+        runner = KeyedRunner(plan.spec, [], plan.keyed)  # rows come in order (incremental_input sorts them)
         self.key_pass = KeyPass(plan, runner, prog.now_ms, prog.watermark_ms, prog.late_watermark_ms, end_of_input=False)
+        self.build_events = event_builder(list(plan.event_names))
         self.n_keys = len(plan.key_columns)
         self.schema = step_schema(prog.out_schema, self.codec, self.n_keys)
         self.arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
@@ -276,15 +280,21 @@ class _TaskContext:
         self.timer_until = prog.watermark_ms if plan.event_time is not None else prog.now_ms
         n_rest = len(prog.out_schema.fields) - self.n_keys
         self.out_pad = (None,) * n_rest
+        self.pass_pad = (None,) * len(plan.passthrough)
         self.state_pad = (None,) * len(self.codec.fields)
         self.stats_pad = (None,) * len(STATS_FIELDS)
         self.no_key = (None,) * self.n_keys
         self.rows: list[tuple] = []
         self.crash_point_passed = False
 
-    def emit(self, kv: tuple, produced: list[Any]) -> None:
-        for p in produced:
-            self.rows.append((OUT, *kv, *p, *self.state_pad, None, None, *self.stats_pad))
+    def run(self, kv: tuple, ks: MemoryKeyState, rows: _KeyRows) -> None:
+        """The key's turn; its output rows (with their pass-through values) to the job's output."""
+        out: list[Any] = []
+        src: list[Any] = []
+        self.key_pass.run(kv, ks, rows.events, out, src, 0, event_times=rows.times)
+        pad, state_pad, stats_pad, through = self.pass_pad, self.state_pad, self.stats_pad, rows.through
+        for o, i in zip(out, src):
+            self.rows.append((OUT, *kv, *o, *(through[i] if i is not None else pad), *state_pad, None, None, *stats_pad))
 
     def delta_row(self, kv: tuple, values: tuple | None, part: int) -> tuple:
         if values is None:
@@ -328,47 +338,58 @@ class IncrementalProgram:
     cache_dir: str | None = None
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        with fewer_collections():
+            yield from self._run(batches)
+
+    def _run(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         ctx = _TaskContext(self)
-        key_cols = self.plan.key_columns
+        plan = self.plan
         part: _Partition | None = None
-        current: tuple | None = None
-        rows: list[dict] = []
-        ts_cols: list[int] | None = None
-        init_cols: list[str] = []
+        current: tuple | None = None  # the key whose events are being gathered (they may span batches)
+        rows = _KeyRows()
         for rb in batches:
-            if ts_cols is None:
-                ts_cols = [i for i, f in enumerate(rb.schema) if pa.types.is_timestamp(f.type) and f.type.tz is not None]
-                init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)]
-            for i in ts_cols:
-                # UTC instants as naive datetimes (what every engine hands user code), cast in C
-                rb = rb.set_column(i, rb.schema[i].name, rb.column(i).cast(pa.timestamp(rb.schema[i].type.unit)))
-            for r in rb.to_pylist():
-                kind = r[KIND]
+            rb = pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
+            n = rb.num_rows
+            kinds, parts = pylist(rb.column(KIND)), pylist(rb.column(PART))
+            keys = list(zip(*[pylist(rb.column(k)) for k in plan.key_columns])) if plan.key_columns else [()] * n
+            i = 0
+            while i < n:
+                kind, j = kinds[i], i + 1
+                while j < n and kinds[j] == kind and parts[j] == parts[i] and kind != TICK:
+                    j += 1  # [i, j): a block of one kind in one state partition
                 if kind == TICK:
                     if part is not None:
                         if current is not None:
                             part.events(current, rows)
-                            current, rows = None, []
+                            current, rows = None, _KeyRows()
                         part.finish()
-                    part = _Partition(self, ctx, r[PART])
-                    continue
-                if part is None or not part.active:
-                    continue  # a miss: this partition runs again, fed from the checkpoint
-                kv = tuple(r[k] for k in key_cols)
-                if kind == REBUILD:
-                    part.load_add(encode(kv), r)
-                    continue
-                part.load_done()
-                if kind == INIT:
-                    part.initial(kv, {c[len(INIT_PREFIX) :]: r[c] for c in init_cols})
-                    continue
-                if kv != current:
-                    if current is not None:
-                        part.events(current, rows)
-                    current, rows = kv, []
-                rows.append(r)
+                    part = _Partition(self, ctx, parts[i])
+                elif part is not None and part.active:  # else a miss: it runs again, fed from the checkpoint
+                    block = rb.slice(i, j - i)
+                    if kind == REBUILD:
+                        for kv, r in zip(keys[i:j], block.to_pylist()):
+                            part.load_add(encode(kv), r)
+                    else:
+                        part.load_done()
+                        if kind == INIT:
+                            init_cols = [c for c in block.schema.names if c.startswith(INIT_PREFIX)]
+                            for kv, r in zip(keys[i:j], block.select(init_cols).to_pylist()):
+                                part.initial(kv, {c[len(INIT_PREFIX) :]: v for c, v in r.items()})
+                        else:
+                            args = [pylist(block.column(c)) for c in plan.arg_columns]
+                            events = ctx.build_events(*args) if args else ctx.build_events(j - i)
+                            through = list(zip(*[pylist(block.column(c)) for c in plan.passthrough])) if plan.passthrough else None
+                            times = pylist(block.column(plan.event_time)) if plan.event_time else None
+                            for k in range(j - i):
+                                kv = keys[i + k]
+                                if kv != current:
+                                    if current is not None:
+                                        part.events(current, rows)
+                                    current, rows = kv, _KeyRows()
+                                rows.add(events[k], through[k] if through is not None else (), times[k] if times is not None else None)
+                i = j
             if len(ctx.rows) >= 8192:
                 yield ctx.flush()
         if part is not None:
@@ -377,6 +398,25 @@ class IncrementalProgram:
             part.finish()
         if ctx.rows:
             yield ctx.flush()
+
+
+class _KeyRows:
+    """One key's events of the batch, with their pass-through values and event times."""
+
+    __slots__ = ("events", "through", "times")
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.through: list[tuple] = []
+        self.times: list | None = None
+
+    def add(self, event: dict, through: tuple, time: Any) -> None:
+        self.events.append(event)
+        self.through.append(through)
+        if time is not None or self.times is not None:
+            if self.times is None:
+                self.times = [None] * (len(self.events) - 1)
+            self.times.append(time)
 
 
 def _min(a: int | None, b: int | None) -> int | None:

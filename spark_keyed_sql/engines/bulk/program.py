@@ -13,7 +13,7 @@ time) or the batch's start (processing time).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,18 +26,21 @@ from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
 from ...state.memory import MemoryKeyState, memory_binding
+from .arrow_rows import event_builder, fewer_collections, key_runs, naive, pylist
+from .frames import frame_slicer
 
-__all__ = ["BulkProgram", "KeyPass", "combine", "KIND", "INIT", "INIT_PREFIX", "EVENT"]
+__all__ = ["BulkProgram", "KeyPass", "combine", "order_columns", "output_batch", "KIND", "INIT", "INIT_PREFIX", "EVENT"]
 
 KIND = "__ks_kind"
 STATE, INIT, EVENT = 0, 0, 1  # input kinds: a key's initial state row sorts before its events
 INIT_PREFIX = "__ks_i_"
-BATCH_ROWS = 8192
 
 
 class KeyPass:
     """One key's turn in a batch, the same in a one-shot batch and a micro-batch: initial
-    state, the key's rows (late rows dropped on a stream), then its timers that are due."""
+    state, the key's rows (late rows dropped on a stream), then its timers that are due.
+    Output rows are appended to the caller's list with, for each, the position of the input
+    row it came from (None for a timer's: its pass-through columns are NULL)."""
 
     def __init__(
         self,
@@ -50,8 +53,9 @@ class KeyPass:
     ):
         self.plan, self.runner = plan, runner
         self.now, self.wm, self.late_wm, self.end_of_input = now_ms, watermark_ms, late_watermark_ms, end_of_input
-        self.event_map = list(zip(plan.event_names, plan.arg_columns))
-        self.pad = (None,) * len(plan.passthrough)
+        self.names = list(plan.event_names)
+        self.function = runner.layout is not None
+        self.as_records = getattr(runner.instance, "_ks_rows_as_records", False)
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -74,44 +78,78 @@ class KeyPass:
     def initial(self, kv: tuple, ks: MemoryKeyState, init_row: dict) -> None:
         self.runner.initial_state(user_key(kv, self.plan.keyed), init_row, self.binding(ks))
 
-    def run(self, kv: tuple, ks: MemoryKeyState, events: list[dict]) -> list[Any]:
-        """The key's rows, then its due timers; returns the rows it produced."""
-        plan, stats = self.plan, self.stats
+    def run(
+        self,
+        kv: tuple,
+        ks: MemoryKeyState,
+        events: list[dict],
+        out: list,
+        src: list,
+        src0: int = 0,
+        event_times: list | None = None,
+        frame: Callable[[], Any] | None = None,
+    ) -> None:
+        """The key's events (in order; their input rows at ``src0``...), then its due timers.
+        ``event_times``: the events' event-time values (a stream with EVENT TIME); ``frame()``:
+        a KeyedProcessor's DataFrame of the events (else built from them)."""
+        plan, stats, runner = self.plan, self.stats, self.runner
         key = user_key(kv, plan.keyed)
         binding = self.binding(ks)
-        out: list[Any] = []
         stats["keys"] += 1
         if events:
-            et = plan.event_time
-            if et is not None:
-                ets = [to_epoch_ms(e[et]) for e in events if e[et] is not None]
-                if ets:
-                    m = max(ets)
+            positions = None
+            if event_times is not None:
+                ets = [to_epoch_ms(t) if t is not None else None for t in event_times]
+                known = [t for t in ets if t is not None]
+                if known:
+                    m = max(known)
                     stats["max_et"] = m if stats["max_et"] is None else max(stats["max_et"], m)
                 if self.late_wm is not None:
-                    kept = [e for e in events if e[et] is None or to_epoch_ms(e[et]) > self.late_wm]
-                    stats["late"] += len(events) - len(kept)
-                    events = kept
+                    late = self.late_wm
+                    positions = [i for i, t in enumerate(ets) if t is None or t > late]
+                    if len(positions) < len(events):
+                        stats["late"] += len(events) - len(positions)
+                        events = [events[i] for i in positions]
+                        frame = None
+                    else:
+                        positions = None
             stats["events"] += len(events)
             if events:
-                out += self.runner.process_key(
-                    key, events, binding, self.now, self.wm, event_map=self.event_map, passthrough=plan.passthrough
-                )
+                if self.function:
+                    if positions is None:
+                        runner.run_function(key, events, binding, self.now, self.wm, out, src, src0)
+                    else:
+                        at: list[int] = []
+                        runner.run_function(key, events, binding, self.now, self.wm, out, at)
+                        src.extend(src0 + positions[j] for j in at)
+                else:
+                    before = len(out)
+                    rows = frame() if frame is not None else self._frame(events)
+                    runner.run_processor(key, rows, len(events), lambda: events[0], binding, self.now, self.wm, out)
+                    src.extend([None] * (len(out) - before))
         while ks.timers:
             t = min(ks.timers)
             if not self.due(t):
                 break
             ks.timers.discard(t)
             stats["fired"] += 1
-            fired = self.runner.fire_timer(key, t, binding, self.now, t if self.end_of_input else self.wm)
-            out += [(*o, *self.pad) for o in fired]
-        return out
+            fired = runner.fire_timer(key, t, binding, self.now, t if self.end_of_input else self.wm)
+            out.extend(fired)
+            src.extend([None] * len(fired))
+
+    def _frame(self, events: list[dict]) -> Any:
+        if self.as_records:  # a Row-style StatefulProcessor takes records
+            return [dict(e) for e in events]
+        import pandas as pd
+
+        return pd.DataFrame.from_records(events, columns=self.names)
 
 
 @dataclass
 class BulkProgram:
     """A one-shot batch: every key's rows with fresh state, then every timer still due at end
-    of input, in timestamp order per key (what each Python task runs; pickled to executors)."""
+    of input, in timestamp order per key (what each Python task runs; pickled to executors).
+    Rows arrive sorted by key, kind and the within-key ORDER BY (``combine``)."""
 
     plan: KeyedPlan
     out_schema: T.StructType
@@ -119,79 +157,109 @@ class BulkProgram:
     has_initial: bool = False
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        with fewer_collections():
+            yield from self._run(batches)
+
+    def _run(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
         plan = self.plan
-        runner = KeyedRunner(plan.spec, plan.order, plan.keyed)
+        runner = KeyedRunner(plan.spec, [], plan.keyed)  # rows come in order: no sort here
         key_pass = KeyPass(plan, runner, self.now_ms, None, None, end_of_input=True)
         arrow_schema = to_arrow_schema(self.out_schema, timezone="UTC")
         keys = plan.key_columns
-        init_cols: list[str] | None = None
-        ts_cols: list[int] | None = None
-        rows_out: list[tuple] = []
-
-        def finish_key(kv: tuple, init_row: dict | None, events: list[dict]) -> None:
-            ks = MemoryKeyState()
-            if init_row is not None:
-                key_pass.initial(kv, ks, init_row)
-            for p in key_pass.run(kv, ks, events):
-                rows_out.append((*kv, *p))
-
-        def flush() -> Any:
-            cols = list(zip(*rows_out)) if rows_out else [[] for _ in arrow_schema]
-            arrays = [pa.array(list(c), type=f.type) for c, f in zip(cols, arrow_schema)]
-            rows_out.clear()
-            return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-
-        current: tuple | None = None
-        init_row: dict | None = None
-        events: list[dict] = []
-        started = False
+        build_events = event_builder(list(plan.event_names))
         crashed_here = False
-        for rb in batches:
-            if ts_cols is None:
-                ts_cols = [i for i, f in enumerate(rb.schema) if pa.types.is_timestamp(f.type) and f.type.tz is not None]
-                init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)]
-            for i in ts_cols:
-                # UTC instants as naive datetimes (what every engine hands user code), cast in C
-                rb = rb.set_column(i, rb.schema[i].name, rb.column(i).cast(pa.timestamp(rb.schema[i].type.unit)))
-            one_key = len(keys) == 1
-            k0 = keys[0] if one_key else None
-            for r in rb.to_pylist():
-                kv = (r[k0],) if one_key else tuple(r[k] for k in keys)
-                if not started or kv != current:
-                    if started:
-                        finish_key(current, init_row, events)  # type: ignore[arg-type]
-                        if not crashed_here:
-                            crash_point("processing")
-                            crashed_here = True
-                    started, current, init_row, events = True, kv, None, []
-                if r[KIND] == EVENT:
-                    events.append(r)
-                else:  # kind-0 rows are initial state
-                    init_row = {c[len(INIT_PREFIX) :]: r[c] for c in init_cols or []}
-            if len(rows_out) >= BATCH_ROWS:
-                yield flush()
-        if started:
-            finish_key(current, init_row, events)  # type: ignore[arg-type]
-        if rows_out:
-            yield flush()
+        for rb, starts in key_runs(batches, keys):
+            rb = pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
+            n = rb.num_rows
+            ends = [*starts[1:].tolist(), n]
+            kinds = pylist(rb.column(KIND)) if self.has_initial else None
+            init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)] if self.has_initial else []
+            args = [pylist(rb.column(c)) for c in plan.arg_columns]
+            events = build_events(*args) if args else build_events(n)
+            slicer = None
+            if not key_pass.function and not key_pass.as_records:
+                slicer = frame_slicer(list(plan.event_names), [rb.column(c) for c in plan.arg_columns], n)
+            key_values = list(zip(*[pylist(rb.column(k).take(pa.array(starts))) for k in keys])) if keys else [()] * len(starts)
+            out: list[Any] = []
+            src: list[Any] = []
+            at_key: list[int] = []
+            for j, s in enumerate(starts.tolist()):
+                e, kv = ends[j], key_values[j]
+                ks = MemoryKeyState()
+                while kinds is not None and s < e and kinds[s] != EVENT:
+                    key_pass.initial(kv, ks, {c[len(INIT_PREFIX) :]: rb.column(c)[s].as_py() for c in init_cols})
+                    s += 1
+                before = len(out)
+                frame = (lambda s=s, e=e, sl=slicer: sl.frame(s, e)) if slicer is not None else None
+                key_pass.run(kv, ks, events[s:e], out, src, s, frame=frame)
+                at_key.extend([starts[j]] * (len(out) - before))
+                if not crashed_here:
+                    crash_point("processing")
+                    crashed_here = True
+            if out:
+                yield output_batch(rb, keys, plan.passthrough, out, at_key, src, arrow_schema)
+
+
+def output_batch(rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: list, src: list, schema: Any) -> Any:
+    """Output rows as an Arrow batch: key and pass-through columns taken from the input batch
+    (by the key's first row, by the producing row), the returns columns from ``out``."""
+    import pyarrow as pa
+
+    fields = list(schema)
+    arrays = []
+    key_rows = pa.array(at_key, pa.int64())
+    for k, f in zip(keys, fields):
+        col = rb.column(k).take(key_rows)
+        arrays.append(col if col.type == f.type else col.cast(f.type))
+    n_ret = len(fields) - len(keys) - len(passthrough)
+    columns = list(zip(*out)) if out else [[] for _ in range(n_ret)]
+    for c, f in zip(columns, fields[len(keys) : len(keys) + n_ret]):
+        arrays.append(pa.array(c, type=f.type))
+    if passthrough:
+        rows = pa.array(src, pa.int64())
+        for p, f in zip(passthrough, fields[len(keys) + n_ret :]):
+            col = rb.column(p).take(rows)
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def order_columns(plan: KeyedPlan) -> list[Any]:
+    """The within-key ORDER BY as Spark sort expressions (ASC/DESC, NULLS FIRST/LAST as given,
+    Spark's defaults otherwise)."""
+    out = []
+    for o in plan.order:
+        c = F.col(f"`{o.column}`")
+        nulls_first = o.ascending if o.nulls_first is None else o.nulls_first
+        if o.ascending:
+            out.append(c.asc_nulls_first() if nulls_first else c.asc_nulls_last())
+        else:
+            out.append(c.desc_nulls_first() if nulls_first else c.desc_nulls_last())
+    return out
 
 
 def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFrame:
-    """A one-shot batch's input: events and initial-state rows in one frame, partitioned and
-    sorted by key with each key's initial-state row first."""
+    """A one-shot batch's input: events and initial-state rows in one frame, partitioned by key
+    and sorted by key, kind (a key's initial-state row first) and the within-key ORDER BY (the
+    same sort Spark does anyway, so Python sorts nothing)."""
     out = df.withColumn(KIND, F.lit(EVENT))
     if initial is not None:
         cols = [F.col(k) for k in plan.key_columns] + [
             F.col(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in plan.key_columns
         ]
         out = out.unionByName(initial.select(*cols).withColumn(KIND, F.lit(INIT)), allowMissingColumns=True)
+    order = [*[F.col(k) for k in plan.key_columns], F.col(KIND), *order_columns(plan)]
     if plan.keyed:
-        if plan.partitions:
-            return out.repartition(plan.partitions, *plan.key_columns).sortWithinPartitions(*plan.key_columns, KIND)
         # no count given: Spark's adaptive execution coalesces the shuffle to what the data
         # needs (a handful of rows: one task, not spark.sql.shuffle.partitions = 200)
-        return out.repartition(*plan.key_columns).sortWithinPartitions(*plan.key_columns, KIND)
-    return out.repartition(1).sortWithinPartitions(KIND)
+        out = out.repartition(plan.partitions, *plan.key_columns) if plan.partitions else out.repartition(*plan.key_columns)
+    else:
+        out = out.repartition(1)
+    out = out.sortWithinPartitions(*order)
+    # the order columns are not read in Python (unless they are arguments or pass-through too)
+    needed = {*plan.key_columns, *plan.arg_columns, *plan.passthrough, KIND, *(c for c in out.columns if c.startswith(INIT_PREFIX))}
+    if plan.event_time:
+        needed.add(plan.event_time)
+    return out.select(*[F.col(f"`{c}`") for c in out.columns if c in needed])

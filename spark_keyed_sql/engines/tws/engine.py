@@ -57,8 +57,14 @@ class TransformWithStateEngine(Engine):
         initial = None
         if plan.initial_state is not None:
             initial = plan.initial_state.groupBy(*group_cols)
-        ts_columns = [f.name for f in df.schema.fields if isinstance(f.dataType, T.TimestampType)]
+        # timestamps travel as epoch microseconds (the processor turns them back), except the
+        # keys (the state's key schema) and the event time (Spark's watermark reads it)
+        stamps = [f.name for f in df.schema.fields if isinstance(f.dataType, T.TimestampType)]
+        ts_columns = [c for c in stamps if c not in group_cols and c != plan.event_time]
+        aware = [c for c in stamps if c == plan.event_time or c in group_cols]
         # the processor is pickled to executors: it must not carry the initial-state DataFrame
         shipped = dataclasses.replace(plan, initial_state=None)
-        proc = KeyedStatefulProcessor(shipped, time_mode, [f.name for f in schema.fields], ts_columns)
+        proc = KeyedStatefulProcessor(shipped, time_mode, [f.name for f in schema.fields], ts_columns, aware)
+        if ts_columns:
+            source = source.select(*[F.unix_micros(F.col(c)).alias(c) if c in ts_columns else F.col(c) for c in source.columns])
         return source.groupBy(*group_cols).transformWithState(proc, schema, plan.output_mode, time_mode, initial)

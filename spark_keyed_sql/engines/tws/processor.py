@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pyspark.sql import Row
@@ -64,7 +64,8 @@ class _SparkVariable(VariableStore):
         self.var.clear()
 
     def get(self) -> Entry | None:
-        return self._entry(self.var.get()) if self.var.exists() else None
+        row = self.var.get()  # None when unset: one round trip, not exists() and get()
+        return None if row is None else self._entry(row)
 
     def set(self, entry: Entry) -> None:
         self.var.update(self._row(entry))
@@ -124,10 +125,9 @@ class _SparkKeyStore(KeyStore):
         self.ttl = proc.plan.spec.ttl_ms is not None
 
     def get_attributes(self) -> Entry | None:
-        v = self.proc.attr_var
-        if not v.exists():
+        row = self.proc.attr_var.get()  # None when unset: one round trip
+        if row is None:
             return None
-        row = v.get()
         return (row[:-1], row[-1]) if self.ttl else (row, None)
 
     def set_attributes(self, row: tuple, expires: int | None) -> None:
@@ -143,14 +143,21 @@ class _SparkKeyStore(KeyStore):
         return self.proc.timer_service
 
 
+_EPOCH = datetime(1970, 1, 1)
+_MICRO = timedelta(microseconds=1)
+
+
 class KeyedStatefulProcessor(StatefulProcessor):
-    def __init__(self, plan: KeyedPlan, time_mode: str, out_names: list[str], ts_columns: list[str]):
+    def __init__(self, plan: KeyedPlan, time_mode: str, out_names: list[str], ts_columns: list[str], aware: list[str]):
         self.plan = plan
         self.time_mode = time_mode
         self.out_names = out_names
-        # row-based transformWithState gives tz-aware UTC datetimes; the other engines (and
-        # PySpark generally) give naive ones: normalise so every engine hands the same event
+        # timestamp columns arrive as epoch microseconds (the engine ships them so: the row
+        # transport makes a slow pyarrow Scalar per timestamp); handed on as naive UTC
+        # datetimes, what every engine gives user code
         self.ts_columns = ts_columns
+        # the event-time column stays a timestamp: row-based transformWithState gives it tz-aware
+        self.aware = aware
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed)
@@ -186,6 +193,11 @@ class KeyedStatefulProcessor(StatefulProcessor):
         plan = self.plan
         rows_ = [r.asDict() for r in rows]
         for c in self.ts_columns:
+            for d in rows_:
+                v = d[c]
+                if v is not None:
+                    d[c] = _EPOCH + v * _MICRO
+        for c in self.aware:
             for d in rows_:
                 v = d[c]
                 if v is not None and v.tzinfo is not None:

@@ -1,0 +1,130 @@
+"""Arrow batches to the Python values user code gets, a column at a time.
+
+``RecordBatch.to_pylist()`` builds a dict per row and, for timestamp and date columns, a pyarrow
+Scalar per value (5-15 µs each in pyarrow 26): the largest single cost of the bulk engine's
+Python pass when measured (BENCHMARKS.md, issue #18). Here a batch becomes one Python list per
+column it needs (timestamps and dates through numpy), key runs are found with pyarrow's compute
+kernels, and each event is a fresh dict built with the call's argument names only.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["event_builder", "fewer_collections", "key_runs", "naive", "pylist", "run_starts"]
+
+
+def naive(col: Any) -> Any:
+    """UTC instants as naive timestamps (what every engine hands user code), cast in C."""
+    t = col.type
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        return col.cast(pa.timestamp(t.unit))
+    return col
+
+
+def pylist(col: Any) -> list:
+    """The column's values as Python objects, like ``to_pylist`` (NULL is None), with
+    timestamps (s/ms/us, naive) and dates converted through numpy."""
+    t = col.type
+    if (pa.types.is_timestamp(t) and t.unit != "ns" and t.tz is None) or pa.types.is_date32(t):
+        return col.to_numpy(zero_copy_only=False).astype(object).tolist()
+    return col.to_pylist()
+
+
+_COMPARABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+               pa.types.is_boolean, pa.types.is_timestamp, pa.types.is_date, pa.types.is_decimal)
+
+
+def run_starts(cols: list[Any], n: int) -> np.ndarray:
+    """Positions where a new key starts, in rows sorted by key. Keys compare as Python tuples
+    of their values do: NULL equals NULL, NaN differs from NaN (each NaN row its own key)."""
+    changed = np.zeros(n, dtype=bool)
+    if n:
+        changed[0] = True
+    if n < 2:
+        return np.flatnonzero(changed)
+    for c in cols:
+        if any(f(c.type) for f in _COMPARABLE):
+            x, y = c.slice(1), c.slice(0, n - 1)
+            eq = pc.fill_null(pc.equal(x, y), False)
+            if c.null_count:
+                eq = pc.or_(eq, pc.and_(pc.is_null(x), pc.is_null(y)))
+            changed[1:] |= ~eq.to_numpy(zero_copy_only=False)
+        else:  # nested types: compare the Python values
+            values = c.to_pylist()
+            changed[1:] |= np.fromiter((a != b for a, b in zip(values[1:], values[:-1])), dtype=bool, count=n - 1)
+    return np.flatnonzero(changed)
+
+
+def _concat(batches: list[Any]) -> Any:
+    if len(batches) == 1:
+        return batches[0]
+    if hasattr(pa, "concat_batches"):  # pyarrow 19+
+        return pa.concat_batches(batches)
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def key_runs(batches: Iterator[Any], key_columns: list[str]) -> Iterator[tuple[Any, np.ndarray]]:
+    """(batch, key run starts) with every key's rows in one batch: a key whose rows continue in
+    the next Arrow batch is held back and joined to it (its state is only handled whole)."""
+    pending: list[Any] = []
+    for rb in batches:
+        n = rb.num_rows
+        if n == 0:
+            continue
+        if not key_columns:  # unkeyed: one run over the whole input
+            pending.append(rb)
+            continue
+        starts = run_starts([rb.column(k) for k in key_columns], n)
+        last = int(starts[-1])
+        if last == 0:
+            pending.append(rb)  # one key so far: it may continue in the next batch
+            continue
+        head = rb.slice(0, last)
+        if pending:
+            todo = _concat([*pending, head])
+            yield todo, run_starts([todo.column(k) for k in key_columns], todo.num_rows)
+        else:
+            yield head, starts[:-1]
+        pending = [rb.slice(last)]
+    if pending:
+        todo = _concat(pending)
+        yield todo, (run_starts([todo.column(k) for k in key_columns], todo.num_rows) if key_columns else np.zeros(1, dtype=np.int64))
+
+
+def event_builder(names: list[str]) -> Callable[..., list[dict]]:
+    """(one list per argument column) -> a fresh dict per row, keyed by the argument names
+    (generated per arity); with no arguments, (row count) -> empty dicts."""
+    env: dict[str, Any] = {f"n{i}": n for i, n in enumerate(names)}
+    cs = ", ".join(f"c{i}" for i in range(len(names)))
+    vs = ", ".join(f"v{i}" for i in range(len(names)))
+    body = ", ".join(f"n{i}: v{i}" for i in range(len(names)))
+    if len(names) == 1:
+        src = "def events(c0):\n    return [{n0: v0} for v0 in c0]\n"
+    elif names:
+        src = f"def events({cs}):\n    return [{{{body}}} for {vs} in zip({cs})]\n"
+    else:
+        src = "def events(n):\n    return [{} for _ in range(n)]\n"
+    exec(compile(src, "<spark_keyed_sql event builder>", "exec"), env)  # noqa: S102 - built from argument positions
+    return env["events"]
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Raise the garbage collector's first threshold while a batch pass runs: every event dict
+    and output tuple is a tracked container that survives a few young collections, and at the
+    default threshold (700) the collector rescans them over and over (~30% of a pass, measured).
+    Cycles are still collected; the threshold is restored (the Python worker is reused)."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], 20_000), old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
