@@ -422,11 +422,6 @@ def test_docs_page_examples_run(spark):
 
 
 @pytest.mark.slow  # three micro-batches per engine
-@pytest.mark.notyet(
-    "bulk",
-    reason="bulk filters late rows by the newest watermark (10 s after batch 0) and drops a@4 in batch 1; "
-    "Spark filters by the previous batch's (0 s) and evicts/fires timers by the newest",
-)
 def test_event_time_timers_as_in_spark(spark, ks, tmp_path):
     """Spark's test_transform_with_state_in_pandas_event_time: files a@20s, a@4s, a@11/13/15s read
     one per micro-batch, watermark 10 s; a timer at the current watermark fires in its batch."""
