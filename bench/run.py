@@ -318,7 +318,9 @@ class MemorySampler:
                 self.peak[name] = max(self.peak[name], mib)
 
 
-def rss_mb() -> dict[str, float]:
+def rss_mb(field: str = "VmRSS") -> dict[str, float]:
+    """Resident memory (``field``: VmRSS now, VmHWM the peak) of the driver JVM and of the largest
+    Python worker alive now, in MiB."""
     out = {"driver JVM": 0.0, "python workers (max)": 0.0}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -328,11 +330,11 @@ def rss_mb() -> dict[str, float]:
             status = open(f"/proc/{pid}/status").read()
         except OSError:
             continue
-        rss = next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmRSS")), 0.0)
+        mib = next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith(field)), 0.0)
         if "org.apache.spark.deploy.SparkSubmit" in cmd:
-            out["driver JVM"] = max(out["driver JVM"], rss)
+            out["driver JVM"] = max(out["driver JVM"], mib)
         elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
-            out["python workers (max)"] = max(out["python workers (max)"], rss)
+            out["python workers (max)"] = max(out["python workers (max)"], mib)
     return out
 
 
@@ -427,21 +429,7 @@ def many_batches(spark: SparkSession, ks: KeyedSQL, engine: str, keys: int, batc
 
 def peak_rss_mb() -> dict[str, float]:
     """Peak resident memory (VmHWM) of the JVM driver and of the Python workers alive now."""
-    out = {"driver JVM": 0.0, "python workers (max)": 0.0}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="ignore")
-            status = open(f"/proc/{pid}/status").read()
-        except OSError:
-            continue
-        hwm = next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM")), 0.0)
-        if "org.apache.spark.deploy.SparkSubmit" in cmd:
-            out["driver JVM"] = max(out["driver JVM"], hwm)
-        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
-            out["python workers (max)"] = max(out["python workers (max)"], hwm)
-    return out
+    return rss_mb("VmHWM")
 
 
 def main() -> None:

@@ -155,13 +155,32 @@ class CheckpointFS:
 
         def f(fs, p):
             try:
-                return [str(s.getPath().getName()) for s in fs.listStatus(p)]
+                statuses = fs.listStatus(p)
             except Exception as exc:  # noqa: BLE001
                 if "FileNotFoundException" in str(exc):
                     return []
                 raise
+            return self._names(fs, p, statuses)
 
         return sorted(n for n in self._call(path, "directory", f) if not n.endswith(".crc"))
+
+    def _names(self, fs: Any, p: Any, statuses: Any) -> list[str]:
+        """The names of a listing in a few JVM calls, not three per entry (an output directory
+        of a long-running stream holds thousands of files): the paths as one string, split at
+        the parent's qualified path; entry by entry only when that does not add up."""
+        n = len(statuses)
+        if n == 0:
+            return []
+        jvm = self.jvm
+        # "{<path>,<path>,...}" (commons-lang3, on Spark's classpath; takes the array as one Object)
+        text = str(jvm.org.apache.commons.lang3.ArrayUtils.toString(jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses)))
+        head = str(fs.makeQualified(p).toString()).rstrip("/") + "/"
+        names = text[1:-1].split("," + head)
+        if names and names[0].startswith(head):
+            names[0] = names[0][len(head) :]
+            if len(names) == n and not any("/" in x for x in names):
+                return names
+        return [str(s.getPath().getName()) for s in statuses]
 
     def size(self, path: str) -> int:
         """Bytes under ``path`` (a file or a directory tree)."""

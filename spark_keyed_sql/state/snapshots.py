@@ -117,6 +117,7 @@ class SnapshotStore:
         self.fs = CheckpointFS(spark)
         self.root = join(checkpoint, BULK_DIR)
         self._seen: dict[str, Commit] = {}  # commit files never change once created
+        self._trimmed: set[str] = set()  # committed attempt directories already cut down to what commits read
 
     # ------------------------------------------------------------------ paths
     def path(self, rel: str) -> str:
@@ -181,7 +182,8 @@ class SnapshotStore:
         """Make ``version`` visible: one create-without-overwrite of its commit file. ``info``
         names the base and deltas of its state; they must be complete directories."""
         commit = Commit(version, info | {"version": version})
-        for rel in commit.files:
+        known = set().union(*(c.files for c in list(self._seen.values())))  # checked when they were committed
+        for rel in commit.files - known:
             if not self.fs.is_dir(self.path(rel)):
                 raise CheckpointError(f"internal: state of version {version} missing at commit ({rel})")
         try:
@@ -281,7 +283,8 @@ class SnapshotStore:
             self.fs.delete(self._commit_file(c.version), recursive=False)
             self._seen.pop(f"{c.version}.json", None)
         used = set().union(*(c.files for c in keep))
-        newest = self.bases()[-1] if self.bases() else None
+        bases = self.bases()
+        newest = bases[-1] if bases else None
         if newest is not None:
             used.add(newest["dir"])  # made since the last commit: the next commit builds on it
         self._sweep("steps", used, latest)
@@ -309,8 +312,11 @@ class SnapshotStore:
             inside = [u for u in used if u == rel or u.startswith(rel + "/")]
             if not inside:
                 self.fs.delete(join(self.root, top, name))
+                self._trimmed.discard(rel)
                 continue
-            self._keep_only(rel, inside)
+            if rel not in self._trimmed:  # what a commit reads of a directory never changes
+                self._keep_only(rel, inside)
+                self._trimmed.add(rel)
 
     def _keep_only(self, rel: str, used: list[str]) -> None:
         if rel in used:

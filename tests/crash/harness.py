@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -87,7 +88,15 @@ def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_fil
     ``mode``: ``run`` (incremental ks.run) or ``start`` (a continuous ks.start stream).
     ``viewfs``: input, checkpoint and output as ``viewfs://ks/data/...`` URIs mounted on the
     work directory (tests/viewfs.py), which only Spark's file system layer resolves."""
-    d = workdir or tempfile.mkdtemp(prefix="ks-crash-")
+    if workdir is None:  # make crash: its own temp dir, removed afterwards (KS_CRASH_KEEP=1 keeps it)
+        d = tempfile.mkdtemp(prefix="ks-crash-")
+        try:
+            return run(engine, plan, files=files, keys=keys, per_file=per_file, seed=seed, random_kills=random_kills,
+                       workdir=d, timeout=timeout, mode=mode, viewfs=viewfs)
+        finally:
+            if not os.environ.get("KS_CRASH_KEEP"):
+                shutil.rmtree(d, ignore_errors=True)
+    d = workdir
     events = make_input(os.path.join(d, "in"), files, keys, per_file, seed)
     base = "viewfs://ks/data" if viewfs else d
     src, cp, out = base + "/in", base + "/cp", base + "/out"

@@ -1,4 +1,4 @@
-"""KeyedProcessor classes (ValueState, ListState, MapState) on 10k keys against an oracle,
+"""KeyedProcessor classes (ValueState, ListState, MapState) on 2,000 keys against an oracle,
 and KeyedTester giving the same rows as Spark."""
 import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events
@@ -7,12 +7,13 @@ from processors import LatestTransaction, Spend
 from spark_keyed_sql import KeyedTester
 from spark_keyed_sql.engines import engine_names
 
+KEYS = 2_000  # enough keys for many per Python call on bulk; tws and the table function pay per key
 PATHS = [*engine_names(), "table_function"]  # every engine (named explicitly), then the table-function form
 
 
 @pytest.fixture(scope="module")
 def tx(spark, ks_auto):
-    rows = make_events(10_000, per_key=3, seed=5)
+    rows = make_events(KEYS, per_key=3, seed=5)
     df = spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA)
     df.createOrReplaceTempView("tx_events")
     ks_auto.register("spend", Spend)
@@ -45,7 +46,7 @@ def test_spend(spark, ks_auto, tx, path):
     rows, df = tx
     got = run(spark, ks_auto, path, df, "spend")
     exp = {r[0]: r for r in spend_oracle(rows)}
-    assert len(got) == len(exp) == 10_000
+    assert len(got) == len(exp) == KEYS
     for g in got:
         e = exp[g[0]]
         assert g[0] == e[0] and g[2:4] == e[2:4]

@@ -276,8 +276,10 @@ class LocalStore:
 
     def next_due(self) -> tuple[int | None, int | None]:
         """The earliest timer and the earliest expiry held (for the driver's timer pump)."""
-        row = self.db.execute("SELECT MIN(timer_at), MIN(expire_at) FROM state").fetchone()
-        return (row[0], row[1]) if row else (None, None)
+        # one query per column, so each reads its partial index (both MINs in one query scan the table)
+        timer = self.db.execute("SELECT MIN(timer_at) FROM state WHERE timer_at IS NOT NULL").fetchone()
+        expiry = self.db.execute("SELECT MIN(expire_at) FROM state WHERE expire_at IS NOT NULL").fetchone()
+        return (timer[0] if timer else None, expiry[0] if expiry else None)
 
     def count(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM state").fetchone()[0]

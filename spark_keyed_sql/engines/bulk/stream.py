@@ -275,8 +275,6 @@ class BulkStream:
 
         # commit: the state is the base plus the deltas since (this batch's among them)
         deltas_now = [f"{j}/{KIND}={DELTA}" for j in jobs if fs.is_dir(join(store.path(j), f"{KIND}={DELTA}"))]
-        delta_rows = total("__ks_inserted") + sum(  # rows changed: inserted, updated, deleted
-            0 for _ in ())
         info = self._layout_info(prev, version, deltas_now, rows)
         inserted, deleted = total("__ks_inserted"), total("__ks_deleted")
         info |= {
@@ -301,7 +299,6 @@ class BulkStream:
             "function": self.function,
             "seconds": round(time.time() - started, 3),
         }
-        del delta_rows
         commit = store.commit(version, info)
         store.cleanup(keep_bases=self.compactor.running)
         self.compactor.maybe_start(commit)
