@@ -456,7 +456,8 @@ def main() -> None:
     keys = [int(k) for k in (a.keys or ("1000,10000" if a.quick else "1000,100000,1000000")).split(",")]
     rows = a.rows or (200_000 if a.quick else 2_000_000)
     budget = a.budget or (120.0 if a.quick else 600.0)
-    growth_sizes = tuple(int(k) for k in (a.growth_sizes or ("10000,100000" if a.quick else "100000,1000000,10000000")).split(","))
+    growth_sizes = (tuple(int(k) for k in a.growth_sizes.split(",")) if a.growth_sizes
+                    else (10_000, 100_000) if a.quick else STATE_SIZES)
     batch_keys = a.batch_keys or (100_000 if a.quick else 1_000_000)
     n_bulk, n_tws = (int(x) for x in (a.batches or ("50,20" if a.quick else "500,200")).split(","))
     global BUDGET
