@@ -120,6 +120,8 @@ def make_table_function(spec: FunctionSpec) -> type:
 
         def terminate(self) -> Iterator[tuple]:
             yield from self._flush()
+            if self.runner is not None:
+                self.runner.close()
 
     KeyedTableFunction.__name__ = f"KeyedTableFunction_{fn}"
     KeyedTableFunction.__qualname__ = KeyedTableFunction.__name__

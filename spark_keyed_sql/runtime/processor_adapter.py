@@ -420,13 +420,17 @@ def adapt_processor(name: str, obj: Any, kwargs: dict[str, Any], style: str | No
         return user_cls(**ctor_kwargs)
 
     declared = _Declared(where)
-    try:
-        probe = make()
-        probe.init(_Handle(declared))
-    except KeyedSQLError:
-        raise
-    except Exception as exc:
-        raise RegistrationError(f"{where}: init(handle) failed at registration: {type(exc).__name__}: {exc}") from exc
+    probe: list[Any] = []
+    # built, init, then close, as Spark does with the driver's pre-init copy
+    steps = (("building it", lambda: probe.append(make())), ("init(handle)", lambda: probe[0].init(_Handle(declared))),
+             ("close()", lambda: probe[0].close()))
+    for step, call in steps:
+        try:
+            call()
+        except KeyedSQLError:
+            raise
+        except Exception as exc:
+            raise RegistrationError(f"{where}: {step} failed at registration: {type(exc).__name__}: {exc}") from exc
 
     namespace: dict[str, Any] = dict(declared.descriptors)
     namespace.update(_methods(user_cls, make, declared.where, resolved))
@@ -465,8 +469,12 @@ def _methods(user_cls: type, make: Callable[[], Any], where: str, style: str) ->
         init = _pandas_frame(pd.DataFrame([state_row])) if pandas else _row(state_row)
         self._ks_user.handleInitialState(k, init, _timer_values(self.ctx))
 
+    def _ks_close(self: Any) -> None:
+        self._ks_user.close()
+
     methods: dict[str, Any] = {
         "__init__": __init__,
+        "_ks_close": _ks_close,
         "process": process,
         "on_initial_state": on_initial_state,
         # the runner hands row-style processors the rows as dicts, not a pandas frame

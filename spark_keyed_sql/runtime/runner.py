@@ -124,6 +124,17 @@ class KeyedRunner:
         except Exception as exc:
             raise UserFunctionError(self.spec.name, key, resolve_where(where), exc) from exc
 
+    def close(self) -> None:
+        """The end of a task's (or, on ``tws``, a partition's) pass: a pyspark StatefulProcessor's
+        ``close()`` runs here, as Spark calls it at the end of each partition of a batch."""
+        hook = getattr(self.instance, "_ks_close", None)
+        if hook is None:
+            return
+        try:
+            hook()
+        except Exception as exc:
+            raise UserFunctionError(self.spec.name, None, "close()", exc) from exc
+
     # ------------------------------------------------------------ entry points
     def run_function(
         self, key: Any, events: list[dict], binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None,

@@ -383,6 +383,13 @@ def test_registration_errors():
     with pytest.raises(RegistrationError, match=r"BadInit.*init\(handle\) failed at registration: ValueError: boom"):
         KeyedTester(BadInit, OUT)
 
+    class BadClose(PandasViolations):
+        def close(self):
+            raise OSError("cannot release")
+
+    with pytest.raises(RegistrationError, match=r"BadClose.*close\(\) failed at registration: OSError: cannot release"):
+        KeyedTester(BadClose, OUT)
+
     class CompositeKey(PandasViolations):
         def init(self, handle):
             handle.getMapState("m", "a string, b string", "v int")
@@ -441,3 +448,80 @@ def test_event_time_timers_as_in_spark(spark, ks, tmp_path):
     # batch 0: ('a', '20'), ('a-expired', '0'); batch 1: ('a', '4'), ('a-expired', '10000');
     # batch 2: ('a', '15'), ('a-expired', '10000')
     assert got == sorted([("a", "20"), ("a-expired", "0"), ("a", "4"), ("a-expired", "10000"), ("a", "15"), ("a-expired", "10000")])
+
+
+# --------------------------------------------------------------------------- close()
+
+
+class ClosingCounter(StatefulProcessor):
+    """Counts rows per key; close() leaves a marker naming how many keys this instance saw."""
+
+    marker_dir = ""  # set per test (a class attribute: the instance is rebuilt on executors)
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.count = handle.getValueState("count", "value int")
+        self.keys_seen = 0
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+        n = sum(1 for _ in rows) + (self.count.get()[0] if self.count.exists() else 0)
+        self.count.update((n,))
+        self.keys_seen += 1
+        yield Row(id=key[0], n=n)
+
+    def close(self) -> None:
+        import os
+        import uuid
+
+        with open(os.path.join(self.marker_dir, f"{uuid.uuid4().hex}.closed"), "w") as f:
+            f.write(str(self.keys_seen))
+
+
+def _closed(marker_dir):
+    """The keys each closed instance had seen (instances that saw none: registration, pre-init)."""
+    return [int(p.read_text()) for p in marker_dir.glob("*.closed")]
+
+
+def _closing_class(marker_dir):
+    return type("ClosingCounter", (ClosingCounter,), {"marker_dir": str(marker_dir)})
+
+
+def test_close_called_by_spark_and_by_every_path(spark, ks, tmp_path):
+    """Spark calls close() at the end of each partition's pass; every path here does too, after
+    handing the instance all its keys (Spark's own run is the reference)."""
+    data = [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5)]
+    df = _df(spark, data)
+    df.createOrReplaceTempView("sp17_closing")
+    keys = len({k for k, _ in data})
+
+    theirs_dir = tmp_path / "spark"
+    theirs_dir.mkdir()
+    theirs = df.groupBy("id").transformWithState(_closing_class(theirs_dir)(), "id string, n int", "Update", "None")
+    expected = sorted(tuple(r) for r in theirs.collect())
+    assert sum(_closed(theirs_dir)) == keys  # what Spark does: close() after the instance's keys
+
+    paths = {
+        "sql": lambda name: ks.sql(f"SELECT s.* FROM sp17_closing GROUP BY KEY id AS k WITH STATE {name}(*) AS s").collect(),
+        "table_function": lambda name: spark.sql(f"SELECT id, n FROM {name}(TABLE(SELECT id AS k, temperature FROM sp17_closing), key => 'k')").collect(),
+    }
+    for path, run in paths.items():
+        d = tmp_path / path
+        d.mkdir()
+        name = f"closing_{path}"
+        ks.register(name, _closing_class(d), returns="id string, n int")
+        assert _closed(d) == [0]  # registration's probe instance: init, then close, as Spark's pre-init
+        got = sorted(tuple(r) for r in run(name))
+        assert got == expected == sorted((k, sum(1 for i, _ in data if i == k)) for k in {k for k, _ in data})
+        assert sum(_closed(d)) == keys, path
+        assert all(n >= 0 for n in _closed(d))
+
+
+def test_close_called_by_incremental_runs(spark, ks, tmp_path):
+    d = tmp_path / "markers"
+    d.mkdir()
+    ks.register("closing_run", _closing_class(d), returns="id string, n int")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    _df(spark, [("a", 1), ("b", 2), ("a", 3)]).coalesce(1).write.parquet(src)
+    sql = f"SELECT s.* FROM parquet.`{src}` GROUP BY KEY id AS k WITH STATE closing_run(*) AS s"
+    ks.run(sql, checkpoint=cp, output=out)
+    assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == [("a", 2), ("b", 1)]
+    assert sum(_closed(d)) == 2

@@ -396,6 +396,7 @@ class IncrementalProgram:
             if current is not None:
                 part.events(current, rows)
             part.finish()
+        ctx.key_pass.runner.close()
         if ctx.rows:
             yield ctx.flush()
 

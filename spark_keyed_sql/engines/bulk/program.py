@@ -201,6 +201,7 @@ class BulkProgram:
                     crashed_here = True
             if out:
                 yield output_batch(rb, keys, plan.passthrough, out, at_key, src, arrow_schema)
+        runner.close()
 
 
 def output_batch(rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: list, src: list, schema: Any) -> Any:

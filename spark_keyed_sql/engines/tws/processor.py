@@ -224,4 +224,6 @@ class KeyedStatefulProcessor(StatefulProcessor):
         self.runner.initial_state(k, row, self.binding)
 
     def close(self) -> None:
-        pass
+        runner = getattr(self, "runner", None)
+        if runner is not None:
+            runner.close()
