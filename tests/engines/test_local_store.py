@@ -55,13 +55,14 @@ def test_a_new_store_holds_no_state(store):
 def test_a_committed_change_set_is_applied_by_the_next_batch(store):
     store.ensure("")
     store.stage("0-a-1", "", [(k("u1"), encode((1,)), None, None), (k("u2"), encode((2,)), 100, None)])
-    assert store.get([k("u1")]) == {}  # pending: not state until its batch is committed
     assert store.ensure("0-a-1")  # the next batch names it as committed
     assert store.applied() == "0-a-1"
     assert store.get([k("u1"), k("u2"), k("u3")]) == {k("u1"): encode((1,)), k("u2"): encode((2,))}
     assert store.due(100, None) == [(k("u2"), encode((2,)))]
     assert store.due(99, None) == []
     store.stage("1-b-7", "0-a-1", [(k("u1"), None, None, None)])  # u1's state is gone
+    assert store.get([k("u1")]) == {k("u1"): encode((1,))}  # pending: not state until its batch is committed
+    assert store.applied() == "0-a-1"
     assert store.ensure("1-b-7")
     assert store.get([k("u1"), k("u2")]) == {k("u2"): encode((2,))}
 
@@ -73,6 +74,38 @@ def test_an_uncommitted_attempt_is_discarded(store):
     assert store.ensure("0-b-2")
     assert store.get([k("u1")]) == {k("u1"): encode((5,))}
     assert not store.ensure("0-a-1")  # never taken for the other attempt's state
+
+
+def test_an_empty_stores_first_change_set_is_written_in_place_and_undone_unless_committed(store):
+    """A first batch (or a backfill) on an empty store writes its rows straight into the state,
+    marked as the task's: the next batch finds them applied if it names that task, and empty
+    (then the committed attempt's pending set, or a miss) otherwise."""
+    first = [(k("u1"), encode((1,)), 10, None), (k("u2"), encode((2,)), None, None), (k("u3"), None, None, None)]
+    assert store.ensure("")
+    store.stage("0-a-1", "", first)
+    assert store.applied() not in ("", "0-a-1")  # not committed state yet: never reported as held
+    assert token_version(store.applied()) == -1
+    assert store.ensure("0-a-1")
+    assert store.applied() == "0-a-1"
+    assert store.get([k("u1"), k("u2"), k("u3")]) == {k("u1"): encode((1,)), k("u2"): encode((2,))}
+    assert store.next_due() == (10, None)
+
+    store.load_begin(clear=True)  # start again from nothing
+    store.load_end("")
+    store.stage("0-a-1", "", first)  # attempt a died before its commit; the batch runs again
+    assert store.ensure("")  # the retry starts from the empty state again
+    assert store.count() == 0 and store.applied() == ""
+    store.stage("0-b-2", "", [(k("u1"), encode((5,)), None, None)])
+    store.stage("0-c-3", "", [(k("u9"), encode((9,)), None, None)])  # a speculative twin, not committed
+    assert store.ensure("0-b-2")
+    assert store.get([k("u1"), k("u9")]) == {k("u1"): encode((5,))}
+    assert not store.ensure("0-c-3")
+
+    store.load_begin(clear=True)
+    store.load_end("")
+    store.stage("0-d-4", "", first)
+    assert not store.ensure("0-e-5")  # another host's attempt was committed: a miss, and empty
+    assert store.count() == 0
 
 
 def test_a_change_set_on_another_base_is_a_miss(store):

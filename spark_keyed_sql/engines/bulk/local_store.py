@@ -12,7 +12,10 @@ set, or — the store is missing, behind, ahead, or from another attempt — rep
 driver feeds the partition's state from the checkpoint instead (a rebuild). Tokens are unique
 per task attempt, so a store can never be taken for a state it does not hold: not after a crash
 (uncommitted pending sets are discarded), a restore of the checkpoint, or a checkpoint deleted
-and made anew at the same path.
+and made anew at the same path. One shortcut: a task whose store is empty (a new checkpoint's
+first batch, a backfill) writes its changes straight into the state, marked ``direct:<token>``;
+the next batch keeps them if it names that token and empties the store otherwise, so a large
+first batch is not copied a second time by the small batch after it.
 
 Rows are stored as bytes: ``marshal`` (no code runs on load; pickle is never used) of the state
 row, with the values marshal cannot hold (datetime, date, Decimal) tagged.
@@ -160,6 +163,8 @@ CREATE TABLE IF NOT EXISTS pending (token TEXT, k BLOB, row BLOB, timer_at INTEG
 CREATE TABLE IF NOT EXISTS pending_base (token TEXT PRIMARY KEY, base TEXT) WITHOUT ROWID;
 """
 
+_DIRECT = "direct:"  # meta 'applied' of an empty store holding one task's uncommitted changes
+
 Change = tuple[bytes, "bytes | None", "int | None", "int | None"]  # key, row (None: deleted), timer_at, expire_at
 _LOOKUP_CHUNK = 500
 
@@ -191,9 +196,19 @@ class LocalStore:
 
     # ------------------------------------------------------------------ validity
     def applied(self) -> str:
-        """The token of the committed state the store holds ("" for none)."""
+        """The token of the committed state the store holds ("" for none; ``direct:<token>``
+        for an empty store's state written by a task whose commit is not yet known)."""
         row = self.db.execute("SELECT value FROM meta WHERE name = 'applied'").fetchone()
         return "" if row is None else row[0]
+
+    def _undo_direct(self, applied: str) -> str:
+        """Drop changes written straight into an empty store by a task not (or not yet) known
+        committed: the store is empty again and holds no state ("")."""
+        if not applied.startswith(_DIRECT):
+            return applied
+        self.db.execute("DELETE FROM state")
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('applied', '')")
+        return ""
 
     def ensure(self, expected: str) -> bool:
         """Bring the store to the committed state ``expected`` names, if it can: True when the
@@ -202,6 +217,10 @@ class LocalStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             applied = self.applied()
+            if applied == _DIRECT + expected:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('applied', ?)", (expected,))
+                applied = expected
+            applied = self._undo_direct(applied)
             if applied != expected:
                 base = db.execute("SELECT base FROM pending_base WHERE token = ?", (expected,)).fetchone()
                 if base is None or base[0] != applied:
@@ -290,9 +309,19 @@ class LocalStore:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("DELETE FROM pending WHERE token = ?", (token,))
-            db.executemany("INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?, ?)", ((token, *c) for c in changes))
-            db.execute("INSERT OR REPLACE INTO pending_base VALUES (?, ?)", (token, base))
+            applied = self.applied()
+            if applied == _DIRECT + token:
+                applied = self._undo_direct(applied)  # staged again: the new change set replaces it
+            if base == "" == applied and db.execute("SELECT 1 FROM state LIMIT 1").fetchone() is None:
+                # an empty store (a new checkpoint's first batch, a backfill): the changes go
+                # straight into the state, marked as this task's until a commit names it, so
+                # the next batch need not copy a large first batch out of pending
+                db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (c for c in changes if c[1] is not None))
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('applied', ?)", (_DIRECT + token,))
+            else:
+                db.execute("DELETE FROM pending WHERE token = ?", (token,))
+                db.executemany("INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?, ?)", ((token, *c) for c in changes))
+                db.execute("INSERT OR REPLACE INTO pending_base VALUES (?, ?)", (token, base))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
