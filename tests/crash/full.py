@@ -13,13 +13,13 @@ from crash.harness import run  # noqa: E402
 PLANS = {
     # one spec per incarnation, in order: each must fire, or that incarnation runs every file to
     # the end and the rest of the plan has nothing left to interrupt (the run fails then).
-    # before_rebuild only on even incarnations from the third on: those start with an empty
-    # local state directory and a checkpoint that holds state, so their first batch is fed
-    # from the checkpoint; compaction runs every 3 batches
-    "bulk": ["processing:2", "state_written:1", "before_rebuild:1", "local_state_written:2", "before_rebuild:1",
-             "sink_write:1", "before_rebuild:1", "after_sink:2", "compaction_written:1", "processing:1",
-             "after_compaction:1", "state_written:2", "local_state_written:1", "sink_write:2", "after_sink:1",
-             "processing:3"],
+    # before_rebuild fires on even incarnations (they start with an empty local state
+    # directory) when the checkpoint holds a committed batch, so each comes after a driver point
+    # at its 2nd hit (one batch committed first); compaction runs every 3 batches
+    "bulk": ["processing:3", "state_written:2", "before_rebuild:1", "sink_write:2", "before_rebuild:1",
+             "after_sink:2", "before_rebuild:1", "local_state_written:3", "compaction_written:1", "processing:3",
+             "after_compaction:1", "state_written:1", "local_state_written:2", "sink_write:1", "after_sink:1",
+             "processing:5"],
     # one hit per key per batch: 24 files x up to 40 keys
     # counted from 0 in each incarnation (about one hit per key per batch): small, varied n
     "tws": [f"processing:{n}" for n in (10, 25, 40, 55) * 3 + (15, 30)],
