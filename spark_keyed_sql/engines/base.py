@@ -96,6 +96,8 @@ class StreamJob:
     columns: list[str] = field(default_factory=list)
     # called with a dict per committed batch (batch_id, input_rows, keys_touched, state_rows)
     progress: Callable[[dict[str, Any]], None] | None = None
+    # OPTIONS (state_partitions = n) of the statement's keyed steps: a new checkpoint's state partitions
+    state_partitions: int | None = None
 
 
 class StreamRun(ABC):

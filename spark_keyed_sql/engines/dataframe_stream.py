@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -64,6 +66,23 @@ def start_sink(writer: Any, sink: str) -> Any:
     return writer.toTable(sink)
 
 
+@contextmanager
+def _shuffle_partitions(spark: SparkSession, n: int | None) -> Iterator[None]:
+    """The session's spark.sql.shuffle.partitions set to ``n`` while a query starts: Spark takes
+    a streaming query's state partitions from it (a copy of the session's conf made at start),
+    and keeps them in the checkpoint, so the user's session is left as it was."""
+    if n is None:
+        yield
+        return
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(n))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
+
+
 def committed_rows(spark: SparkSession, output: str) -> int:
     """Rows readers see in ``output`` (a file sink's reader honours its _spark_metadata log)."""
     try:
@@ -96,7 +115,9 @@ class DataFrameStreamRun(StreamRun):
         elif job.trigger:
             writer = writer.trigger(processingTime=job.trigger)
         before = committed_rows(job.spark, job.sink) if job.available_now else 0
-        return cls(job, start_sink(writer, job.sink), before, job.functions)
+        with _shuffle_partitions(job.spark, job.state_partitions):
+            query = start_sink(writer, job.sink)
+        return cls(job, query, before, job.functions)
 
     def wait(self) -> None:
         """Until the availableNow query ends; with timers Spark runs it in ProcessingTime mode,

@@ -23,7 +23,9 @@ class KeyedPlan:
     passthrough: list[str] = field(default_factory=list)  # source columns copied to each output row
     event_time: str | None = None  # source column with the event time (watermarked on streams)
     watermark_ms: int | None = None  # allowed lateness behind the largest event time seen
-    partitions: int | None = None  # bulk engine: hash partitions per batch (None: spark.sql.shuffle.partitions)
+    # OPTIONS (state_partitions = n): the state partitions of a new checkpoint (bulk and tws), and
+    # a one-shot bulk batch's hash partitions (None: spark.sql.shuffle.partitions; adaptive on batch)
+    partitions: int | None = None
 
     @property
     def event_names(self) -> list[str]:

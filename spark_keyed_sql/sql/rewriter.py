@@ -33,7 +33,8 @@ from .statement import KeyedStatement, KeyedStep, RunMode
 
 __all__ = ["KNOWN_OPTIONS", "STREAMING_ONLY_OPTIONS", "plan_statement"]
 
-KNOWN_OPTIONS = {"engine", "checkpoint", "output_mode", "trigger", "max_files_per_trigger"}
+KNOWN_OPTIONS = {"engine", "checkpoint", "output_mode", "trigger", "max_files_per_trigger", "state_partitions"}
+MAX_STATE_PARTITIONS = 100_000
 STREAMING_ONLY_OPTIONS = {"output_mode", "trigger", "max_files_per_trigger"}
 
 
@@ -184,6 +185,13 @@ class _Planner:
         unknown = sorted(set(options) - KNOWN_OPTIONS)
         if unknown:
             raise KeyedQueryError(f"unknown option(s) {unknown} in WITH STATE {fname}; known: {sorted(KNOWN_OPTIONS)}")
+        if "state_partitions" in options:
+            n = options["state_partitions"]
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_STATE_PARTITIONS:
+                raise KeyedQueryError(
+                    f"option state_partitions of WITH STATE {fname} must be a whole number from 1 to "
+                    f"{MAX_STATE_PARTITIONS:,}, got {n!r}"
+                )
         if group.args.get("ttl") is not None:
             spec = spec.with_ttl(_interval_ms(group.args["ttl"]))
         return options, spec
@@ -371,6 +379,7 @@ class _Planner:
         plan = KeyedPlan(
             call.spec, keys, args, order, initial_df, str(call.options.get("output_mode", "Append")).capitalize(),
             call.arg_names, through, et, _interval_ms(group.args.get("watermark")),
+            partitions=call.options.get("state_partitions"),
         )
         columns = [f"{_quoted(k)} AS {_quoted(n)}" for k, n in zip(keys, call.key_names)]
         columns += [_quoted(r) for r in call.returns]

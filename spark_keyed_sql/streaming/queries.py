@@ -122,6 +122,7 @@ def _launch(
         functions=[s.function for s in steps],
         has_timers=any(function(s.function).has_timers for s in steps),
         progress=progress,
+        state_partitions=max((int(s.options["state_partitions"]) for s in steps if "state_partitions" in s.options), default=None),
     )
     per_batch = statement.per_batch_steps if statement else []
     if not per_batch:

@@ -88,11 +88,12 @@ class BulkStream:
         self.fs = self.store.fs
         latest = self.store.latest()
         # state partitions are fixed for a checkpoint: its commits say how many; a new one takes
-        # a migration's choice or the session's shuffle partitions (as Spark's state store does)
+        # a migration's choice, OPTIONS (state_partitions = n) or the session's shuffle
+        # partitions (as Spark's state store does)
         self.partitions = int(
             (latest.partitions if latest is not None else None)
-            or plan.partitions
             or bulk_partitions(checkpoint, driver)
+            or plan.partitions
             or (1 if not plan.keyed else driver.conf.get("spark.sql.shuffle.partitions") or 200)
         )
         if not plan.keyed:
