@@ -90,6 +90,9 @@ class StreamJob:
     where: str  # "ks.start" / "ks.run", for messages
     functions: list[str] = field(default_factory=list)  # the statement's keyed functions, in step order
     has_timers: bool = False
+    # a keyed step with timers and no EVENT TIME: Spark's transformWithState then asks for a
+    # batch on every trigger, data or not
+    processing_timers: bool = False
     source: DataFrame | None = None
     plan: KeyedPlan | None = None
     view: str | None = None

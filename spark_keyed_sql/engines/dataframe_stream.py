@@ -5,6 +5,7 @@ from Spark's query progress."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from ..api.errors import SchemaError
 from ..state.fs import CheckpointFS, is_path
 from .base import StreamJob, StreamRun
 
-__all__ = ["DataFrameStreamRun", "recent_progress", "state_metrics", "start_sink"]
+__all__ = ["DataFrameStreamRun", "process_all_available", "recent_progress", "state_metrics", "start_sink"]
 
 
 def recent_progress(query: Any) -> list[dict]:
@@ -83,6 +84,29 @@ def _shuffle_partitions(spark: SparkSession, n: int | None) -> Iterator[None]:
         spark.conf.set(key, before)
 
 
+def process_all_available(query: Any, poll: float = 0.1) -> None:
+    """``processAllAvailable()`` for a query whose transformWithState has processing-time
+    timers. Spark's returns once a trigger finds no batch to run, and such an operator asks for
+    a batch on every trigger (SPARK-50180), so it would block forever. This one returns once a
+    batch that began after the call has read nothing from any source (every offset stayed)
+    and committed: all data available at the call was processed and committed by then (the
+    batch two after the last one completed at the call cannot have begun before it)."""
+    done = [p.get("batchId") for p in recent_progress(query) if p.get("batchId") is not None]
+    first = (max(done) if done else -1) + 2
+    while True:
+        if not query.isActive:
+            exc = query.exception()
+            if exc is not None:
+                raise exc
+            return
+        for p in reversed(recent_progress(query)):
+            if p.get("batchId") is None or p["batchId"] < first:
+                break
+            if all(s.get("startOffset") == s.get("endOffset") for s in p.get("sources", [])):
+                return
+        time.sleep(poll)
+
+
 def committed_rows(spark: SparkSession, output: str) -> int:
     """Rows readers see in ``output`` (a file sink's reader honours its _spark_metadata log)."""
     try:
@@ -117,6 +141,9 @@ class DataFrameStreamRun(StreamRun):
         before = committed_rows(job.spark, job.sink) if job.available_now else 0
         with _shuffle_partitions(job.spark, job.state_partitions):
             query = start_sink(writer, job.sink)
+        if job.processing_timers and not job.available_now:
+            # the user's query.processAllAvailable(): Spark's would never return (below)
+            query.processAllAvailable = functools.partial(process_all_available, query)
         return cls(job, query, before, job.functions)
 
     def wait(self) -> None:

@@ -156,7 +156,7 @@ class KeyedRunner:
                     result = execute(event)
                 except Exception as exc:
                     raise UserFunctionError(name, key, f"row {_short(event)}", exc) from exc
-                if result is None:
+                if result is None or (type(result) is list and not result):  # no row (most rows of a sessionizer)
                     i += 1
                     continue
                 if one is not None and type(result) is list and len(result) == 1:

@@ -121,6 +121,7 @@ def _launch(
         where=where,
         functions=[s.function for s in steps],
         has_timers=any(function(s.function).has_timers for s in steps),
+        processing_timers=any(function(s.function).has_timers and s.plan.event_time is None for s in steps),
         progress=progress,
         state_partitions=max((int(s.options["state_partitions"]) for s in steps if "state_partitions" in s.options), default=None),
     )
