@@ -79,6 +79,7 @@ def test_sql_scenarios_on_standalone_cluster(cluster, tmp_path):
     assert got["viewfs_on_disk"] == ["cp_viewfs", "out_viewfs"]  # through the mount, into its directory
 
 
+@pytest.mark.slow  # make test-cluster / make test-slow; result recorded in docs/operations.md
 @pytest.mark.parametrize("engine", engine_names())
 def test_worker_killed_mid_query_then_results_equal_the_oracle(cluster, tmp_path, engine):
     """SIGKILL one worker (its executor and Python workers with it) while the keyed run's tasks
@@ -121,6 +122,7 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(cluster, tmp_path
     assert got["state"] == state
 
 
+@pytest.mark.slow  # make test-cluster / make test-slow; result recorded in docs/operations.md
 def test_spark_submit_as_documented(cluster, tmp_path):
     """docs/operations.md's spark-submit block, run by bash as written (master and /tmp paths
     moved to the test's), then its output compared with the CSV data's running counts."""
