@@ -245,13 +245,15 @@ def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFr
     """A one-shot batch's input: events and initial-state rows in one frame, partitioned by key
     and sorted by key, kind (a key's initial-state row first) and the within-key ORDER BY (the
     same sort Spark does anyway, so Python sorts nothing)."""
-    out = df.withColumn(KIND, F.lit(EVENT))
-    if initial is not None:
+    out, kind = df, []
+    if initial is not None:  # (without one, no kind column: one column less to sort and ship)
         cols = [F.col(k) for k in plan.key_columns] + [
             F.col(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in plan.key_columns
         ]
+        out = df.withColumn(KIND, F.lit(EVENT))
         out = out.unionByName(initial.select(*cols).withColumn(KIND, F.lit(INIT)), allowMissingColumns=True)
-    order = [*[F.col(k) for k in plan.key_columns], F.col(KIND), *order_columns(plan)]
+        kind = [F.col(KIND)]
+    order = [*[F.col(k) for k in plan.key_columns], *kind, *order_columns(plan)]
     if plan.keyed:
         # no count given: Spark's adaptive execution coalesces the shuffle to what the data
         # needs (a handful of rows: one task, not spark.sql.shuffle.partitions = 200)
