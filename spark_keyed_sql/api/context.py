@@ -10,14 +10,14 @@ __all__ = ["KeyContext", "TimerService", "to_epoch_ms", "from_epoch_ms"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
-_MS = _dt.timedelta(milliseconds=1)
 _datetime = _dt.datetime
 
 
 def to_epoch_ms(ts: Any) -> int:
     """A UTC ``datetime`` (naive means UTC) or epoch milliseconds as epoch milliseconds."""
     if type(ts) is _datetime and ts.tzinfo is None:  # what every engine hands user code: one subtraction
-        return (ts - _EPOCH_NAIVE) // _MS
+        d = ts - _EPOCH_NAIVE  # (days may be negative; seconds and microseconds never are: this floors)
+        return d.days * 86_400_000 + d.seconds * 1000 + d.microseconds // 1000
     if isinstance(ts, bool):
         raise TypeError(f"timer timestamp must be a datetime or epoch milliseconds, got {ts!r}")
     if isinstance(ts, (int, float)):

@@ -21,6 +21,26 @@ __all__ = [
 ]
 
 DEFAULT_EXCLUDED = frozenset({"logger", "_logger", "runtime_context", "ctx"})
+_RUNTIME_SLOTS = frozenset({"_ctx", "ctx", "_ks_accessors"})  # what the runtime keeps on an instance
+
+
+def attach_context(instance: Any) -> KeyContext:
+    d = instance.__dict__
+    c = d.get("_ctx")
+    if c is None:
+        c = d["_ctx"] = KeyContext()
+    d["ctx"] = c
+    return c
+
+
+class _CtxSlot:
+    """``self.ctx``: kept in the instance's ``__dict__`` after the first read, so the hot path
+    (a timer call per row) reads a plain attribute rather than running a property."""
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return attach_context(instance)
 
 
 class _Keyed:
@@ -28,14 +48,9 @@ class _Keyed:
 
     def __init__(self, **kwargs: Any) -> None:
         # SAGE passes framework kwargs through super().__init__(**kwargs); nothing to keep.
-        self.__dict__.setdefault("_ctx", KeyContext())
+        attach_context(self)
 
-    @property
-    def ctx(self) -> KeyContext:
-        c = self.__dict__.get("_ctx")
-        if c is None:
-            c = self.__dict__["_ctx"] = KeyContext()
-        return c
+    ctx = _CtxSlot()
 
     @property
     def runtime_context(self) -> KeyContext:
@@ -85,7 +100,7 @@ def state_attribute_names(instance: Any) -> list[str]:
     cls = type(instance)
     include = list(getattr(cls, "__state_include__", []) or [])
     exclude = set(getattr(cls, "__state_exclude__", []) or [])
-    names = [n for n in vars(instance) if n != "_ctx" and n != "_ks_accessors"]
+    names = [n for n in vars(instance) if n not in _RUNTIME_SLOTS]
     if include:
         return [n for n in names if n in include]
     return [n for n in names if n not in DEFAULT_EXCLUDED and not n.startswith("_") and n not in exclude]

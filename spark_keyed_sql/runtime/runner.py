@@ -70,6 +70,10 @@ class KeyedRunner:
         self._normalize = normalizer(self.spec.returns)
         # a [tuple] of the returns' width goes straight to the generated converter
         self._from_tuple, self._width = (tuple_converter(self.spec.returns), len(self.spec.returns.fields)) if self.spec.returns else (None, 0)
+        # a key's state may stay in the live instance between its events and its timers of the
+        # same pass when storing and reloading it would change nothing (no TTL to re-check on load)
+        self._may_hold = self.layout is not None and self.spec.ttl_ms is None
+        self.held = False  # did the last fire_timer(hold=True) leave the key live?
 
     # ------------------------------------------------------------ per-key lifecycle
     def _begin(self, key: Any, binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None) -> None:
@@ -89,6 +93,24 @@ class KeyedRunner:
                 name: ACCESSORS[d.kind](d, binding.variable(d)) for name, d in self.descriptors.items()
             }
         self.ctx.set_current_key(key, self.keyed)
+
+    def _hold_or_end(self, key: Any, binding: KeyBinding, hold: bool) -> bool:
+        """End the key, or (``hold``, and nothing would change by it) keep it live: True if held."""
+        if hold and self._may_hold and self.layout is not None and self.layout.live_safe(self.instance):
+            return True
+        self._end(key, binding)
+        return False
+
+    def _resume(self, key: Any, processing_ms: int | None, watermark_ms: int | None) -> None:
+        """Continue a held key: what ``_begin`` sets per call, without reloading the state."""
+        self._cleared = False
+        self.ctx._processing_ms = processing_ms
+        self.ctx._watermark_ms = watermark_ms
+        self.ctx.set_current_key(key, self.keyed)
+
+    def release(self, key: Any, binding: KeyBinding) -> None:
+        """End a key that a ``hold=True`` call left live: its state is stored now."""
+        self._end(key, binding)
 
     def _clear_state(self, binding: KeyBinding) -> None:
         if self.layout is not None:
@@ -138,12 +160,16 @@ class KeyedRunner:
     # ------------------------------------------------------------ entry points
     def run_function(
         self, key: Any, events: list[dict], binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None,
-        out: list, src: list, src0: int = 0,
-    ) -> None:
+        out: list, src: list, src0: int = 0, *, hold: bool = False,
+    ) -> bool:
         """A StatefulFunction over one key's events, in order: output rows (tuples in returns
         order) appended to ``out`` and, for each, the position of the event that produced it
-        (``src0`` + its index) to ``src``. The hottest loop of every engine: one pass per row."""
+        (``src0`` + its index) to ``src``. The hottest loop of every engine: one pass per row.
+
+        ``hold``: the caller fires the key's due timers next (``fire_timer(live=True)``) and then
+        calls ``release``; returns True when the key was left live for that."""
         self._begin(key, binding, processing_ms, watermark_ms)
+        held = False
         try:
             ctx, keyed, execute, normalize, name = self.ctx, self.keyed, self.instance.execute, self._normalize, self.spec.name
             one, width = self._from_tuple, self._width
@@ -178,8 +204,11 @@ class KeyedRunner:
                 out.extend(produced)
                 src.extend([i] * len(produced))
                 i += 1
+            held = self._hold_or_end(key, binding, hold)
+            return held
         finally:
-            self._end(key, binding)
+            if not held and self.ctx._timers is not None:  # (an error: end the key all the same)
+                self._end(key, binding)
 
     def run_processor(
         self, key: Any, rows: Any, count: int, first: Any, binding: KeyBinding, processing_ms: int | None,
@@ -229,13 +258,25 @@ class KeyedRunner:
         return out
 
     def fire_timer(
-        self, key: Any, expiry_ms: int, binding: KeyBinding, processing_ms: int | None = None, watermark_ms: int | None = None
+        self, key: Any, expiry_ms: int, binding: KeyBinding, processing_ms: int | None = None, watermark_ms: int | None = None,
+        *, live: bool = False, hold: bool = False,
     ) -> list[Any]:
-        self._begin(key, binding, processing_ms, watermark_ms)
+        """``on_timer`` for one timer. ``live``: the key was held by the previous call (its state
+        is in the instance); ``hold``: keep it live again if nothing would change (see
+        ``held``), else end it."""
+        if live:
+            self._resume(key, processing_ms, watermark_ms)
+        else:
+            self._begin(key, binding, processing_ms, watermark_ms)
+        self.held = False
         try:
-            return self._call(key, f"timer {from_epoch_ms(expiry_ms).isoformat()}", self.instance.on_timer, key, from_epoch_ms(expiry_ms))
+            ts = from_epoch_ms(expiry_ms)
+            out = self._call(key, lambda: f"timer {ts.isoformat()}", self.instance.on_timer, key, ts)
+            self.held = self._hold_or_end(key, binding, hold)
+            return out
         finally:
-            self._end(key, binding)
+            if not self.held and self.ctx._timers is not None:
+                self._end(key, binding)
 
     def _seed_value(self, name: str, v: Any) -> Any:
         """An initial-state column for an attribute: encoded attributes take the JSON text

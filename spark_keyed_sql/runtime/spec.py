@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..api.context import KeyContext
 from ..api.errors import KeyedSQLError, RegistrationError
-from ..api.function import KeyedProcessor, StatefulFunction, state_descriptors, typed_attributes
+from ..api.function import KeyedProcessor, StatefulFunction, attach_context, state_descriptors, typed_attributes
 from ..api.intervals import parse_interval_ms
 from ..api.types import StructType, parse_schema
 from ..state.attributes import AttributeLayout
@@ -59,7 +58,7 @@ class FunctionSpec:
                 f"{self.cls.__name__}(**{self.kwargs!r}) failed for function '{self.name}': "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        inst.__dict__.setdefault("_ctx", KeyContext())
+        attach_context(inst)
         return inst
 
     @classmethod

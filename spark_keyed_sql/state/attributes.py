@@ -44,6 +44,29 @@ def _encoder(layout: AttributeLayout) -> Any:
     return env["encode"]
 
 
+_LIVE = (int, float, str, bool, type(None), bytes, _dt.date, _dt.timedelta)  # JSON round trip gives them back equal
+
+
+def _live_check(layout: AttributeLayout) -> Any:
+    """``live_safe`` for an instance holding exactly the attributes ``__init__`` made: true when
+    storing and reloading every attribute would hand back the value it holds (typed ones unchanged
+    by ``coerce``; encoded ones immutable and equal after the JSON round trip)."""
+    env: dict[str, Any] = {"__live": _LIVE, **FAST_CHECK_NAMES}
+    terms = []
+    for n in layout.names:
+        v = f"d[{n!r}]"
+        if n in layout.typed:
+            check = fast_check(layout.typed[n], v)
+            if not check:
+                return lambda d: False
+            terms.append(f"({v} is None or {check})")
+        else:  # a naive datetime comes back equal; an aware one may come back with another tzinfo
+            terms.append(f"(type({v}) in __live or (type({v}) is __datetime and {v}.tzinfo is None))")
+    src = "def live(d):\n    return " + (" and ".join(terms) or "True") + "\n"
+    exec(compile(src, f"<attribute live check {layout.owner}>", "exec"), env)  # noqa: S102 - built from names only
+    return env["live"]
+
+
 class AttributeLayout:
     """Which attributes are state, their column types, and how to move them in and out."""
 
@@ -65,6 +88,7 @@ class AttributeLayout:
         self._copied = [(n, v) for n, v in self.template.items() if type(v) not in _IMMUTABLE]
         self._known = frozenset(instance.__dict__)  # every instance attribute after __init__
         self._encode = _encoder(self)
+        self._live = _live_check(self)
 
     def column_type(self, name: str) -> SqlType:
         return self.typed.get(name, ENCODED)
@@ -93,6 +117,11 @@ class AttributeLayout:
                 "(or exclude it with __state_exclude__)"
             )
         return tuple(values)
+
+    def live_safe(self, instance: Any) -> bool:
+        """Would ``decode_into(encode(instance))`` leave the instance's attributes as they are?
+        Then a runtime may keep the instance live instead of storing and reloading its state."""
+        return instance.__dict__.keys() == self._known and self._live(instance.__dict__)
 
     def decode_into(self, instance: Any, row: Any) -> None:
         """Set the instance's attributes from a stored row (tuple/Row in column order, or dict)."""

@@ -76,10 +76,10 @@ class MemoryTimers:
         self.ks = ks
 
     def register(self, ms: int) -> None:
-        self.ks.timers.add(int(ms))
+        self.ks.timers.add(ms)
 
     def delete(self, ms: int) -> None:
-        self.ks.timers.discard(int(ms))
+        self.ks.timers.discard(ms)
 
     def list(self) -> list[int]:
         return sorted(self.ks.timers)

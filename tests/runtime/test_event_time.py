@@ -1,7 +1,9 @@
 """Per-user sessions closed by an event-time timer after 30 minutes of silence, over several
 incremental runs, against a plain-Python oracle; late rows are dropped and counted."""
 import datetime as dt
+import json
 
+import numpy as np
 from data import write_parquet
 
 from spark_keyed_sql import StatefulFunction
@@ -112,3 +114,98 @@ def test_batch_sql_fires_due_timers_at_end_of_input(spark, ks):
     ).collect())
     m = lambda x: T0 + dt.timedelta(minutes=x)  # noqa: E731
     assert got == [("a", m(0), m(10), 2), ("a", m(100), m(100), 1), ("b", m(5), m(5), 1), ("c", m(20), m(45), 2)]
+
+
+class TimerSeesStoredState(StatefulFunction):
+    """on_timer right after the key's events, in the same pass: it sees what storing and
+    reloading the state gives (a numpy number comes back a Python float; a clear_state() in the
+    last row leaves fresh values and only that row's timer)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.last = None
+        self.amount = 0.0
+
+    def execute(self, e):
+        self.n += 1
+        self.last = e["ts"]
+        self.amount = np.float64(e["amount"]) if e["merchant"] == "np" else float(e["amount"])
+        if e["merchant"] == "clear":
+            self.ctx.clear_state()
+        self.ctx.register_timer(e["ts"] - dt.timedelta(hours=1))  # due as soon as the watermark is past it
+        return None
+
+    def on_timer(self, key, timestamp):
+        seen = (self.n, self.last, type(self.amount).__name__)
+        self.n += 100
+        return [seen]
+
+
+def _timer_oracle(rows):
+    """Plain Python: per key, the rows in ts order, then every timer left, in time order."""
+    by_key = {}
+    for r in rows:
+        by_key.setdefault(r["user_id"], []).append(r)
+    out, final = [], {}
+    for user, rs in by_key.items():
+        n, last, timers = 0, None, set()
+        for r in sorted(rs, key=lambda r: r["ts"]):
+            n, last = n + 1, r["ts"]
+            if r["merchant"] == "clear":
+                n, last, timers = 0, None, set()
+            timers.add(r["ts"] - dt.timedelta(hours=1))
+        for _ in sorted(timers):
+            out.append((user, n, last, "float"))  # state as reloaded: a numpy float comes back a float
+            n += 100
+        final[user] = (n, last)
+    return sorted(out, key=repr), final
+
+
+def _timer_rows(offset=0):
+    def r(user, minutes, merchant="m", amount=1.5):
+        return {**ev(user, offset + minutes), "merchant": merchant, "amount": amount}
+
+    return [
+        r("plain", 0), r("plain", 5), r("plain", 9),
+        r("np", 0), r("np", 3, "np"),  # last row leaves a numpy float in state
+        r("np_then_plain", 0, "np"), r("np_then_plain", 4),
+        r("cleared", 0), r("cleared", 7, "clear"),  # last row clears: fresh values, one timer
+        r("cleared_early", 0, "clear"), r("cleared_early", 8),
+    ]
+
+
+def test_timers_after_events_see_the_stored_state_batch(spark, ks):
+    ks.register("timer_sees", TimerSeesStoredState, returns="n bigint, last timestamp, amount_type string")
+    rows = _timer_rows()
+    spark.createDataFrame([(x["user_id"], x["ts"], x["merchant"], x["amount"]) for x in rows],
+                          "user_id string, ts timestamp, merchant string, amount double").createOrReplaceTempView("timer_sees_in")
+    got = ks.sql(
+        "SELECT user_id, s.* FROM timer_sees_in GROUP BY KEY user_id WITH STATE timer_sees(ts, merchant, amount) AS s "
+        "ORDER BY ts EVENT TIME ts WATERMARK '5 minutes'"
+    ).collect()
+    expected, _ = _timer_oracle(rows)
+    assert sorted((tuple(x) for x in got), key=repr) == expected
+
+
+def test_timers_after_events_see_the_stored_state_stream(spark, ks, tmp_path):
+    """In a micro-batch whose watermark is already past the timers the rows register: they fire
+    after the key's rows, and the state stored at the end is what on_timer left."""
+    ks.register("timer_sees_s", TimerSeesStoredState, returns="n bigint, last timestamp, amount_type string")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = (
+        f"SELECT user_id, s.* FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE timer_sees_s(ts, merchant, amount) AS s "
+        "ORDER BY ts EVENT TIME ts WATERMARK '5 minutes'"
+    )
+    first = [{**ev("zz", 600), "merchant": "m", "amount": 1.0}]  # moves the watermark to 9h55 past T0
+    write_parquet(spark, first, src)
+    ks.run(sql, checkpoint=cp, output=out)
+    rows = _timer_rows(offset=600)  # on time, and their timers an hour back are already due
+    write_parquet(spark, rows, src)
+    ks.run(sql, checkpoint=cp, output=out)
+    got = sorted((tuple(r) for r in spark.read.parquet(out).collect()), key=repr)
+    expected, final = _timer_oracle(first + rows)  # zz's timer (9h past T0) is due in the second batch too
+    assert got == expected
+    # read_state shows unannotated attributes as their JSON (a datetime as {"$datetime": iso})
+    state = {r["user_id"]: (json.loads(r["n"]), json.loads(r["last"])) for r in ks.read_state(cp).collect()}
+    assert state == {u: (n, None if last is None else {"$datetime": last.isoformat()}) for u, (n, last) in final.items()}

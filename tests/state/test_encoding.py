@@ -82,3 +82,41 @@ def test_encoding_is_readable_json():
 def test_refuses_unknown_types(bad):
     with pytest.raises(StateEncodingError, match="attribute C.x"):
         dumps({"k": bad}, "attribute C.x")
+
+
+def test_live_safe_only_when_a_store_and_reload_gives_the_same_values():
+    """A runtime may skip storing and reloading attribute state only when that would change
+    nothing: simple immutable values and naive datetimes, typed values of their exact type."""
+    import datetime as dt
+
+    import numpy as np
+
+    from spark_keyed_sql import StatefulFunction
+    from spark_keyed_sql.state.attributes import AttributeLayout
+
+    class F(StatefulFunction):
+        n: int
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.n = 0
+            self.v = None
+
+    f = F()
+    layout = AttributeLayout(f)
+    cases = [
+        (1.5, True), ("s", True), (dt.datetime(2026, 1, 1), True), (dt.timedelta(1), True), (None, True),
+        (dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), False), ([1], False), ((1, 2), False),
+        (np.float64(1.5), False), ({"a": 1}, False),
+    ]
+    for value, expected in cases:
+        f.v = value
+        assert layout.live_safe(f) is expected, value
+        if expected:  # and it really does round trip to an equal value of the same type
+            g = F()
+            layout.decode_into(g, layout.encode(f))
+            assert type(g.v) is type(value) and g.v == value
+    f.v, f.n = 1, True  # a bool in an int column: coerce would change it
+    assert not layout.live_safe(f)
+    f.n, f.extra = 1, 2  # an attribute __init__ did not make
+    assert not layout.live_safe(f)

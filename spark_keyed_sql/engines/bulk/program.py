@@ -96,6 +96,7 @@ class KeyPass:
         key = user_key(kv, plan.keyed)
         binding = self.binding(ks)
         stats["keys"] += 1
+        live = False  # the key's state held in the runner's instance (see KeyedRunner.run_function)
         if events:
             positions = None
             if event_times is not None:
@@ -115,12 +116,12 @@ class KeyPass:
                         positions = None
             stats["events"] += len(events)
             if events:
-                if self.function:
+                if self.function:  # held live when its timers may fire next (no state round trip between)
                     if positions is None:
-                        runner.run_function(key, events, binding, self.now, self.wm, out, src, src0)
+                        live = runner.run_function(key, events, binding, self.now, self.wm, out, src, src0, hold=True)
                     else:
                         at: list[int] = []
-                        runner.run_function(key, events, binding, self.now, self.wm, out, at)
+                        live = runner.run_function(key, events, binding, self.now, self.wm, out, at, hold=True)
                         src.extend(src0 + positions[j] for j in at)
                 else:
                     before = len(out)
@@ -133,9 +134,12 @@ class KeyPass:
                 break
             ks.timers.discard(t)
             stats["fired"] += 1
-            fired = runner.fire_timer(key, t, binding, self.now, t if self.end_of_input else self.wm)
+            fired = runner.fire_timer(key, t, binding, self.now, t if self.end_of_input else self.wm, live=live, hold=self.function)
+            live = runner.held
             out.extend(fired)
             src.extend([None] * len(fired))
+        if live:
+            runner.release(key, binding)
 
     def _frame(self, events: list[dict]) -> Any:
         if self.as_records:  # a Row-style StatefulProcessor takes records
