@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrow_rows import naive, pylist
+from ..arrow_rows import naive, pylist
 
 __all__ = ["FrameSlicer", "frame_slicer"]
 

@@ -30,7 +30,7 @@ from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner
 from ...state.memory import MemoryKeyState, due_times, purge_expired
 from ...state.snapshots import KEY_PREFIX
-from .arrow_rows import event_builder, fewer_collections, naive, pylist
+from ..arrow_rows import event_builder, fewer_collections, naive, pylist
 from .layout import DELETED, VERSION
 from .local_store import LocalStore, cache_root, decode, encode, token_version
 from .partitioning import PART, TASK, part_column, task_column

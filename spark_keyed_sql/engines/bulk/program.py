@@ -26,7 +26,7 @@ from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
 from ...state.memory import MemoryKeyState, memory_binding
-from .arrow_rows import event_builder, fewer_collections, key_runs, naive, pylist
+from ..arrow_rows import event_builder, fewer_collections, key_runs, naive, pylist
 from .frames import frame_slicer
 
 __all__ = ["BulkProgram", "KeyPass", "combine", "order_columns", "output_batch", "KIND", "INIT", "INIT_PREFIX", "EVENT"]

@@ -1,5 +1,8 @@
 """Engine ``tws``: Spark's row-based ``transformWithState`` with the RocksDB state store.
 
+A key's rows cross the operator in chunks (``chunks.py``), except in a stream with an event
+time, where Spark's watermark needs every row's event time.
+
 Attribute state of a StatefulFunction is one ValueState ``attributes`` (a struct, one field
 per attribute: typed or JSON-encoded), read once and written once per key per batch. The
 typed state of a KeyedProcessor maps one to one onto Spark ValueState/ListState/MapState, so
@@ -9,6 +12,7 @@ Spark's own ``statestore`` reader sees them (``layout.py``).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -17,6 +21,7 @@ from pyspark.sql import types as T
 from ...api.errors import SchemaError
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, output_schema
+from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
 from .layout import TwsLayout
 from .processor import KeyedStatefulProcessor
 
@@ -52,19 +57,41 @@ class TransformWithStateEngine(Engine):
             source = source.withWatermark(plan.event_time, f"{plan.watermark_ms or 0} milliseconds")
         group_cols = list(plan.key_columns)
         if not plan.keyed:
-            source = df.withColumn(UNKEYED_COLUMN, F.lit(0))
+            source = source.withColumn(UNKEYED_COLUMN, F.lit(0))
             group_cols = [UNKEYED_COLUMN]
         initial = None
         if plan.initial_state is not None:
             initial = plan.initial_state.groupBy(*group_cols)
+        # the processor is pickled to executors: it must not carry the initial-state DataFrame
+        shipped = dataclasses.replace(plan, initial_state=None)
+        names = [f.name for f in schema.fields]
+        if not (streaming and plan.event_time is not None):
+            return self._chunked(source, group_cols, plan, shipped, schema, time_mode, initial)
         # timestamps travel as epoch microseconds (the processor turns them back), except the
         # keys (the state's key schema) and the event time (Spark's watermark reads it)
         stamps = [f.name for f in df.schema.fields if isinstance(f.dataType, T.TimestampType)]
         ts_columns = [c for c in stamps if c not in group_cols and c != plan.event_time]
         aware = [c for c in stamps if c == plan.event_time or c in group_cols]
-        # the processor is pickled to executors: it must not carry the initial-state DataFrame
-        shipped = dataclasses.replace(plan, initial_state=None)
-        proc = KeyedStatefulProcessor(shipped, time_mode, [f.name for f in schema.fields], ts_columns, aware)
+        proc = KeyedStatefulProcessor(shipped, time_mode, names, ts_columns, aware)
         if ts_columns:
             source = source.select(*[F.unix_micros(F.col(c)).alias(c) if c in ts_columns else F.col(c) for c in source.columns])
         return source.groupBy(*group_cols).transformWithState(proc, schema, plan.output_mode, time_mode, initial)
+
+    @staticmethod
+    def _chunked(
+        source: DataFrame, group_cols: list[str], plan: KeyedPlan, shipped: KeyedPlan, schema: T.StructType, time_mode: str, initial: Any,
+    ) -> DataFrame:
+        """The chunked transport (chunks.py): a key's rows of a partition go through the operator
+        as one row, and its output comes back as one. Not for a stream with an event time: Spark's
+        watermark and late-row filter read the event-time column of each input row."""
+        values = [c for c in source.columns if c not in group_cols]
+        packed = chunk_schema([source.schema[c] for c in group_cols], CHUNK_COLUMN)
+        n_keys = len(plan.key_columns) if plan.keyed else 0
+        returned = chunk_schema(list(schema.fields[:n_keys]), ROWS_COLUMN)
+        fmt = ChunkFormat(
+            values, column_kinds([source.schema[c].dataType for c in values]), column_kinds([f.dataType for f in schema.fields[n_keys:]])
+        )
+        proc = KeyedStatefulProcessor(shipped, time_mode, [f.name for f in returned.fields], [], [], chunks=fmt)
+        chunks = source.mapInArrow(ChunkPacker(group_cols, values, packed), packed)
+        out = chunks.groupBy(*group_cols).transformWithState(proc, returned, plan.output_mode, time_mode, initial)
+        return out.mapInArrow(ChunkUnpacker(n_keys, schema), schema)

@@ -25,6 +25,7 @@ from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
 from ...state.binding import Entry, KeyBinding, KeyStore, VariableStore
 from ...state.spark_types import scalar_wrap, to_spark
+from .chunks import ChunkFormat, encode_columns, pack, row_reader
 from .layout import ATTRIBUTES_VAR, EXPIRES
 
 __all__ = ["KeyedStatefulProcessor"]
@@ -147,8 +148,18 @@ _EPOCH = datetime(1970, 1, 1)
 _MICRO = timedelta(microseconds=1)
 
 
+def _naive(v: Any) -> Any:
+    """A key value as user code gets it: Spark hands timestamps tz-aware, engines give naive UTC."""
+    if isinstance(v, datetime) and v.tzinfo is not None:
+        return v.astimezone(timezone.utc).replace(tzinfo=None)
+    return v
+
+
 class KeyedStatefulProcessor(StatefulProcessor):
-    def __init__(self, plan: KeyedPlan, time_mode: str, out_names: list[str], ts_columns: list[str], aware: list[str]):
+    def __init__(
+        self, plan: KeyedPlan, time_mode: str, out_names: list[str], ts_columns: list[str], aware: list[str],
+        chunks: ChunkFormat | None = None,
+    ):
         self.plan = plan
         self.time_mode = time_mode
         self.out_names = out_names
@@ -158,6 +169,9 @@ class KeyedStatefulProcessor(StatefulProcessor):
         self.ts_columns = ts_columns
         # the event-time column stays a timestamp: row-based transformWithState gives it tz-aware
         self.aware = aware
+        # chunked transport (chunks.py): a key's rows arrive in chunks, and its output leaves
+        # as one chunk per call; None: a Row per row both ways
+        self.chunks = chunks
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed)
@@ -172,9 +186,17 @@ class KeyedStatefulProcessor(StatefulProcessor):
         self.timer_service = _SparkTimers(handle, self.time_mode != "None")
         self.binding = KeyBinding(_SparkKeyStore(self), self.now, self.plan.spec.ttl_ms)
         self.OutRow = Row(*self.out_names)
+        if self.chunks is not None:
+            key_names = list(self.plan.key_columns) if self.plan.keyed else []
+            self.read_chunks = row_reader(self.chunks.names, self.chunks.kinds, key_names)
 
     def _emit(self, key_values: tuple, rows: list[Any]) -> Iterator[Row]:
         kv = key_values if self.plan.keyed else ()
+        if self.chunks is not None:
+            if rows:
+                columns = encode_columns(self.chunks.out_kinds, list(zip(*rows)))
+                yield self.OutRow(*kv, pack(len(rows), columns))
+            return
         for r in rows:
             yield self.OutRow(*kv, *r)
 
@@ -191,6 +213,19 @@ class KeyedStatefulProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         crash_point("processing")
         plan = self.plan
+        if self.chunks is not None:
+            kv = tuple(_naive(v) for v in key) if plan.keyed else ()
+            rows_ = self.read_chunks(kv, [r[-1] for r in rows])
+        else:
+            rows_ = self._row_dicts(rows)
+        k = user_key(tuple(key), plan.keyed)
+        p, w = self._times(timerValues)
+        out = self.runner.process_key(
+            k, rows_, self.binding, p, w, event_map=list(zip(plan.event_names, plan.arg_columns)), passthrough=plan.passthrough
+        )
+        return self._emit(tuple(key), out)
+
+    def _row_dicts(self, rows: Iterator[Row]) -> list[dict]:
         rows_ = [r.asDict() for r in rows]
         for c in self.ts_columns:
             for d in rows_:
@@ -202,12 +237,7 @@ class KeyedStatefulProcessor(StatefulProcessor):
                 v = d[c]
                 if v is not None and v.tzinfo is not None:
                     d[c] = v.astimezone(timezone.utc).replace(tzinfo=None)
-        k = user_key(tuple(key), plan.keyed)
-        p, w = self._times(timerValues)
-        out = self.runner.process_key(
-            k, rows_, self.binding, p, w, event_map=list(zip(plan.event_names, plan.arg_columns)), passthrough=plan.passthrough
-        )
-        return self._emit(tuple(key), out)
+        return rows_
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
         k = user_key(tuple(key), self.plan.keyed)

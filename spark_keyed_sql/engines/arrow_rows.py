@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["event_builder", "fewer_collections", "key_runs", "naive", "pylist", "run_starts"]
+__all__ = ["comparable", "concat", "event_builder", "fewer_collections", "key_runs", "naive", "pylist", "run_starts"]
 
 
 def naive(col: Any) -> Any:
@@ -42,6 +42,11 @@ _COMPARABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa
                pa.types.is_boolean, pa.types.is_timestamp, pa.types.is_date, pa.types.is_decimal)
 
 
+def comparable(t: Any) -> bool:
+    """Whether Arrow's compute kernels compare (and sort) values of this type."""
+    return any(f(t) for f in _COMPARABLE)
+
+
 def run_starts(cols: list[Any], n: int) -> np.ndarray:
     """Positions where a new key starts, in rows sorted by key. Keys compare as Python tuples
     of their values do: NULL equals NULL, NaN differs from NaN (each NaN row its own key)."""
@@ -51,7 +56,7 @@ def run_starts(cols: list[Any], n: int) -> np.ndarray:
     if n < 2:
         return np.flatnonzero(changed)
     for c in cols:
-        if any(f(c.type) for f in _COMPARABLE):
+        if comparable(c.type):
             x, y = c.slice(1), c.slice(0, n - 1)
             eq = pc.fill_null(pc.equal(x, y), False)
             if c.null_count:
@@ -63,7 +68,7 @@ def run_starts(cols: list[Any], n: int) -> np.ndarray:
     return np.flatnonzero(changed)
 
 
-def _concat(batches: list[Any]) -> Any:
+def concat(batches: list[Any]) -> Any:
     if len(batches) == 1:
         return batches[0]
     if hasattr(pa, "concat_batches"):  # pyarrow 19+
@@ -89,13 +94,13 @@ def key_runs(batches: Iterator[Any], key_columns: list[str]) -> Iterator[tuple[A
             continue
         head = rb.slice(0, last)
         if pending:
-            todo = _concat([*pending, head])
+            todo = concat([*pending, head])
             yield todo, run_starts([todo.column(k) for k in key_columns], todo.num_rows)
         else:
             yield head, starts[:-1]
         pending = [rb.slice(last)]
     if pending:
-        todo = _concat(pending)
+        todo = concat(pending)
         yield todo, (run_starts([todo.column(k) for k in key_columns], todo.num_rows) if key_columns else np.zeros(1, dtype=np.int64))
 
 
