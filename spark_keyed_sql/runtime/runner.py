@@ -8,7 +8,10 @@ place is what makes the engines agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from ..api.context import from_epoch_ms
@@ -46,9 +49,23 @@ def sort_rows(rows: list[dict], order: list[OrderSpec]) -> list[dict]:
         nulls_first = o.ascending if o.nulls_first is None else o.nulls_first
         present = [r for r in out if r.get(o.column) is not None]
         missing = [r for r in out if r.get(o.column) is None]
-        present.sort(key=lambda r: r[o.column], reverse=not o.ascending)
+        present.sort(key=itemgetter(o.column), reverse=not o.ascending)
         out = missing + present if nulls_first else present + missing
     return out
+
+
+@lru_cache(maxsize=64)
+def _event_maker(event_map: tuple[tuple[str, str], ...]) -> Callable[[list[dict]], list[dict]]:
+    """rows -> a fresh event dict per row, ``{event name: row[column]}`` (generated per map:
+    a dict display is several times a dict comprehension's speed)."""
+    env: dict[str, Any] = {}
+    items = []
+    for i, (name, col) in enumerate(event_map):
+        env[f"n{i}"], env[f"c{i}"] = name, col
+        items.append(f"n{i}: r[c{i}]")
+    src = f"def make(rows):\n    return [{{{', '.join(items)}}} for r in rows]\n"
+    exec(compile(src, "<spark_keyed_sql event map>", "exec"), env)  # noqa: S102 - built from positions only
+    return env["make"]
 
 
 def _short(v: Any) -> str:
@@ -239,13 +256,17 @@ class KeyedRunner:
         row is the event); ``passthrough`` row columns are appended to every output row a
         StatefulFunction produced from that row."""
         rows = sort_rows(rows, self.order)
-        events = rows if event_map is None else [{name: r[col] for name, col in event_map} for r in rows]
+        events = rows if event_map is None else _event_maker(tuple(event_map))(rows)
         out: list[Any] = []
         if self.layout is not None:
             src: list[int] = []
             self.run_function(key, events, binding, processing_ms, watermark_ms, out, src)
-            if passthrough:
-                out = [(*o, *(rows[i][c] for c in passthrough)) for o, i in zip(out, src)]
+            if len(passthrough or ()) == 1:
+                get = itemgetter(passthrough[0])  # type: ignore[index]
+                out = [(*o, get(rows[i])) for o, i in zip(out, src)]
+            elif passthrough:
+                get = itemgetter(*passthrough)
+                out = [(*o, *get(rows[i])) for o, i in zip(out, src)]
             return out
         columns = [n for n, _ in event_map] if event_map is not None else (list(events[0].keys()) if events else [])
         if getattr(self.instance, "_ks_rows_as_records", False):  # a Row-style StatefulProcessor

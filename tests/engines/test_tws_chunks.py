@@ -131,3 +131,38 @@ def test_values_survive_the_trip_to_the_key_and_back(ks, spread_events):
         state[key] = (n, nulls)
         expected.append((key, seq, n, None if ts is None else ts + dt.timedelta(hours=1), day, nulls))
     assert sorted(tuple(r) for r in got) == sorted(expected)
+
+
+class Count(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, row):
+        self.n += 1
+        return [(self.n, row["amount"])]
+
+
+def test_order_and_pass_through_columns_that_user_code_never_sees(ks, spread_events):
+    """ts orders the rows (DESC: NULLs last) and, with day, passes through: on tws both travel
+    as integers and are never turned back into datetimes; they must still sort and come out
+    as they went in."""
+    ks.register("count_amount", Count, returns="n bigint, amount bigint")
+    got = ks.sql(
+        "SELECT key, ts, day, c.* FROM chunk_events GROUP BY KEY key WITH STATE count_amount(amount) AS c ORDER BY ts DESC"
+    ).collect()
+    by_key = {}
+    for key, _seq, ts, day, amount in spread_events:
+        by_key.setdefault(key, []).append((ts, day, amount))
+    timed, untimed = [], []
+    for key, evs in by_key.items():
+        dated = sorted((e for e in evs if e[0] is not None), key=lambda e: e[0], reverse=True)
+        nulls = [e for e in evs if e[0] is None]
+        timed += [(key, ts, day, i + 1, amount) for i, (ts, day, amount) in enumerate(dated)]
+        # rows with a NULL ts come last, in no defined order among themselves
+        untimed += [(key, len(dated) + j + 1) for j in range(len(nulls))]
+        untimed_days = sorted(((key, day, amount) for _, day, amount in nulls), key=repr)
+        got_days = sorted(((r.key, r.day, r.amount) for r in got if r.key == key and r.ts is None), key=repr)
+        assert got_days == untimed_days
+    assert sorted((tuple(r) for r in got if r.ts is not None), key=repr) == sorted(timed, key=repr)
+    assert sorted(((r.key, r.n) for r in got if r.ts is None), key=repr) == sorted(untimed, key=repr)

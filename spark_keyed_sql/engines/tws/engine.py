@@ -88,9 +88,15 @@ class TransformWithStateEngine(Engine):
         packed = chunk_schema([source.schema[c] for c in group_cols], CHUNK_COLUMN)
         n_keys = len(plan.key_columns) if plan.keyed else 0
         returned = chunk_schema(list(schema.fields[:n_keys]), ROWS_COLUMN)
-        fmt = ChunkFormat(
-            values, column_kinds([source.schema[c].dataType for c in values]), column_kinds([f.dataType for f in schema.fields[n_keys:]])
-        )
+        # timestamps and dates travel as integers; only what user code sees is turned back
+        # (arguments): ORDER BY and pass-through columns sort and leave as the integers
+        seen = set(plan.arg_columns)
+        kinds = [k if c in seen else None for c, k in zip(values, column_kinds([source.schema[c].dataType for c in values]))]
+        out_fields = schema.fields[n_keys:]
+        n_returns = len(out_fields) - len(plan.passthrough)
+        out_kinds = column_kinds([f.dataType for f in out_fields])
+        out_kinds[n_returns:] = [k if c in seen else None for c, k in zip(plan.passthrough, out_kinds[n_returns:])]
+        fmt = ChunkFormat(values, kinds, out_kinds)
         proc = KeyedStatefulProcessor(shipped, time_mode, [f.name for f in returned.fields], [], [], chunks=fmt)
         chunks = source.mapInArrow(ChunkPacker(group_cols, values, packed), packed)
         out = chunks.groupBy(*group_cols).transformWithState(proc, returned, plan.output_mode, time_mode, initial)
