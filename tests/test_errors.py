@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from spark_keyed_sql import KeyedSQLError, KeyedTester, StatefulFunction
+from spark_keyed_sql import KeyedProcessor, KeyedSQLError, KeyedTester, StatefulFunction
 from spark_keyed_sql.api.errors import (
     JavaMissingError,
     OutputSchemaError,
@@ -274,6 +274,28 @@ def test_sql_actions_raise_user_function_error_with_users_frame(spark, ks, bad_d
         assert frame in str(err) and len(rest) <= 6, str(err)
         assert err.function == "boom" and err.key == "'u7'" and frame in err.frames
         assert err.spark_error is not None and err.__cause__ is None
+
+
+class FrameBoom(KeyedProcessor):
+    returns = "n bigint"
+
+    def process(self, key, rows):
+        if (rows["value"] < 0).any():
+            raise ValueError("a negative value")
+        return [(len(rows),)]
+
+
+def test_processor_error_names_key_row_count_and_first_row(spark, ks):
+    """A KeyedProcessor gets a frame per key; its error names the key, the key's row count and
+    its first row (in the within-key order)."""
+    spark.createDataFrame(
+        [("u1", 1, 1.0), ("u7", 3, -3.5), ("u7", 2, 5.0), ("u2", 1, 60.0)], "user_id string, seq int, value double"
+    ).createOrReplaceTempView("bad_frames")
+    ks.register("frame_boom", FrameBoom)
+    with pytest.raises(UserFunctionError) as info:
+        ks.sql("SELECT * FROM bad_frames GROUP BY KEY user_id WITH STATE frame_boom(value) ORDER BY seq").collect()
+    first = str(info.value).splitlines()[0]
+    assert first == "function 'frame_boom' failed for key 'u7' on 2 row(s), first {'value': 5.0}: ValueError: a negative value", first
 
 
 def test_sql_output_schema_error_is_top(spark, ks, bad_df):

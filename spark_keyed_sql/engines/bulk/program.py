@@ -182,10 +182,11 @@ class BulkProgram:
             kinds = pylist(rb.column(KIND)) if self.has_initial else None
             init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)] if self.has_initial else []
             args = [pylist(rb.column(c)) for c in plan.arg_columns]
-            events = build_events(*args) if args else build_events(n)
             slicer = None
             if not key_pass.function and not key_pass.as_records:
                 slicer = frame_slicer(list(plan.event_names), [rb.column(c) for c in plan.arg_columns], n)
+            # a processor fed frames reads no event dicts (only the first, for an error message)
+            events = None if slicer is not None else build_events(*args) if args else build_events(n)
             key_values = list(zip(*[pylist(rb.column(k).take(pa.array(starts))) for k in keys])) if keys else [()] * len(starts)
             out: list[Any] = []
             src: list[Any] = []
@@ -198,7 +199,7 @@ class BulkProgram:
                     s += 1
                 before = len(out)
                 frame = (lambda s=s, e=e, sl=slicer: sl.frame(s, e)) if slicer is not None else None
-                key_pass.run(kv, ks, events[s:e], out, src, s, frame=frame)
+                key_pass.run(kv, ks, events[s:e] if events is not None else _Span(build_events, args, s, e), out, src, s, frame=frame)
                 at_key.extend([starts[j]] * (len(out) - before))
                 if not crashed_here:
                     crash_point("processing")
@@ -206,6 +207,23 @@ class BulkProgram:
             if out:
                 yield output_batch(rb, keys, plan.passthrough, out, at_key, src, arrow_schema)
         runner.close()
+
+
+class _Span:
+    """Rows ``s`` to ``e`` of a batch as the events a key's frame was cut from: their count,
+    and any one of them built on demand (an error message names the key's first row)."""
+
+    __slots__ = ("build", "args", "s", "e")
+
+    def __init__(self, build: Callable[..., list[dict]], args: list[list], s: int, e: int):
+        self.build, self.args, self.s, self.e = build, args, s, e
+
+    def __len__(self) -> int:
+        return self.e - self.s
+
+    def __getitem__(self, i: int) -> dict:
+        j = self.s + range(self.e - self.s)[i]
+        return self.build(*[a[j : j + 1] for a in self.args])[0] if self.args else self.build(1)[0]
 
 
 def output_batch(rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: list, src: list, schema: Any) -> Any:
