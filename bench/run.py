@@ -29,6 +29,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from bench.workloads import (  # noqa: E402
     GAP,
     Aggregate,
+    AggregateNumpy,
     AggregateTWSPandas,
     Counter,
     CounterTWSPandas,
@@ -226,6 +227,7 @@ def workloads(spark: SparkSession, ks: KeyedSQL, df: DataFrame) -> dict[str, dic
             "native Spark SQL (GROUP BY)": lambda: spark.sql("SELECT user_id, count(*) AS n, sum(value) AS total FROM bench_events GROUP BY user_id"),
             "mapInArrow floor (hand-written)": lambda: floor_aggregate(df),
             "ks.sql engine=bulk": lambda: ks.sql(w2_sql.format(e="bulk")),
+            "ks.sql engine=bulk, process reads numpy": lambda: ks.sql(w2_sql.replace("bench_aggregate", "bench_aggregate_np").format(e="bulk")),
             "ks.sql engine=tws": lambda: ks.sql(w2_sql.format(e="tws")),
             "transformWithStateInPandas (hand-written)": lambda: df.groupBy("user_id").transformWithStateInPandas(
                 AggregateTWSPandas(), "user_id string, n bigint, total double", "Append", "None"
@@ -472,6 +474,7 @@ def main() -> None:
     ks.register("bench_counter", Counter, returns="n bigint, total double")
     ks.register("bench_counter_ts", CounterTs, returns="ts timestamp, n bigint, total double")
     ks.register("bench_aggregate", Aggregate)
+    ks.register("bench_aggregate_np", AggregateNumpy)
     ks.register("bench_sessions", Sessions, returns="session_start timestamp, events bigint")
 
     results: list[tuple] = []

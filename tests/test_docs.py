@@ -136,3 +136,30 @@ def test_cli_synopsis_matches_the_parser():
         sub = _subparser(parser, *cmd)
         real = {o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
         assert flags - {"--master"} == real, (cmd, flags, real)
+
+
+def test_api_numpy_process_example_matches_pandas(spark, ks_auto):
+    """docs/api.md's numpy `process` (its block, as a KeyedProcessor's method) gives what
+    pandas' `len(rows)` and `rows[...].sum()` give: NULL and NaN values skipped in the sum."""
+    import math
+
+    import numpy as np
+
+    from spark_keyed_sql import KeyedProcessor
+
+    text = (DOC.parent / "api.md").read_text()
+    (code,) = [c for c in re.findall(r"```python\n(.*?)```", text, re.S) if "def process" in c]
+    scope = {"np": np, "KeyedProcessor": KeyedProcessor}
+    body = "\n".join("    " + line for line in code.splitlines())
+    exec(compile(f"class NumpyAgg(KeyedProcessor):\n    returns = 'n bigint, total double'\n{body}\n", "docs/api.md", "exec"), scope)
+    rows = [("a", 1.5), ("a", None), ("b", float("nan")), ("a", 2.0), ("c", None), ("b", 4.0)]
+    spark.createDataFrame(rows, "user_id string, amount double").createOrReplaceTempView("api_np_events")
+    ks_auto.register("api_np_agg", scope["NumpyAgg"])
+    got = {r.user_id: (r.n, r.total) for r in ks_auto.sql(
+        "SELECT user_id, n, total FROM api_np_events GROUP BY KEY user_id WITH STATE api_np_agg(amount)"
+    ).collect()}
+    want: dict = {}
+    for k, v in rows:
+        n, t = want.get(k, (0, 0.0))
+        want[k] = (n + 1, t + (v if v is not None and not math.isnan(v) else 0.0))
+    assert got == want
