@@ -298,6 +298,19 @@ def test_processor_error_names_key_row_count_and_first_row(spark, ks):
     assert first == "function 'frame_boom' failed for key 'u7' on 2 row(s), first {'value': 5.0}: ValueError: a negative value", first
 
 
+class FrameWrongType(KeyedProcessor):
+    returns = "n bigint, total double"
+
+    def process(self, key, rows):
+        return [(len(rows), "not a number")]
+
+
+def test_processor_wrong_output_type_names_function_key_and_column(spark, ks, bad_df):
+    ks.register("frame_wrong", FrameWrongType)
+    with pytest.raises(OutputSchemaError, match=r"function 'frame_wrong' \(key '(u1|u7|u2)', 1 row\(s\), first .*column 'total': expected DOUBLE, got str"):
+        ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE frame_wrong(value)").collect()
+
+
 def test_sql_output_schema_error_is_top(spark, ks, bad_df):
     ks.register("wrong_type", WrongType, returns="n bigint")
     with pytest.raises(OutputSchemaError, match=r"function 'wrong_type' .* column 'n': expected BIGINT, got str") as info:

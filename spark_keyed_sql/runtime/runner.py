@@ -157,6 +157,13 @@ class KeyedRunner:
         """Call user code; ``where`` (a string, or a callable building it) only on error."""
         try:
             result = fn(*args)
+        except Exception as exc:
+            raise UserFunctionError(self.spec.name, key, resolve_where(where), exc) from exc
+        return self._checked(key, where, result)
+
+    def _checked(self, key: Any, where: Where, result: Any) -> list[Any]:
+        """User code's result as output rows (a generator's user code runs here)."""
+        try:
             return normalize_output(result, self.spec.returns, lambda: f"function '{self.spec.name}' (key {key!r}, {resolve_where(where)})")
         except OutputSchemaError:
             raise
@@ -235,7 +242,22 @@ class KeyedRunner:
         ``first()`` gives its first event for an error message."""
         self._begin(key, binding, processing_ms, watermark_ms)
         try:
-            out.extend(self._call(key, lambda: f"{count} row(s), first {_short(first())}", self.instance.process, key, rows))
+            where = lambda: f"{count} row(s), first {_short(first())}"  # noqa: E731 - built only on error
+            one = self._from_tuple
+            if one is not None:  # one tuple of the returns' width (an aggregate per key): the generated check
+                try:
+                    result = self.instance.process(key, rows)
+                except Exception as exc:
+                    raise UserFunctionError(self.spec.name, key, resolve_where(where), exc) from exc
+                if type(result) is list and len(result) == 1 and type(result[0]) is tuple and len(result[0]) == self._width:
+                    try:
+                        out.append(one(result[0]))
+                        return
+                    except StateTypeError:
+                        pass  # normalize says what is wrong
+                out.extend(self._checked(key, where, result))
+                return
+            out.extend(self._call(key, where, self.instance.process, key, rows))
         finally:
             self._end(key, binding)
 

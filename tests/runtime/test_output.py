@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from spark_keyed_sql.api.errors import OutputSchemaError
+from spark_keyed_sql.api.errors import OutputSchemaError, StateTypeError
 from spark_keyed_sql.api.types import parse_schema
-from spark_keyed_sql.runtime.output import normalize_output, normalizer
+from spark_keyed_sql.runtime.output import normalize_output, normalizer, tuple_converter
 
 SCHEMA = parse_schema("n bigint, total double, name string, ok boolean, small int")
 
@@ -68,3 +68,17 @@ def test_a_one_column_schema_takes_a_bare_value_and_a_timestamp():
     assert normalizer(one)(t, "f") == [(t,)]
     assert normalizer(one)({"at": t}, "f") == [(t,)]
     assert normalize_output([(t,), (None,)], one, "f") == [(t,), (None,)]
+
+
+def test_the_single_tuple_fast_path_agrees_or_defers():
+    """The runners hand a lone tuple of the returns' width to ``tuple_converter`` first: it gives
+    what the rules give, or raises StateTypeError so the full check names the problem."""
+    one = tuple_converter(SCHEMA)
+    for returned, expected in GOOD:
+        if type(returned) is tuple and len(returned) == len(SCHEMA.fields):
+            assert [one(returned)] == expected
+    wide = [r for r, _ in BAD if type(r) is tuple and len(r) == len(SCHEMA.fields)]
+    assert len(wide) == 6
+    for returned in wide:
+        with pytest.raises(StateTypeError):
+            one(returned)
