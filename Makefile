@@ -23,7 +23,7 @@ demo: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m spark_keyed_sql.demo
 
 test: check-java $(STAMP)
-	$(PY) -m ruff check spark_keyed_sql tests bench
+	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: check-java $(STAMP)
@@ -45,7 +45,7 @@ test-cluster: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m cluster tests/cluster $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check spark_keyed_sql tests bench
+	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples
 
 # full benchmark (1k / 100k / 1M keys, 2M rows; about an hour on 2 cores) -> BENCHMARKS.md
 bench: check-java $(STAMP)

@@ -18,7 +18,7 @@ def _fmt(t: dt.datetime) -> str:
 
 def page_views(rng: random.Random) -> list[dict]:
     rows = []
-    for i in range(300):
+    for _i in range(300):
         t = T0 + dt.timedelta(seconds=rng.randrange(0, 4 * 3600))
         rows.append({"member_id": f"m{rng.randrange(8):02d}", "page": f"/p/{rng.randrange(20)}", "ts": _fmt(t)})
     return sorted(rows, key=lambda r: r["ts"])
@@ -27,7 +27,7 @@ def page_views(rng: random.Random) -> list[dict]:
 def profiles(rng: random.Random) -> list[dict]:
     rows = []
     for m in range(8):
-        for v in range(rng.randrange(1, 4)):  # a changelog: several versions per member
+        for _v in range(rng.randrange(1, 4)):  # a changelog: several versions per member
             t = T0 + dt.timedelta(seconds=rng.randrange(0, 4 * 3600))
             rows.append({"member_id": f"m{m:02d}", "region": rng.choice(["eu", "us", "apac"]), "ts": _fmt(t)})
     return sorted(rows, key=lambda r: r["ts"])
@@ -38,7 +38,7 @@ def settings(rng: random.Random) -> list[dict]:
     for m in range(0, 8, 1):
         if m == 7:
             continue  # member 7 never sets anything: never joins
-        for v in range(rng.randrange(1, 3)):
+        for _v in range(rng.randrange(1, 3)):
             t = T0 + dt.timedelta(seconds=rng.randrange(0, 4 * 3600))
             rows.append({"member_id": f"m{m:02d}", "language": rng.choice(["en", "fr", "de"]), "ts": _fmt(t)})
     return sorted(rows, key=lambda r: r["ts"])

@@ -23,6 +23,7 @@ __all__ = [
     "StructField",
     "StructType",
     "parse_type",
+    "short_repr",
     "parse_schema",
     "python_type_to_sql",
     "coerce",
@@ -387,7 +388,7 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
     if isinstance(t, MapType):
         if isinstance(value, dict):
             if None in value:  # Spark (and Arrow) maps have no NULL keys: say so here, on every path
-                raise StateTypeError(f"{where}: a map key cannot be None (Spark maps have no NULL keys); got {_short_repr(value)}")
+                raise StateTypeError(f"{where}: a map key cannot be None (Spark maps have no NULL keys); got {short_repr(value)}")
             return {coerce(k, t.key, f"{where} key"): coerce(v, t.value, f"{where}[{k!r}]") for k, v in value.items()}
         raise _fail(where, t, value)
     if isinstance(t, StructType):
@@ -395,9 +396,10 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
     raise _fail(where, t, value)  # pragma: no cover
 
 
-def _short_repr(v: Any) -> str:
+def short_repr(v: Any, limit: int = 120) -> str:
+    """``repr(v)`` cut to ``limit`` characters, for error messages that quote user values."""
     r = repr(v)
-    return r if len(r) <= 120 else r[:117] + "..."
+    return r if len(r) <= limit else r[: limit - 3] + "..."
 
 
 def fast_check(t: SqlType, var: str) -> str | None:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..api.errors import OutputSchemaError, StateTypeError
-from ..api.types import FAST_CHECK_NAMES, StructType, coerce, fast_check
+from ..api.types import FAST_CHECK_NAMES, StructType, coerce, fast_check, short_repr
 
 __all__ = ["normalize_output", "normalizer", "rows_as_dicts", "snapshot", "tuple_converter", "Where", "resolve_where"]
 
@@ -195,22 +195,18 @@ def _row(value: Any, schema: StructType | None, where: Where) -> Any:
                 n, t, label = fields[0]
                 return (coerce(value, t, label),)
             raise OutputSchemaError(
-                f"{resolve_where(where)} returned {_short(value)} with key(s) {unknown} that are not columns of "
+                f"{resolve_where(where)} returned {short_repr(value)} with key(s) {unknown} that are not columns of "
                 f"returns ({schema.field_ddl()})"
             )
         if len(value) != len(names):
             raise OutputSchemaError(
-                f"{resolve_where(where)} returned {len(value)} value(s) {_short(value)} but returns has "
+                f"{resolve_where(where)} returned {len(value)} value(s) {short_repr(value)} but returns has "
                 f"{len(names)} column(s) ({schema.field_ddl()})"
             )
         return from_tuple(value)
     except StateTypeError as exc:
-        raise OutputSchemaError(f"{resolve_where(where)} returned {_short(value)} that does not match returns ({schema.field_ddl()}): {exc}") from None
+        raise OutputSchemaError(f"{resolve_where(where)} returned {short_repr(value)} that does not match returns ({schema.field_ddl()}): {exc}") from None
 
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 120 else r[:117] + "..."
 
 
 def rows_as_dicts(rows: list[tuple], schema: StructType | None) -> list[Any]:

@@ -18,6 +18,7 @@ from ..api.context import from_epoch_ms
 from ..api.errors import KeyedSQLError, OutputSchemaError, StateTypeError, UserFunctionError
 from ..api.function import state_descriptors
 from ..api.state import ACCESSORS
+from ..api.types import short_repr
 from ..state.attributes import AttributeLayout
 from ..state.binding import KeyBinding
 from ..state.encoding import loads
@@ -67,10 +68,6 @@ def _event_maker(event_map: tuple[tuple[str, str], ...]) -> Callable[[list[dict]
     exec(compile(src, "<spark_keyed_sql event map>", "exec"), env)  # noqa: S102 - built from positions only
     return env["make"]
 
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 300 else r[:297] + "..."
 
 
 @dataclass
@@ -205,7 +202,7 @@ class KeyedRunner:
                 try:
                     result = execute(event)
                 except Exception as exc:
-                    raise UserFunctionError(name, key, f"row {_short(event)}", exc) from exc
+                    raise UserFunctionError(name, key, f"row {short_repr(event, 300)}", exc) from exc
                 if result is None or (type(result) is list and not result):  # no row (most rows of a sessionizer)
                     i += 1
                     continue
@@ -220,11 +217,11 @@ class KeyedRunner:
                         except StateTypeError:
                             pass  # normalize says what is wrong, with the row
                 try:  # a generator result runs user code here
-                    produced = normalize(result, lambda e=event: f"function '{name}' (key {key!r}, row {_short(e)})")
+                    produced = normalize(result, lambda e=event: f"function '{name}' (key {key!r}, row {short_repr(e, 300)})")
                 except OutputSchemaError:
                     raise
                 except Exception as exc:
-                    raise UserFunctionError(name, key, f"row {_short(event)}", exc) from exc
+                    raise UserFunctionError(name, key, f"row {short_repr(event, 300)}", exc) from exc
                 out.extend(produced)
                 src.extend([i] * len(produced))
                 i += 1
@@ -242,7 +239,7 @@ class KeyedRunner:
         ``first()`` gives its first event for an error message."""
         self._begin(key, binding, processing_ms, watermark_ms)
         try:
-            where = lambda: f"{count} row(s), first {_short(first())}"  # noqa: E731 - built only on error
+            where = lambda: f"{count} row(s), first {short_repr(first(), 300)}"  # noqa: E731 - built only on error
             one = self._from_tuple
             if one is not None:  # one tuple of the returns' width (an aggregate per key): the generated check
                 try:
@@ -331,7 +328,7 @@ class KeyedRunner:
             except ValueError as exc:
                 raise KeyedSQLError(
                     f"initial state column '{name}' for '{self.spec.name}' must hold the attribute's JSON "
-                    f"encoding (as read_state shows it), got {_short(v)}: {exc}"
+                    f"encoding (as read_state shows it), got {short_repr(v, 300)}: {exc}"
                 ) from None
         return v
 
@@ -349,6 +346,6 @@ class KeyedRunner:
                 for name, v in state_row.items():
                     self.instance.__dict__[name] = self._seed_value(name, v)
             else:
-                self._call(key, f"initial state {_short(state_row)}", self.instance.on_initial_state, key, state_row)
+                self._call(key, f"initial state {short_repr(state_row, 300)}", self.instance.on_initial_state, key, state_row)
         finally:
             self._end(key, binding)

@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from ..api.errors import StateEncodingError
+from ..api.types import short_repr
 
 __all__ = ["encode_value", "decode_value", "dumps", "loads", "check_encodable"]
 
@@ -69,7 +70,7 @@ def encode_value(v: Any, where: str = "value") -> Any:
     if t.__module__ == "pandas._libs.tslibs.timestamps":
         return encode_value(v.to_pydatetime(), where)
     raise StateEncodingError(
-        f"{where} holds a {t.__module__}.{t.__qualname__} ({_short(v)}), which keyed state cannot store. "
+        f"{where} holds a {t.__module__}.{t.__qualname__} ({short_repr(v, 60)}), which keyed state cannot store. "
         "Attribute state may hold None, bool, int, float, str, bytes, datetime, date, timedelta, "
         "Decimal, and lists, tuples, sets and dicts of those; exclude the attribute with "
         "__state_exclude__ or keep it in a name starting with '_'"
@@ -79,10 +80,6 @@ def encode_value(v: Any, where: str = "value") -> Any:
 def _encode_items(v: dict, where: str) -> list:
     return [[encode_value(k, f"{where} key"), encode_value(x, f"{where}[{k!r}]")] for k, x in v.items()]
 
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def decode_value(e: Any) -> Any:
