@@ -29,7 +29,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from bench.workloads import (  # noqa: E402
     GAP,
     Aggregate,
-    AggregateNumpy,
+    AggregateColumns,
     AggregateTWSPandas,
     Counter,
     CounterTWSPandas,
@@ -167,6 +167,50 @@ def floor_aggregate(df: DataFrame) -> DataFrame:
     return df.repartition("user_id").mapInArrow(fn, "user_id string, n bigint, total double")
 
 
+def pandas_per_key(df: DataFrame) -> DataFrame:
+    """What handing each key a pandas DataFrame costs with nothing else around it: mapInArrow
+    over key-sorted partitions, one frame per Arrow batch, each key's rows as ``iloc`` of it,
+    and W2's own ``len(rows)`` and ``rows["value"].sum()`` (the floor of any path whose
+    contract is a pandas frame per key)."""
+
+    def fn(batches):
+        import numpy as np
+        import pyarrow as pa
+
+        users, ns, totals = [], [], []
+        pending = None
+
+        def run(table, upto):
+            part = table.slice(0, upto)
+            pdf = part.select(["value"]).to_pandas()  # the frame holds the call's arguments
+            keys = part.column("user_id").to_numpy(zero_copy_only=False)
+            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+            ends = np.r_[starts[1:], len(keys)]
+            for s, e in zip(starts.tolist(), ends.tolist()):
+                rows = pdf.iloc[s:e]
+                users.append(keys[s])
+                ns.append(len(rows))
+                totals.append(float(rows["value"].sum()))
+
+        for b in batches:
+            t = pa.Table.from_batches([b]) if pending is None else pa.concat_tables([pending, pa.Table.from_batches([b])])
+            keys = t.column("user_id").to_numpy(zero_copy_only=False)
+            last = int(np.flatnonzero(keys != keys[-1])[-1]) + 1 if (keys != keys[-1]).any() else 0
+            if last:
+                run(t, last)
+            pending = t.slice(last)
+            if len(users) >= 10_000:
+                yield pa.RecordBatch.from_arrays([pa.array(users, pa.string()), pa.array(ns, pa.int64()), pa.array(totals, pa.float64())],
+                                                 names=["user_id", "n", "total"])
+                users, ns, totals = [], [], []
+        if pending is not None and pending.num_rows:
+            run(pending, pending.num_rows)
+        yield pa.RecordBatch.from_arrays([pa.array(users, pa.string()), pa.array(ns, pa.int64()), pa.array(totals, pa.float64())],
+                                         names=["user_id", "n", "total"])
+
+    return df.repartition("user_id").sortWithinPartitions("user_id").mapInArrow(fn, "user_id string, n bigint, total double")
+
+
 def plain_udtf(spark: SparkSession) -> DataFrame:
     from pyspark.sql.functions import udtf
 
@@ -227,7 +271,8 @@ def workloads(spark: SparkSession, ks: KeyedSQL, df: DataFrame) -> dict[str, dic
             "native Spark SQL (GROUP BY)": lambda: spark.sql("SELECT user_id, count(*) AS n, sum(value) AS total FROM bench_events GROUP BY user_id"),
             "mapInArrow floor (hand-written)": lambda: floor_aggregate(df),
             "ks.sql engine=bulk": lambda: ks.sql(w2_sql.format(e="bulk")),
-            "ks.sql engine=bulk, process reads numpy": lambda: ks.sql(w2_sql.replace("bench_aggregate", "bench_aggregate_np").format(e="bulk")),
+            "mapInArrow + a pandas frame per key (hand-written)": lambda: pandas_per_key(df),
+            "ks.sql engine=bulk, rows_format=numpy": lambda: ks.sql(w2_sql.replace("bench_aggregate", "bench_aggregate_np").format(e="bulk")),
             "ks.sql engine=tws": lambda: ks.sql(w2_sql.format(e="tws")),
             "transformWithStateInPandas (hand-written)": lambda: df.groupBy("user_id").transformWithStateInPandas(
                 AggregateTWSPandas(), "user_id string, n bigint, total double", "Append", "None"
@@ -474,7 +519,7 @@ def main() -> None:
     ks.register("bench_counter", Counter, returns="n bigint, total double")
     ks.register("bench_counter_ts", CounterTs, returns="ts timestamp, n bigint, total double")
     ks.register("bench_aggregate", Aggregate)
-    ks.register("bench_aggregate_np", AggregateNumpy)
+    ks.register("bench_aggregate_np", AggregateColumns)
     ks.register("bench_sessions", Sessions, returns="session_start timestamp, events bigint")
 
     results: list[tuple] = []

@@ -1,6 +1,7 @@
 """spark-keyed-sql: per-key stateful Python functions, called from Spark SQL."""
 
 from .api import (
+    ColumnRows,
     KeyedProcessor,
     KeyedSQLError,
     ListState,
@@ -26,6 +27,7 @@ from .testing import KeyedTester
 
 __all__ = [
     "CheckpointError",
+    "ColumnRows",
     "JavaMissingError",
     "KeyedProcessor",
     "KeyedQueryError",

@@ -138,25 +138,20 @@ def test_cli_synopsis_matches_the_parser():
         assert flags - {"--master"} == real, (cmd, flags, real)
 
 
-def test_api_numpy_process_example_matches_pandas(spark, ks_auto):
-    """docs/api.md's numpy `process` (its block, as a KeyedProcessor's method) gives what
-    pandas' `len(rows)` and `rows[...].sum()` give: NULL and NaN values skipped in the sum."""
+def test_api_rows_format_example_matches_a_plain_python_sum(spark, ks):
+    """docs/api.md's `rows_format = "numpy"` example, run as written on every engine: the count
+    of each key's rows and the sum of its amounts with NULL and NaN skipped."""
     import math
 
-    import numpy as np
-
-    from spark_keyed_sql import KeyedProcessor
-
     text = (DOC.parent / "api.md").read_text()
-    (code,) = [c for c in re.findall(r"```python\n(.*?)```", text, re.S) if "def process" in c]
-    scope = {"np": np, "KeyedProcessor": KeyedProcessor}
-    body = "\n".join("    " + line for line in code.splitlines())
-    exec(compile(f"class NumpyAgg(KeyedProcessor):\n    returns = 'n bigint, total double'\n{body}\n", "docs/api.md", "exec"), scope)
+    (code,) = [c for c in re.findall(r"```python\n(.*?)```", text, re.S) if 'rows_format = "numpy"' in c]
+    scope: dict = {}
+    exec(compile(code, "docs/api.md", "exec"), scope)
     rows = [("a", 1.5), ("a", None), ("b", float("nan")), ("a", 2.0), ("c", None), ("b", 4.0)]
     spark.createDataFrame(rows, "user_id string, amount double").createOrReplaceTempView("api_np_events")
-    ks_auto.register("api_np_agg", scope["NumpyAgg"])
-    got = {r.user_id: (r.n, r.total) for r in ks_auto.sql(
-        "SELECT user_id, n, total FROM api_np_events GROUP BY KEY user_id WITH STATE api_np_agg(amount)"
+    ks.register("api_np_totals", scope["SpendTotals"])
+    got = {r.user_id: (r.n, r.total) for r in ks.sql(
+        "SELECT user_id, n, total FROM api_np_events GROUP BY KEY user_id WITH STATE api_np_totals(amount)"
     ).collect()}
     want: dict = {}
     for k, v in rows:

@@ -13,9 +13,11 @@ from .errors import (
     UserFunctionError,
 )
 from .function import KeyedProcessor, StatefulFunction
+from .rows import ColumnRows
 from .state import ListState, MapState, ValueState
 
 __all__ = [
+    "ColumnRows",
     "KeyContext",
     "KeyedProcessor",
     "KeyedSQLError",

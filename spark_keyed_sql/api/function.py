@@ -73,7 +73,13 @@ class StatefulFunction(_Keyed):
 
 
 class KeyedProcessor(_Keyed):
-    """Group at a time: ``process(key, rows)`` with typed ValueState/ListState/MapState."""
+    """Group at a time: ``process(key, rows)`` with typed ValueState/ListState/MapState.
+
+    ``rows`` is the key's rows as a pandas DataFrame; a class may set ``rows_format`` to
+    ``"numpy"`` (a ``ColumnRows``: one numpy array per column, no frame built) or
+    ``"records"`` (a list of dicts, one per row)."""
+
+    rows_format: ClassVar[str] = "pandas"
 
     def process(self, key: Any, rows: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define process(self, key, rows)")

@@ -478,7 +478,7 @@ def _methods(user_cls: type, make: Callable[[], Any], where: str, style: str) ->
         "process": process,
         "on_initial_state": on_initial_state,
         # the runner hands row-style processors the rows as dicts, not a pandas frame
-        "_ks_rows_as_records": not pandas,
+        "rows_format": "pandas" if pandas else "records",
     }
     if _overrides(user_cls, "handleExpiredTimer"):
 

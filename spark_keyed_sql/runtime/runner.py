@@ -17,11 +17,13 @@ from typing import Any
 from ..api.context import from_epoch_ms
 from ..api.errors import KeyedSQLError, OutputSchemaError, StateTypeError, UserFunctionError
 from ..api.function import state_descriptors
+from ..api.rows import check_rows_format
 from ..api.state import ACCESSORS
 from ..api.types import short_repr
 from ..state.attributes import AttributeLayout
 from ..state.binding import KeyBinding
 from ..state.encoding import loads
+from .key_rows import rows_builder
 from .output import Where, normalize_output, normalizer, resolve_where, tuple_converter
 from .spec import FunctionKind, FunctionSpec
 
@@ -70,6 +72,9 @@ def _event_maker(event_map: tuple[tuple[str, str], ...]) -> Callable[[list[dict]
 
 
 
+_NO_ACCESSORS: dict[str, Any] = {}  # a class without state variables (never written to)
+
+
 @dataclass
 class KeyedRunner:
     spec: FunctionSpec
@@ -81,6 +86,8 @@ class KeyedRunner:
         self.ctx = self.instance.ctx
         self.layout = AttributeLayout(self.instance) if self.spec.kind is FunctionKind.FUNCTION else None
         self.descriptors = state_descriptors(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else {}
+        # what a KeyedProcessor's process(key, rows) gets as rows (checked at registration)
+        self.rows_format = check_rows_format(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else "pandas"
         self._normalize = normalizer(self.spec.returns)
         # a [tuple] of the returns' width goes straight to the generated converter
         self._from_tuple, self._width = (tuple_converter(self.spec.returns), len(self.spec.returns.fields)) if self.spec.returns else (None, 0)
@@ -94,18 +101,19 @@ class KeyedRunner:
         self._cleared = False
         self.ctx._processing_ms = processing_ms
         self.ctx._watermark_ms = watermark_ms
-        self.ctx._timers = binding.timers()
-        self.ctx._clear = lambda: self._clear_state(binding)
+        self.ctx._timers = binding  # (a TimerService over the key's timers)
+        self._binding = binding
+        self.ctx._clear = self._clear_current
         if self.layout is not None:
             row = binding.load_attributes()
             if row is None:
                 self.layout.reset(self.instance)
             else:
                 self.layout.decode_into(self.instance, row)
-        else:
+        else:  # (an empty mapping still says a key is being run)
             self.instance.__dict__["_ks_accessors"] = {
                 name: ACCESSORS[d.kind](d, binding.variable(d)) for name, d in self.descriptors.items()
-            }
+            } if self.descriptors else _NO_ACCESSORS
         self.ctx.set_current_key(key, self.keyed)
 
     def _hold_or_end(self, key: Any, binding: KeyBinding, hold: bool) -> bool:
@@ -126,13 +134,14 @@ class KeyedRunner:
         """End a key that a ``hold=True`` call left live: its state is stored now."""
         self._end(key, binding)
 
-    def _clear_state(self, binding: KeyBinding) -> None:
+    def _clear_current(self) -> None:
+        """``self.ctx.clear_state()``: all state of the key being run."""
         if self.layout is not None:
             self.layout.reset(self.instance)
             self._cleared = True
         for name in self.descriptors:
             self.instance.__dict__["_ks_accessors"][name].clear()
-        binding.clear_timers()
+        self._binding.clear_timers()
 
     def _end(self, key: Any, binding: KeyBinding) -> None:
         try:
@@ -148,6 +157,7 @@ class KeyedRunner:
             self.ctx.clear_key()
             self.ctx._timers = None
             self.ctx._clear = None
+            self._binding = None
             self.instance.__dict__.pop("_ks_accessors", None)
 
     def _call(self, key: Any, where: Where, fn: Any, *args: Any) -> list[Any]:
@@ -288,12 +298,7 @@ class KeyedRunner:
                 out = [(*o, *get(rows[i])) for o, i in zip(out, src)]
             return out
         columns = [n for n, _ in event_map] if event_map is not None else (list(events[0].keys()) if events else [])
-        if getattr(self.instance, "_ks_rows_as_records", False):  # a Row-style StatefulProcessor
-            arg: Any = [{c: e.get(c) for c in columns} for e in events]
-        else:
-            import pandas as pd
-
-            arg = pd.DataFrame.from_records(events, columns=columns)
+        arg = rows_builder(self.rows_format, columns)(events)
         self.run_processor(key, arg, len(events), lambda: events[0] if events else None, binding, processing_ms, watermark_ms, out)
         return out
 

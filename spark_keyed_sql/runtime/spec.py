@@ -11,6 +11,7 @@ from typing import Any
 from ..api.errors import KeyedSQLError, RegistrationError
 from ..api.function import KeyedProcessor, StatefulFunction, attach_context, state_descriptors, typed_attributes
 from ..api.intervals import parse_interval_ms
+from ..api.rows import check_rows_format
 from ..api.types import StructType, parse_schema
 from ..state.attributes import AttributeLayout
 
@@ -85,6 +86,11 @@ class FunctionSpec:
             raise RegistrationError(f"'{name}': {klass.__name__} does not define execute(self, event)")
         if issubclass(klass, KeyedProcessor) and not _overrides(klass, "process"):
             raise RegistrationError(f"'{name}': {klass.__name__} does not define process(self, key, rows)")
+        if issubclass(klass, KeyedProcessor):
+            try:
+                check_rows_format(klass)
+            except ValueError as exc:
+                raise RegistrationError(f"'{name}': {exc}") from None
         returns = returns if returns is not None else getattr(klass, "returns", None)
         schema: StructType | None = None
         if returns is None:

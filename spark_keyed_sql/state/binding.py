@@ -189,6 +189,7 @@ class KeyBinding:
     def __init__(self, store: KeyStore, clock: Clock, attr_ttl_ms: int | None = None):
         self.store, self.clock, self.attr_ttl_ms = store, clock, attr_ttl_ms
         self._variables: dict[str, TtlVariable] = {}
+        self._timers: TimerService | None = None
 
     def load_attributes(self) -> Any:
         e = self.store.get_attributes()
@@ -214,7 +215,20 @@ class KeyBinding:
         return v
 
     def timers(self) -> TimerService:
-        return self.store.timers()
+        if self._timers is None:
+            self._timers = self.store.timers()
+        return self._timers
+
+    # the binding is the key's TimerService too (``self.ctx`` holds it while the key runs):
+    # the store's timer object is made only when user code touches timers
+    def register(self, ms: int) -> None:
+        self.timers().register(ms)
+
+    def delete(self, ms: int) -> None:
+        self.timers().delete(ms)
+
+    def list(self) -> list[int]:
+        return self.timers().list()
 
     def clear_timers(self) -> None:
         ts = self.timers()

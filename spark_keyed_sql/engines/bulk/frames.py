@@ -1,5 +1,6 @@
-"""A KeyedProcessor's ``rows`` (one pandas DataFrame per key) cut from one frame per Arrow
-batch, instead of ``DataFrame.from_records`` per key (half of such a pass's time, measured).
+"""A KeyedProcessor's ``rows`` (one pandas DataFrame per key, or its columns as numpy arrays
+for ``rows_format = "numpy"``) cut from one frame per Arrow batch, instead of
+``DataFrame.from_records`` per key (half of such a pass's time, measured).
 
 Each key's frame is exactly what ``DataFrame.from_records(events, columns=names)`` builds for
 that key's events: int64 (float64 with NaN when the key has a NULL), float64, bool (object
@@ -18,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...api.rows import ColumnRows
 from ..arrow_rows import naive, pylist
 
 __all__ = ["FrameSlicer", "frame_slicer"]
@@ -54,6 +56,7 @@ class FrameSlicer:
         simple = getattr(pd.RangeIndex, "_simple_new", None)
         self.index = (lambda m: simple(range(m))) if simple is not None else pd.RangeIndex
         self.n = n
+        self.names = list(names)
         self.columns = pd.Index(names)
         self.ok = True
         self.cols: list[tuple] = []  # (primary array, alternative array | None, NULL prefix counts | None, kind)
@@ -100,28 +103,43 @@ class FrameSlicer:
             self.base = pd.DataFrame._from_arrays(arrays, columns=self.columns, index=pd.RangeIndex(n), verify_integrity=False)
             self.mgr = self.base._mgr
             self.any_nulls = any(p is not None and k != "object" for _, _, p, k in self.cols)
+            self.prims = [(name, p) for name, (p, _, _, _) in zip(self.names, self.cols)]
+
+    def _arrays(self, s: int, e: int) -> tuple[list[Any], bool]:
+        """The key's column arrays (rows ``s`` to ``e``), and whether any differs from a slice
+        of its batch column (a NULL in an int or bool column, or NULL in every row)."""
+        m = e - s
+        arrays = []
+        special = False
+        for prim, alt, prefix, kind in self.cols:
+            k = 0 if prefix is None else int(prefix[e] - prefix[s])
+            if k == 0 or kind == "object":
+                arrays.append(prim[s:e])
+            elif k == m:  # NULL in every row of the key: object None, as from_records makes it
+                special = True
+                arrays.append(np.full(m, None, dtype=object))
+            elif kind in ("int", "bool"):
+                special = True
+                arrays.append(alt[s:e])
+            else:  # float / timestamp: NaN / NaT are already in the primary array
+                arrays.append(prim[s:e])
+        return arrays, special
 
     def frame(self, s: int, e: int) -> Any:
         """The frame of rows ``s`` to ``e`` (one key's), indexed from 0."""
         pd = self.pd
         m = e - s
         if self.any_nulls:
-            arrays = []
-            special = False
-            for prim, alt, prefix, kind in self.cols:
-                k = 0 if prefix is None else int(prefix[e] - prefix[s])
-                if k == 0 or kind == "object":
-                    arrays.append(prim[s:e])
-                elif k == m:  # NULL in every row of the key: object None, as from_records makes it
-                    special = True
-                    arrays.append(np.full(m, None, dtype=object))
-                elif kind in ("int", "bool"):
-                    special = True
-                    arrays.append(alt[s:e])
-                else:  # float / timestamp: NaN / NaT are already in the primary array
-                    arrays.append(prim[s:e])
+            arrays, special = self._arrays(s, e)
             if special:
                 return pd.DataFrame._from_arrays(arrays, columns=self.columns, index=self.index(m), verify_integrity=False)
         mgr = self.mgr.get_slice(slice(s, e), axis=1)
         mgr.set_axis(1, self.index(m))
         return pd.DataFrame._from_mgr(mgr, axes=mgr.axes)
+
+    def column_rows(self, s: int, e: int) -> ColumnRows:
+        """Rows ``s`` to ``e`` as numpy columns: each ``frame(s, e)[c].to_numpy()``."""
+        if self.any_nulls:
+            arrays, _ = self._arrays(s, e)
+            return ColumnRows(dict(zip(self.names, arrays)), e - s)
+        return ColumnRows({name: col[s:e] for name, col in self.prims}, e - s)

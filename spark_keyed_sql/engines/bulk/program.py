@@ -23,9 +23,11 @@ from pyspark.sql import types as T
 
 from ...api.context import to_epoch_ms
 from ...runtime.faults import crash_point
+from ...runtime.key_rows import rows_builder
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
-from ...state.memory import MemoryKeyState, memory_binding
+from ...state.binding import KeyBinding
+from ...state.memory import MemoryKeyState, MemoryKeyStore, memory_binding
 from ..arrow_rows import event_builder, fewer_collections, key_runs, naive, pylist
 from .frames import frame_slicer
 
@@ -55,7 +57,9 @@ class KeyPass:
         self.now, self.wm, self.late_wm, self.end_of_input = now_ms, watermark_ms, late_watermark_ms, end_of_input
         self.names = list(plan.event_names)
         self.function = runner.layout is not None
-        self.as_records = getattr(runner.instance, "_ks_rows_as_records", False)
+        self.rows_format = runner.rows_format
+        self.keyed, self.ttl_ms = plan.keyed, plan.spec.ttl_ms
+        self.build_rows = rows_builder(self.rows_format, self.names)
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -65,7 +69,7 @@ class KeyPass:
         return self.now
 
     def binding(self, ks: MemoryKeyState) -> Any:
-        return memory_binding(ks, self._clock, self.plan.spec.ttl_ms)
+        return memory_binding(ks, self._clock, self.ttl_ms)
 
     def due(self, t: int) -> bool:
         """Is a timer at ``t`` due in this batch?"""
@@ -91,7 +95,7 @@ class KeyPass:
     ) -> None:
         """The key's events (in order; their input rows at ``src0``...), then its due timers.
         ``event_times``: the events' event-time values (a stream with EVENT TIME); ``frame()``:
-        a KeyedProcessor's DataFrame of the events (else built from them)."""
+        a KeyedProcessor's ``rows`` of the events (else built from them)."""
         plan, stats, runner = self.plan, self.stats, self.runner
         key = user_key(kv, plan.keyed)
         binding = self.binding(ks)
@@ -125,28 +129,47 @@ class KeyPass:
                         src.extend(src0 + positions[j] for j in at)
                 else:
                     before = len(out)
-                    rows = frame() if frame is not None else self._frame(events)
+                    rows = frame() if frame is not None else self.build_rows(events)
                     runner.run_processor(key, rows, len(events), lambda: events[0], binding, self.now, self.wm, out)
                     src.extend([None] * (len(out) - before))
+        if ks.timers:
+            live = self._fire_due(key, ks, binding, live, out, src)
+        if live:
+            runner.release(key, binding)
+
+    def run_group(self, kv: tuple, ks: MemoryKeyState, rows: Any, count: int, first: Callable[[], dict], out: list, src: list) -> None:
+        """A KeyedProcessor's key of a one-shot batch, its ``rows`` cut from the batch already
+        (``count`` of them; ``first()`` builds the first event for an error message), then its
+        due timers: ``run``'s work without what a one-shot batch has no use for."""
+        runner = self.runner
+        key = (kv[0] if len(kv) == 1 else tuple(kv)) if self.keyed else None  # (user_key)
+        binding = KeyBinding(MemoryKeyStore(ks), self._clock, self.ttl_ms)
+        stats = self.stats
+        stats["keys"] += 1
+        stats["events"] += count
+        if count:
+            before = len(out)
+            runner.run_processor(key, rows, count, first, binding, self.now, self.wm, out)
+            if len(out) > before:
+                src.extend([None] * (len(out) - before))
+        if ks.timers:
+            self._fire_due(key, ks, binding, False, out, src)
+
+    def _fire_due(self, key: Any, ks: MemoryKeyState, binding: Any, live: bool, out: list, src: list) -> bool:
+        """The key's timers due in this batch, in time order; returns whether the key is left
+        live (see ``run``)."""
+        runner = self.runner
         while ks.timers:
             t = min(ks.timers)
             if not self.due(t):
                 break
             ks.timers.discard(t)
-            stats["fired"] += 1
+            self.stats["fired"] += 1
             fired = runner.fire_timer(key, t, binding, self.now, t if self.end_of_input else self.wm, live=live, hold=self.function)
             live = runner.held
             out.extend(fired)
             src.extend([None] * len(fired))
-        if live:
-            runner.release(key, binding)
-
-    def _frame(self, events: list[dict]) -> Any:
-        if self.as_records:  # a Row-style StatefulProcessor takes records
-            return [dict(e) for e in events]
-        import pandas as pd
-
-        return pd.DataFrame.from_records(events, columns=self.names)
+        return live
 
 
 @dataclass
@@ -182,48 +205,39 @@ class BulkProgram:
             kinds = pylist(rb.column(KIND)) if self.has_initial else None
             init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)] if self.has_initial else []
             args = [pylist(rb.column(c)) for c in plan.arg_columns]
-            slicer = None
-            if not key_pass.function and not key_pass.as_records:
+            slicer = cut = None
+            if not key_pass.function and key_pass.rows_format != "records":
                 slicer = frame_slicer(list(plan.event_names), [rb.column(c) for c in plan.arg_columns], n)
+                if slicer is not None:
+                    cut = slicer.frame if key_pass.rows_format == "pandas" else slicer.column_rows
             # a processor fed frames reads no event dicts (only the first, for an error message)
             events = None if slicer is not None else build_events(*args) if args else build_events(n)
+
+            def first_event(i: int, args: list = args) -> dict:
+                return build_events(*[a[i : i + 1] for a in args])[0] if args else {}
             key_values = list(zip(*[pylist(rb.column(k).take(pa.array(starts))) for k in keys])) if keys else [()] * len(starts)
             out: list[Any] = []
             src: list[Any] = []
             at_key: list[int] = []
-            for j, s in enumerate(starts.tolist()):
-                e, kv = ends[j], key_values[j]
+            for j, s0 in enumerate(starts.tolist()):
+                s, e, kv = s0, ends[j], key_values[j]
                 ks = MemoryKeyState()
                 while kinds is not None and s < e and kinds[s] != EVENT:
                     key_pass.initial(kv, ks, {c[len(INIT_PREFIX) :]: rb.column(c)[s].as_py() for c in init_cols})
                     s += 1
                 before = len(out)
-                frame = (lambda s=s, e=e, sl=slicer: sl.frame(s, e)) if slicer is not None else None
-                key_pass.run(kv, ks, events[s:e] if events is not None else _Span(build_events, args, s, e), out, src, s, frame=frame)
-                at_key.extend([starts[j]] * (len(out) - before))
+                if cut is not None:  # a processor fed rows cut from the batch
+                    key_pass.run_group(kv, ks, cut(s, e) if e > s else None, e - s, lambda s=s: first_event(s), out, src)
+                else:
+                    key_pass.run(kv, ks, events[s:e], out, src, s)  # type: ignore[index]
+                if len(out) > before:
+                    at_key.extend([s0] * (len(out) - before))
                 if not crashed_here:
                     crash_point("processing")
                     crashed_here = True
             if out:
                 yield output_batch(rb, keys, plan.passthrough, out, at_key, src, arrow_schema)
         runner.close()
-
-
-class _Span:
-    """Rows ``s`` to ``e`` of a batch as the events a key's frame was cut from: their count,
-    and any one of them built on demand (an error message names the key's first row)."""
-
-    __slots__ = ("build", "args", "s", "e")
-
-    def __init__(self, build: Callable[..., list[dict]], args: list[list], s: int, e: int):
-        self.build, self.args, self.s, self.e = build, args, s, e
-
-    def __len__(self) -> int:
-        return self.e - self.s
-
-    def __getitem__(self, i: int) -> dict:
-        j = self.s + range(self.e - self.s)[i]
-        return self.build(*[a[j : j + 1] for a in self.args])[0] if self.args else self.build(1)[0]
 
 
 def output_batch(rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: list, src: list, schema: Any) -> Any:

@@ -1,0 +1,194 @@
+"""What a KeyedProcessor's ``rows`` hold, by ``rows_format``, on every path: a one-shot batch on
+each engine, the table function, an incremental ``ks.run`` and KeyedTester. The oracle is
+pandas' own ``DataFrame.from_records`` over each key's events, built here from the input rows.
+
+The data has the NULL patterns that change a pandas column's dtype: an int column with a NULL in
+some keys (float64 there), NULL in every row of a key (object None), bool with a NULL (object),
+and NaN-able doubles, timestamps, dates and strings."""
+import datetime as dt
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spark_keyed_sql import KeyedProcessor, KeyedTester, RegistrationError
+from spark_keyed_sql.api.rows import ColumnRows
+
+NAMES = ["i", "d", "b", "s", "t", "day"]
+SCHEMA = "k string, seq int, i bigint, d double, b boolean, s string, t timestamp, day date"
+T0 = dt.datetime(2026, 3, 1, 12, 0, 0)
+
+
+def _rows():
+    """(k, seq, i, d, b, s, t, day) rows: keys with each NULL pattern, and enough plain keys that
+    a bulk Arrow batch holds many keys."""
+    out = []
+    patterns = {
+        "all-set": lambda j: (j, j * 1.5, j % 2 == 0, f"s{j}", T0 + dt.timedelta(minutes=j), dt.date(2026, 1, 1 + j)),
+        "int-null": lambda j: (None if j == 1 else j, None if j == 2 else 0.25 * j, True, None if j == 0 else "x", T0, dt.date(2026, 2, 1)),
+        "all-null": lambda j: (None, None, None, None, None, None),
+        "bool-null": lambda j: (7, float("nan") if j == 0 else 1.0, None if j == 1 else False, "y", None if j == 2 else T0, None),
+        "one-row": lambda j: (-3, -0.5, False, "", T0 - dt.timedelta(days=400), dt.date(1999, 12, 31)),
+    }
+    for k, make in patterns.items():
+        for j in range(1 if k == "one-row" else 3):
+            out.append((k, j, *make(j)))
+    for n in range(40):
+        for j in range(2):
+            out.append((f"plain{n:02d}", j, n * 10 + j, n + j / 4, bool(j), f"p{n}", T0 + dt.timedelta(seconds=n), dt.date(2026, 5, 1 + j)))
+    return out
+
+
+def _value(v):
+    return "nan" if isinstance(v, float) and math.isnan(v) else repr(v)
+
+
+def _describe_array(a):
+    """dtype and values of a numpy array, NaN spelled out (so that equal means equal)."""
+    return (str(a.dtype), [_value(v) for v in a.tolist()])
+
+
+class _Shapes(KeyedProcessor):
+    returns = "desc string"
+
+    def process(self, key, rows):
+        return [(repr(self.describe(rows)),)]
+
+
+class ShapesPandas(_Shapes):
+    @staticmethod
+    def describe(rows):
+        assert isinstance(rows, pd.DataFrame)
+        assert list(rows.index) == list(range(len(rows)))
+        return (len(rows), list(rows.columns), [_describe_array(rows[c].to_numpy()) for c in NAMES],
+                [str(t) for t in rows.dtypes])
+
+
+class ShapesNumpy(_Shapes):
+    rows_format = "numpy"
+
+    @staticmethod
+    def describe(rows):
+        assert isinstance(rows, ColumnRows)
+        assert all(isinstance(rows[c], np.ndarray) for c in rows)
+        return (len(rows), list(rows), [_describe_array(rows[c]) for c in NAMES], [str(t) for t in rows.to_pandas().dtypes])
+
+
+class ShapesRecords(_Shapes):
+    rows_format = "records"
+
+    @staticmethod
+    def describe(rows):
+        assert isinstance(rows, list) and all(type(r) is dict for r in rows)
+        return (len(rows), [list(r) for r in rows], [[_value(r[c]) for c in NAMES] for r in rows])
+
+
+CLASSES = {"pandas": ShapesPandas, "numpy": ShapesNumpy, "records": ShapesRecords}
+
+
+def _events(rows, names=NAMES):
+    """key -> its events in seq order: ``names`` of (k, seq, *NAMES)."""
+    out = {}
+    for r in sorted(rows, key=lambda r: (r[0], r[1])):
+        out.setdefault(r[0], []).append({c: v for c, v in zip(["k", "seq", *NAMES], r) if c in names})
+    return out
+
+
+def _oracle(rows, fmt, names=NAMES):
+    """key -> the description the class should give, from pandas over the key's events."""
+    out = {}
+    for k, evs in _events(rows, names).items():
+        if fmt == "records":
+            out[k] = repr((len(evs), [names] * len(evs), [[_value(e[c]) for c in NAMES] for e in evs]))
+            continue
+        frame = pd.DataFrame.from_records(evs, columns=names)
+        out[k] = repr((len(evs), names, [_describe_array(frame[c].to_numpy()) for c in NAMES], [str(t) for t in frame.dtypes]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def key_rows_src(spark):
+    rows = _rows()
+    spark.createDataFrame(rows, SCHEMA).repartition(3).createOrReplaceTempView("key_rows_src")
+    return rows
+
+
+@pytest.mark.parametrize("fmt", list(CLASSES))
+def test_rows_hold_what_pandas_from_records_holds(ks, key_rows_src, fmt):
+    ks.register(f"shapes_{fmt}", CLASSES[fmt])
+    out = ks.sql(f"SELECT k, s.desc FROM key_rows_src GROUP BY KEY k WITH STATE shapes_{fmt}({', '.join(NAMES)}) AS s ORDER BY seq")
+    assert dict(tuple(r) for r in out.collect()) == _oracle(key_rows_src, fmt)
+
+
+@pytest.mark.parametrize("fmt", list(CLASSES))
+def test_table_function_rows_hold_the_same(spark, ks_auto, key_rows_src, fmt):
+    ks_auto.register(f"shapes_tf_{fmt}", CLASSES[fmt])
+    out = spark.sql(
+        f"SELECT k, desc FROM shapes_tf_{fmt}(TABLE(SELECT k, seq, {', '.join(NAMES)} FROM key_rows_src), key => 'k', order_by => 'seq')"
+    )
+    # the table function's rows hold every column of its TABLE argument, key and order too
+    assert dict(tuple(r) for r in out.collect()) == _oracle(key_rows_src, fmt, ["k", "seq", *NAMES])
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "records"])
+def test_incremental_runs_hand_the_same_rows(spark, ks, tmp_path, fmt):
+    """ks.run over files (micro-batches with state): each key's rows of each run."""
+    ks.register(f"shapes_inc_{fmt}", CLASSES[fmt])
+    rows = _rows()
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    parts = [r for r in rows if r[1] == 0], [r for r in rows if r[1] > 0]
+    sql = (f"SELECT k, s.desc FROM parquet.`{src}` GROUP BY KEY k WITH STATE shapes_inc_{fmt}({', '.join(NAMES)}) AS s "
+           "ORDER BY seq")
+    for part in parts:
+        spark.createDataFrame(part, SCHEMA).coalesce(1).write.mode("append").parquet(src)
+        ks.run(sql, checkpoint=cp, output=out)
+    got = sorted(tuple(r) for r in spark.read.parquet(out).select("k", "desc").collect())
+    assert got == sorted(kv for part in parts for kv in _oracle(part, fmt).items())
+
+
+@pytest.mark.parametrize("fmt", list(CLASSES))
+def test_tester_hands_the_same_rows(key_rows_src, fmt):
+    tester = KeyedTester(CLASSES[fmt])
+    got = {k: tester.run(evs, key=k)[0]["desc"] for k, evs in _events(key_rows_src).items()}
+    assert got == _oracle(key_rows_src, fmt)
+
+
+class Count(KeyedProcessor):
+    returns = "n bigint, cols bigint"
+
+    def process(self, key, rows):
+        return [(len(rows), len(list(rows)))]
+
+
+class CountNumpy(Count):
+    rows_format = "numpy"
+
+
+@pytest.mark.parametrize("cls", [Count, CountNumpy])
+def test_a_processor_without_arguments_sees_its_row_count(spark, ks, cls):
+    """f() on a KeyedProcessor: no columns, but len(rows) is the key's row count."""
+    spark.createDataFrame([("a", 1), ("a", 2), ("b", 3)], "k string, v int").createOrReplaceTempView("count_src")
+    ks.register("count_rows", cls)
+    got = ks.sql("SELECT k, c.n, c.cols FROM count_src GROUP BY KEY k WITH STATE count_rows() AS c").collect()
+    assert sorted(tuple(r) for r in got) == [("a", 2, 0), ("b", 1, 0)]
+
+
+def test_an_unknown_rows_format_is_refused_at_registration(ks_auto):
+    class Bad(KeyedProcessor):
+        returns = "n bigint"
+        rows_format = "arrow"
+
+        def process(self, key, rows):
+            return [(len(rows),)]
+
+    with pytest.raises(RegistrationError, match=r"'bad_rows'.*Bad\.rows_format = 'arrow' is not one of 'pandas', 'numpy', 'records'"):
+        ks_auto.register("bad_rows", Bad)
+
+
+def test_column_rows_names_a_missing_column():
+    rows = ColumnRows({"a": np.array([1, 2])}, 2)
+    with pytest.raises(KeyError, match=r"no column 'b' in this key's rows; columns: \['a'\]"):
+        rows["b"]
+    assert len(rows) == 2 and list(rows) == ["a"] and "a" in rows and rows.columns == ["a"]
+    assert rows.to_pandas().equals(pd.DataFrame({"a": [1, 2]}))
