@@ -75,6 +75,11 @@ def _event_maker(event_map: tuple[tuple[str, str], ...]) -> Callable[[list[dict]
 _NO_ACCESSORS: dict[str, Any] = {}  # a class without state variables (never written to)
 
 
+def _rows_where(count: int, first: Callable[[], Any]) -> str:
+    """Where a processor's call failed: its rows, by count and first row."""
+    return f"{count} row(s), first {short_repr(first(), 300)}"
+
+
 @dataclass
 class KeyedRunner:
     spec: FunctionSpec
@@ -95,15 +100,17 @@ class KeyedRunner:
         # same pass when storing and reloading it would change nothing (no TTL to re-check on load)
         self._may_hold = self.layout is not None and self.spec.ttl_ms is None
         self.held = False  # did the last fire_timer(hold=True) leave the key live?
+        self._clear_fn = self._clear_current  # what ctx.clear_state() calls (one bound method, not one per key)
 
     # ------------------------------------------------------------ per-key lifecycle
     def _begin(self, key: Any, binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None) -> None:
+        ctx = self.ctx
         self._cleared = False
-        self.ctx._processing_ms = processing_ms
-        self.ctx._watermark_ms = watermark_ms
-        self.ctx._timers = binding  # (a TimerService over the key's timers)
+        ctx._processing_ms = processing_ms
+        ctx._watermark_ms = watermark_ms
+        ctx._timers = binding  # (a TimerService over the key's timers)
         self._binding = binding
-        self.ctx._clear = self._clear_current
+        ctx._clear = self._clear_fn
         if self.layout is not None:
             row = binding.load_attributes()
             if row is None:
@@ -114,7 +121,7 @@ class KeyedRunner:
             self.instance.__dict__["_ks_accessors"] = {
                 name: ACCESSORS[d.kind](d, binding.variable(d)) for name, d in self.descriptors.items()
             } if self.descriptors else _NO_ACCESSORS
-        self.ctx.set_current_key(key, self.keyed)
+        ctx._key, ctx._keyed = key, self.keyed  # (ctx.set_current_key)
 
     def _hold_or_end(self, key: Any, binding: KeyBinding, hold: bool) -> bool:
         """End the key, or (``hold``, and nothing would change by it) keep it live: True if held."""
@@ -154,9 +161,10 @@ class KeyedRunner:
                     except KeyedSQLError as exc:
                         raise type(exc)(f"function '{self.spec.name}', key {key!r}: {exc}") from None
         finally:
-            self.ctx.clear_key()
-            self.ctx._timers = None
-            self.ctx._clear = None
+            ctx = self.ctx
+            ctx._key, ctx._keyed = None, False  # (ctx.clear_key)
+            ctx._timers = None
+            ctx._clear = None
             self._binding = None
             self.instance.__dict__.pop("_ks_accessors", None)
 
@@ -249,22 +257,21 @@ class KeyedRunner:
         ``first()`` gives its first event for an error message."""
         self._begin(key, binding, processing_ms, watermark_ms)
         try:
-            where = lambda: f"{count} row(s), first {short_repr(first(), 300)}"  # noqa: E731 - built only on error
+            try:
+                result = self.instance.process(key, rows)
+            except Exception as exc:
+                raise UserFunctionError(self.spec.name, key, _rows_where(count, first), exc) from exc
             one = self._from_tuple
-            if one is not None:  # one tuple of the returns' width (an aggregate per key): the generated check
-                try:
-                    result = self.instance.process(key, rows)
-                except Exception as exc:
-                    raise UserFunctionError(self.spec.name, key, resolve_where(where), exc) from exc
-                if type(result) is list and len(result) == 1 and type(result[0]) is tuple and len(result[0]) == self._width:
+            # one tuple of the returns' width (an aggregate per key): the generated check
+            if one is not None and type(result) is list and len(result) == 1:
+                item = result[0]
+                if type(item) is tuple and len(item) == self._width:
                     try:
-                        out.append(one(result[0]))
+                        out.append(one(item))
                         return
                     except StateTypeError:
                         pass  # normalize says what is wrong
-                out.extend(self._checked(key, where, result))
-                return
-            out.extend(self._call(key, where, self.instance.process, key, rows))
+            out.extend(self._checked(key, lambda: _rows_where(count, first), result))
         finally:
             self._end(key, binding)
 

@@ -140,18 +140,12 @@ class KeyPass:
     def run_group(self, kv: tuple, ks: MemoryKeyState, rows: Any, count: int, first: Callable[[], dict], out: list, src: list) -> None:
         """A KeyedProcessor's key of a one-shot batch, its ``rows`` cut from the batch already
         (``count`` of them; ``first()`` builds the first event for an error message), then its
-        due timers: ``run``'s work without what a one-shot batch has no use for."""
-        runner = self.runner
-        key = (kv[0] if len(kv) == 1 else tuple(kv)) if self.keyed else None  # (user_key)
+        due timers: ``run``'s work without what a one-shot batch has no use for (a processor's
+        output has no pass-through columns, so ``src`` is left as it is)."""
+        key = (kv[0] if len(kv) == 1 else kv) if self.keyed else None  # (user_key)
         binding = KeyBinding(MemoryKeyStore(ks), self._clock, self.ttl_ms)
-        stats = self.stats
-        stats["keys"] += 1
-        stats["events"] += count
-        if count:
-            before = len(out)
-            runner.run_processor(key, rows, count, first, binding, self.now, self.wm, out)
-            if len(out) > before:
-                src.extend([None] * (len(out) - before))
+        if count:  # (a one-shot batch reports no key or event counts)
+            self.runner.run_processor(key, rows, count, first, binding, self.now, self.wm, out)
         if ks.timers:
             self._fire_due(key, ks, binding, False, out, src)
 
@@ -219,19 +213,23 @@ class BulkProgram:
             out: list[Any] = []
             src: list[Any] = []
             at_key: list[int] = []
-            for j, s0 in enumerate(starts.tolist()):
-                s, e, kv = s0, ends[j], key_values[j]
+            for s0, e, kv in zip(starts.tolist(), ends, key_values):
+                s = s0
                 ks = MemoryKeyState()
-                while kinds is not None and s < e and kinds[s] != EVENT:
-                    key_pass.initial(kv, ks, {c[len(INIT_PREFIX) :]: rb.column(c)[s].as_py() for c in init_cols})
-                    s += 1
+                if kinds is not None:
+                    while s < e and kinds[s] != EVENT:
+                        key_pass.initial(kv, ks, {c[len(INIT_PREFIX) :]: rb.column(c)[s].as_py() for c in init_cols})
+                        s += 1
                 before = len(out)
                 if cut is not None:  # a processor fed rows cut from the batch
                     key_pass.run_group(kv, ks, cut(s, e) if e > s else None, e - s, lambda s=s: first_event(s), out, src)
                 else:
                     key_pass.run(kv, ks, events[s:e], out, src, s)  # type: ignore[index]
-                if len(out) > before:
-                    at_key.extend([s0] * (len(out) - before))
+                made = len(out) - before
+                if made == 1:
+                    at_key.append(s0)
+                elif made:
+                    at_key.extend([s0] * made)
                 if not crashed_here:
                     crash_point("processing")
                     crashed_here = True
