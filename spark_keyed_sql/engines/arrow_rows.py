@@ -76,10 +76,14 @@ def concat(batches: list[Any]) -> Any:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
-def key_runs(batches: Iterator[Any], key_columns: list[str]) -> Iterator[tuple[Any, np.ndarray]]:
+def key_runs(batches: Iterator[Any], key_columns: list[str], hash_column: str | None = None) -> Iterator[tuple[Any, np.ndarray]]:
     """(batch, key run starts) with every key's rows in one batch: a key whose rows continue in
-    the next Arrow batch is held back and joined to it (its state is only handled whole)."""
+    the next Arrow batch is held back and joined to it (its state is only handled whole).
+
+    ``hash_column``: the rows are sorted by that hash of the key, not by the key; rows of keys
+    sharing a hash are then regrouped by a stable sort (the hash's run is what is held back)."""
     pending: list[Any] = []
+    runs_of = [hash_column] if hash_column else key_columns
     for rb in batches:
         n = rb.num_rows
         if n == 0:
@@ -87,21 +91,31 @@ def key_runs(batches: Iterator[Any], key_columns: list[str]) -> Iterator[tuple[A
         if not key_columns:  # unkeyed: one run over the whole input
             pending.append(rb)
             continue
-        starts = run_starts([rb.column(k) for k in key_columns], n)
+        starts = run_starts([rb.column(k) for k in runs_of], n)
         last = int(starts[-1])
         if last == 0:
-            pending.append(rb)  # one key so far: it may continue in the next batch
+            pending.append(rb)  # one key (or hash) so far: it may continue in the next batch
             continue
         head = rb.slice(0, last)
-        if pending:
-            todo = concat([*pending, head])
-            yield todo, run_starts([todo.column(k) for k in key_columns], todo.num_rows)
+        if pending or hash_column:
+            yield _grouped(concat([*pending, head]) if pending else head, key_columns, hash_column)
         else:
             yield head, starts[:-1]
         pending = [rb.slice(last)]
     if pending:
         todo = concat(pending)
-        yield todo, (run_starts([todo.column(k) for k in key_columns], todo.num_rows) if key_columns else np.zeros(1, dtype=np.int64))
+        yield _grouped(todo, key_columns, hash_column) if key_columns else (todo, np.zeros(1, dtype=np.int64))
+
+
+def _grouped(rb: Any, key_columns: list[str], hash_column: str | None) -> tuple[Any, np.ndarray]:
+    """The batch with each key's rows together, and where each key's rows start."""
+    starts = run_starts([rb.column(k) for k in key_columns], rb.num_rows)
+    if hash_column is None or len(starts) == len(run_starts([rb.column(hash_column)], rb.num_rows)):
+        return rb, starts  # (one key per hash run: every key's rows are together)
+    # keys sharing a hash may interleave: a stable sort keeps each key's rows in their order
+    order = pc.sort_indices(rb, sort_keys=[(hash_column, "ascending"), *[(k, "ascending") for k in key_columns]])
+    rb = rb.take(order)
+    return rb, run_starts([rb.column(k) for k in key_columns], rb.num_rows)
 
 
 def event_builder(names: list[str]) -> Callable[..., list[dict]]:

@@ -16,7 +16,7 @@ from ...api.errors import SchemaError
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
 from .layout import BulkLayout
-from .program import BulkProgram, combine
+from .program import BulkProgram, combine, hash_ordered
 from .stream import BulkStreamRun
 
 __all__ = ["BulkEngine"]
@@ -48,7 +48,8 @@ class BulkEngine(Engine):
         shipped = dataclasses.replace(plan, initial_state=None)
         # a one-shot batch has a processing time too (the query's, as Spark's batch has one):
         # current_processing_time() and processing-time timers work as they do in the tester
-        program = BulkProgram(shipped, schema, now_ms=int(time.time() * 1000), has_initial=plan.initial_state is not None)
+        program = BulkProgram(shipped, schema, now_ms=int(time.time() * 1000), has_initial=plan.initial_state is not None,
+                              hashed=hash_ordered(df, plan, plan.initial_state))
         return combine(df, plan, plan.initial_state).mapInArrow(program, schema)
 
     def start_stream(self, job: StreamJob) -> StreamRun:
