@@ -133,6 +133,15 @@ class KeyedSQL:
             from .sql.explain import format_plan
 
             return self.spark.createDataFrame([(format_plan(statement),)], "plan string")
+        for step in statement.steps:
+            if "checkpoint" in step.options:  # it would be ignored: the state would silently not carry over
+                from .sql.errors import KeyedQueryError
+
+                raise KeyedQueryError(
+                    f"OPTIONS (checkpoint = ...) of WITH STATE {step.function}: ks.sql evaluates the query once and keeps "
+                    "no checkpoint; run it with ks.run(sql, output=...) (a batch source, processed incrementally) or "
+                    "ks.start(sql, sink=...) (a stream), or the CLI's run with --output"
+                )
         from pyspark.errors import AnalysisException, ParseException
 
         try:

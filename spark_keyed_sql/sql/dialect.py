@@ -47,6 +47,16 @@ _KEY_AS_COLUMN_FOLLOWERS = {
 }
 
 
+# a WITH STATE clause's words that start a part of it, and the part in full: one left unfinished
+# ("... ORDER" at the end) is named as such instead of failing as an unexpected token
+_UNFINISHED_PARTS = {
+    "ORDER": "ORDER BY <expr> [ASC|DESC], ... (the order of rows within a key)",
+    "EVENT": "EVENT TIME <column> WATERMARK <interval>",
+    "INITIAL": "INITIAL STATE FROM <table | (subquery)>",
+    "OPTIONS": "OPTIONS (name = value, ...)",
+}
+
+
 class KeyedSpark(Spark):
     class Tokenizer(Spark.Tokenizer):
         # EXPLAIN is a COMMAND keyword (rest of the text swallowed) in sqlglot; make it a plain word so
@@ -71,6 +81,9 @@ class KeyedSpark(Spark):
             return bool(nxt) and nxt.token_type not in _KEY_AS_COLUMN_FOLLOWERS
 
         def _parse_group(self, skip_group_by_token: bool = False) -> exp.Expression | None:  # type: ignore[override]
+            if not skip_group_by_token and self._match(TokenType.GROUP_BY, advance=False) and self._no_keys_before_with_state():
+                self.raise_error("Expected a key expression after GROUP BY KEY, e.g. GROUP BY KEY user_id WITH STATE fn(...)",
+                                 token=self._tokens[self._index + 2])
             if not skip_group_by_token and self._match(TokenType.GROUP_BY, advance=False) and self._next_is_key():
                 self._advance()  # GROUP BY
                 self._advance()  # KEY
@@ -79,6 +92,12 @@ class KeyedSpark(Spark):
                     self.raise_error("Expected WITH STATE <function>(...) after GROUP BY KEY <keys>")
                 return self._parse_with_state_body(keys)
             return super()._parse_group(skip_group_by_token)
+
+        def _no_keys_before_with_state(self) -> bool:
+            """GROUP BY KEY WITH STATE ...: the key list left out (not a column named key)."""
+            t = self._tokens[self._index + 1 : self._index + 4]
+            return (len(t) == 3 and t[0].text.upper() == "KEY" and t[0].token_type != TokenType.STRING
+                    and t[1].token_type == TokenType.WITH and t[2].text.upper() == "STATE")
 
         def _next_is_key(self) -> bool:
             index = self._index
@@ -156,8 +175,11 @@ class KeyedSpark(Spark):
                     if not self._match(TokenType.R_PAREN):
                         self.raise_error("Expected ')' to close OPTIONS (name = value, ...)")
                 else:
+                    word = self._curr.text.upper() if self._curr.token_type == TokenType.VAR else ""
                     if self._curr.text.upper() == "WITH" and self._next and self._next.text.upper() == "STATE":
                         self.raise_error("Only one WITH STATE per SELECT; nest the second in a subquery or CTE")
+                    if word in _UNFINISHED_PARTS:
+                        self.raise_error(f"Expected {_UNFINISHED_PARTS[word]} after WITH STATE {group.function.name}(...)")
                     return
 
         def _once(self, group: KeyedGroup, arg: str, token) -> None:

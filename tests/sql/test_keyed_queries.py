@@ -147,6 +147,14 @@ def test_unkeyed_form(ks, data):
     assert {r.key_repr for r in got} == {"None"}
 
 
+def test_unkeyed_form_without_order(ks, data):
+    """No GROUP BY KEY and no ORDER BY: one global state over the rows in arrival order."""
+    rows, _ = data
+    got = ks.sql("SELECT s.n, s.total FROM q_events WITH STATE running(value) AS s").collect()
+    assert sorted(r.n for r in got) == list(range(1, len(rows) + 1))
+    assert max(got, key=lambda r: r.n).total == pytest.approx(sum(r["value"] for r in rows))
+
+
 def test_keyed_processor_alias_star(ks, data):
     rows, _ = data
     got = {r[0]: r for r in ks.sql("SELECT user_id, s.* FROM q_events GROUP BY KEY user_id WITH STATE q_spend(amount, merchant, ts) AS s").collect()}

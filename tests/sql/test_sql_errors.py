@@ -60,6 +60,16 @@ CASES = [
      "two arguments named ['value']; name them with AS"),
     ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value", KeyedSQLSyntaxError,
      "line 1, column 66: Expected ')' to close the WITH STATE function's arguments"),
+    ("SELECT * FROM err_events\nGROUP BY KEY WITH STATE cnt(value)", KeyedSQLSyntaxError,
+     "line 2, column 17: Expected a key expression after GROUP BY KEY"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) ORDER", KeyedSQLSyntaxError,
+     "Expected ORDER BY <expr> [ASC|DESC], ... (the order of rows within a key) after WITH STATE cnt(...)"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) EVENT ts WATERMARK '1 minute'", KeyedSQLSyntaxError,
+     "Expected EVENT TIME <column> WATERMARK <interval> after WITH STATE cnt(...)"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) INITIAL boot", KeyedSQLSyntaxError,
+     "Expected INITIAL STATE FROM <table | (subquery)>"),
+    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS engine = 'bulk'", KeyedSQLSyntaxError,
+     "Expected OPTIONS (name = value, ...)"),
 ]
 
 
@@ -78,3 +88,16 @@ def test_checkpoint_given_twice(setup, tmp_path):
             checkpoint=str(tmp_path / "b"),
             output=str(tmp_path / "out"),
         )
+
+
+@pytest.mark.parametrize("source", ["err_events", "err_stream"])
+def test_a_checkpoint_in_options_is_not_ignored_by_ks_sql(setup, tmp_path, source):
+    """ks.sql keeps no checkpoint: one in OPTIONS would be silently unused (state not carried
+    over), so it is refused with the ways to use it; EXPLAIN KEYED still shows the plan."""
+    cp = tmp_path / "cp"
+    sql = f"SELECT * FROM {source} GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (checkpoint = '{cp}')"
+    with pytest.raises(KeyedQueryError, match=r"OPTIONS \(checkpoint = \.\.\.\) of WITH STATE cnt: ks\.sql evaluates the query once.*ks\.run.*ks\.start"):
+        setup.sql(sql)
+    assert not cp.exists()
+    assert "checkpoint" in setup.explain(sql)
+    assert "checkpoint" in setup.sql("EXPLAIN KEYED " + sql).collect()[0][0]

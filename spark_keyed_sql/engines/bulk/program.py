@@ -327,7 +327,8 @@ def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFr
         out = out.repartition(plan.partitions, *plan.key_columns) if plan.partitions else out.repartition(*plan.key_columns)
     else:
         out = out.repartition(1)
-    out = out.sortWithinPartitions(*order)
+    if order:  # (unkeyed, no ORDER BY, no initial state: rows in arrival order)
+        out = out.sortWithinPartitions(*order)
     # the order columns are not read in Python (unless they are arguments or pass-through too)
     needed = {*plan.key_columns, *plan.arg_columns, *plan.passthrough, KIND, *(c for c in out.columns if c.startswith(INIT_PREFIX))}
     if plan.event_time:
