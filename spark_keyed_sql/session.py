@@ -49,6 +49,18 @@ class KeyedSQL:
         if not is_connect(spark):
             use_this_python(spark)
         ship_package(spark)
+        self._guide_plain_sql()
+
+    def _guide_plain_sql(self) -> None:
+        """keyed_state(...) in plain spark.sql fails with a message naming ks.sql, not Spark's
+        'could not resolve a table-valued function'."""
+        from pyspark.sql.functions import udtf
+
+        from .sql.sources import STATE_TABLE_FUNCTIONS, plain_sql_guide
+
+        for name in STATE_TABLE_FUNCTIONS:
+            if name not in self.functions:
+                self.spark.udtf.register(name, udtf(plain_sql_guide(name)))
 
     # ------------------------------------------------------------------ registry
     def register(self, name: str, cls: Any, returns: str | None = None, **kwargs: Any) -> FunctionSpec:

@@ -12,7 +12,30 @@ from sqlglot import exp
 from ..engines.state_tables import read_state, read_state_changes
 from .errors import KeyedQueryError
 
-__all__ = ["Sources", "file_source", "literal", "view_name"]
+__all__ = ["STATE_TABLE_FUNCTIONS", "Sources", "file_source", "literal", "plain_sql_guide", "view_name"]
+
+STATE_TABLE_FUNCTIONS = ("keyed_state", "keyed_state_changes")  # resolved by the rewriter, not by Spark
+
+
+def plain_sql_guide(name: str) -> type:
+    """A Python UDTF registered as ``name`` that only fails Spark's analysis with a message
+    saying how to run ``name(...)``: the state readers need the driver's JVM, so they are
+    views the rewriter makes, not functions Spark's own ``spark.sql`` can call."""
+    message = (
+        f"{name}('<checkpoint>', ...) is read through KeyedSQL, not plain spark.sql: run this statement with "
+        f"ks.sql(...) (ks = KeyedSQL(spark)), or call ks.{'read_state' if name == 'keyed_state' else 'read_state_changes'}(checkpoint)"
+    )
+
+    class PlainSqlGuide:
+        @staticmethod
+        def analyze(*args: Any, **kwargs: Any) -> Any:
+            raise ValueError(message)
+
+        def eval(self, *args: Any, **kwargs: Any) -> Any:  # (never reached: analyze fails)
+            raise ValueError(message)
+
+    PlainSqlGuide.__name__ = PlainSqlGuide.__qualname__ = f"{name}_via_ks_sql"
+    return PlainSqlGuide
 
 _view_ids = itertools.count()
 

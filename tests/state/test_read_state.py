@@ -93,3 +93,14 @@ def test_missing_checkpoint(ks, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="holds no stateful operator 0 \\(nothing committed yet\\?\\)"):
         ks.read_state(str(tmp_path / "empty"))
+
+
+@pytest.mark.parametrize("name, reader", [("keyed_state", "read_state"), ("keyed_state_changes", "read_state_changes")])
+def test_keyed_state_in_plain_spark_sql_names_ks_sql(spark, ks_auto, tmp_path, name, reader):
+    """The state readers are views ks.sql makes; plain spark.sql gets a message saying so,
+    not Spark's 'could not resolve a table-valued function'."""
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException, match=rf"{name}\('<checkpoint>', \.\.\.\) is read through KeyedSQL, not plain spark\.sql: "
+                                                 rf"run this statement with ks\.sql\(\.\.\.\).*ks\.{reader}\(checkpoint\)"):
+        spark.sql(f"SELECT * FROM {name}('{tmp_path}')").collect()
