@@ -25,6 +25,7 @@ from ..state.binding import KeyBinding
 from ..state.encoding import loads
 from .key_rows import rows_builder
 from .output import Where, normalize_output, normalizer, resolve_where, tuple_converter
+from .row_loop import row_loop
 from .spec import FunctionKind, FunctionSpec
 
 __all__ = ["KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
@@ -96,6 +97,7 @@ class KeyedRunner:
         self._normalize = normalizer(self.spec.returns)
         # a [tuple] of the returns' width goes straight to the generated converter
         self._from_tuple, self._width = (tuple_converter(self.spec.returns), len(self.spec.returns.fields)) if self.spec.returns else (None, 0)
+        self._row_loop = row_loop(self.spec.returns)  # a StatefulFunction's rows, generated per returns
         # a key's state may stay in the live instance between its events and its timers of the
         # same pass when storing and reloading it would change nothing (no TTL to re-check on load)
         self._may_hold = self.layout is not None and self.spec.ttl_ms is None
@@ -210,44 +212,29 @@ class KeyedRunner:
         self._begin(key, binding, processing_ms, watermark_ms)
         held = False
         try:
-            ctx, keyed, execute, normalize, name = self.ctx, self.keyed, self.instance.execute, self._normalize, self.spec.name
-            one, width = self._from_tuple, self._width
-            i = src0
-            for event in events:
-                # a clear_state() in an earlier row is followed by this row's updates
-                self._cleared = False
-                ctx._key, ctx._keyed = key, keyed  # (cleared once the key is done: no user code runs between rows)
-                try:
-                    result = execute(event)
-                except Exception as exc:
-                    raise UserFunctionError(name, key, f"row {short_repr(event, 300)}", exc) from exc
-                if result is None or (type(result) is list and not result):  # no row (most rows of a sessionizer)
-                    i += 1
-                    continue
-                if one is not None and type(result) is list and len(result) == 1:
-                    item = result[0]
-                    if type(item) is tuple and len(item) == width:
-                        try:
-                            out.append(one(item))
-                            src.append(i)
-                            i += 1
-                            continue
-                        except StateTypeError:
-                            pass  # normalize says what is wrong, with the row
-                try:  # a generator result runs user code here
-                    produced = normalize(result, lambda e=event: f"function '{name}' (key {key!r}, row {short_repr(e, 300)})")
-                except OutputSchemaError:
-                    raise
-                except Exception as exc:
-                    raise UserFunctionError(name, key, f"row {short_repr(event, 300)}", exc) from exc
-                out.extend(produced)
-                src.extend([i] * len(produced))
-                i += 1
+            self._row_loop(events, src0, self.instance.execute, out, src, self, self.ctx, key, self.keyed)
             held = self._hold_or_end(key, binding, hold)
             return held
         finally:
             if not held and self.ctx._timers is not None:  # (an error: end the key all the same)
                 self._end(key, binding)
+
+    def _row_failed(self, key: Any, event: Any, exc: Exception) -> None:
+        """A row's ``execute`` raised (called by the row loop, inside its ``except``)."""
+        raise UserFunctionError(self.spec.name, key, f"row {short_repr(event, 300)}", exc) from exc
+
+    def _general_row(self, key: Any, event: Any, result: Any, i: int, out: list, src: list) -> None:
+        """A row's result that is not one tuple of exact types: checked and converted here (a
+        generator's user code runs here)."""
+        name = self.spec.name
+        try:
+            produced = self._normalize(result, lambda: f"function '{name}' (key {key!r}, row {short_repr(event, 300)})")
+        except OutputSchemaError:
+            raise
+        except Exception as exc:
+            raise UserFunctionError(name, key, f"row {short_repr(event, 300)}", exc) from exc
+        out.extend(produced)
+        src.extend([i] * len(produced))
 
     def run_processor(
         self, key: Any, rows: Any, count: int, first: Any, binding: KeyBinding, processing_ms: int | None,
