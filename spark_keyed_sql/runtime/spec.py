@@ -60,6 +60,16 @@ class FunctionSpec:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         attach_context(inst)
+        # reading an instance's __dict__ (attach_context, the state layout) leaves CPython 3.11
+        # a split-keys dict behind it, and then every `self.x` in user code takes the
+        # unspecialised path: W1's execute ran in twice the time (0.26 vs 0.13 us, measured).
+        # The same items in a plain dict keep attribute access on the fast path.
+        d = getattr(inst, "__dict__", None)
+        if type(d) is dict:
+            try:
+                inst.__dict__ = dict(d)
+            except (AttributeError, TypeError):  # (a class that manages __dict__ itself)
+                pass
         return inst
 
     @classmethod
