@@ -22,7 +22,7 @@ RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any, 
 
 _LOOP = """\
 def loop(events, i, execute, out, src, runner, ctx, key, keyed):
-    append, src_append, slow, failed = out.append, src.append, runner._general_row, runner._row_failed
+    append, src_append = out.append, src.append
     for event in events:
         # a clear_state() in an earlier row is followed by this row's updates
         runner._cleared = False
@@ -31,7 +31,7 @@ def loop(events, i, execute, out, src, runner, ctx, key, keyed):
         try:
             result = execute(event)
         except Exception as exc:
-            failed(key, event, exc)
+            runner._row_failed(key, event, exc)
         if result is None:  # no row (most rows of a sessionizer)
             i += 1
             continue
@@ -40,7 +40,7 @@ def loop(events, i, execute, out, src, runner, ctx, key, keyed):
                 i += 1
                 continue
 {fast}
-        slow(key, event, result, i, out, src)
+        runner._general_row(key, event, result, i, out, src)
         i += 1
 """
 

@@ -127,7 +127,7 @@ class KeyedRunner:
 
     def _hold_or_end(self, key: Any, binding: KeyBinding, hold: bool) -> bool:
         """End the key, or (``hold``, and nothing would change by it) keep it live: True if held."""
-        if hold and self._may_hold and self.layout is not None and self.layout.live_safe(self.instance):
+        if hold and self.stays_live():
             return True
         self._end(key, binding)
         return False
@@ -168,7 +168,8 @@ class KeyedRunner:
             ctx._timers = None
             ctx._clear = None
             self._binding = None
-            self.instance.__dict__.pop("_ks_accessors", None)
+            if self.layout is None:  # (a KeyedProcessor: its state variables; a function has none)
+                self.instance.__dict__.pop("_ks_accessors", None)
 
     def _call(self, key: Any, where: Where, fn: Any, *args: Any) -> list[Any]:
         """Call user code; ``where`` (a string, or a callable building it) only on error."""
@@ -207,17 +208,26 @@ class KeyedRunner:
         order) appended to ``out`` and, for each, the position of the event that produced it
         (``src0`` + its index) to ``src``. The hottest loop of every engine: one pass per row.
 
-        ``hold``: the caller fires the key's due timers next (``fire_timer(live=True)``) and then
-        calls ``release``; returns True when the key was left live for that."""
+        ``hold``: leave the key live (its state in the instance, not stored yet) and return True;
+        the caller then fires its due timers (``fire_timer(live=self.stays_live())``, ending it
+        first when that is False) or calls ``release``. A key without timers is thus stored once,
+        with no check whether it could have stayed live."""
         self._begin(key, binding, processing_ms, watermark_ms)
         held = False
         try:
             self._row_loop(events, src0, self.instance.execute, out, src, self, self.ctx, key, self.keyed)
-            held = self._hold_or_end(key, binding, hold)
+            held = hold
+            if not held:
+                self._end(key, binding)
             return held
         finally:
             if not held and self.ctx._timers is not None:  # (an error: end the key all the same)
                 self._end(key, binding)
+
+    def stays_live(self) -> bool:
+        """May the key left live by ``run_function(hold=True)`` run its timers without storing
+        and reloading its state (nothing would change by it)?"""
+        return self._may_hold and self.layout is not None and self.layout.live_safe(self.instance)
 
     def _row_failed(self, key: Any, event: Any, exc: Exception) -> None:
         """A row's ``execute`` raised (called by the row loop, inside its ``except``)."""

@@ -97,9 +97,9 @@ class KeyPass:
         """The key's events (in order; their input rows at ``src0``...), then its due timers.
         ``event_times``: the events' event-time values (a stream with EVENT TIME); ``frame()``:
         a KeyedProcessor's ``rows`` of the events (else built from them)."""
-        plan, stats, runner = self.plan, self.stats, self.runner
-        key = user_key(kv, plan.keyed)
-        binding = self.binding(ks)
+        stats, runner = self.stats, self.runner
+        key = (kv[0] if len(kv) == 1 else kv) if self.keyed else None  # (user_key)
+        binding = KeyBinding(MemoryKeyStore(ks), self._clock, self.ttl_ms)
         stats["keys"] += 1
         live = False  # the key's state held in the runner's instance (see KeyedRunner.run_function)
         if events:
@@ -154,6 +154,9 @@ class KeyPass:
         """The key's timers due in this batch, in time order; returns whether the key is left
         live (see ``run``)."""
         runner = self.runner
+        if live and not runner.stays_live():  # (its state would change by a store and reload: do them)
+            runner.release(key, binding)
+            live = False
         while ks.timers:
             t = min(ks.timers)
             if not self.due(t):
