@@ -27,7 +27,7 @@ from ...runtime.key_rows import rows_builder
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
 from ...state.binding import KeyBinding
-from ...state.memory import MemoryKeyState, MemoryKeyStore, memory_binding
+from ...state.memory import MemoryKeyState, MemoryKeyStore
 from ..arrow_rows import event_builder, fewer_collections, key_runs, naive, pylist
 from .frames import frame_slicer
 
@@ -69,8 +69,8 @@ class KeyPass:
     def _clock(self) -> int | None:
         return self.now
 
-    def binding(self, ks: MemoryKeyState) -> Any:
-        return memory_binding(ks, self._clock, self.ttl_ms)
+    def binding(self, ks: MemoryKeyState) -> KeyBinding:
+        return KeyBinding(MemoryKeyStore(ks), self._clock, self.ttl_ms)  # (memory_binding, one call less per key)
 
     def due(self, t: int) -> bool:
         """Is a timer at ``t`` due in this batch?"""
@@ -99,7 +99,7 @@ class KeyPass:
         a KeyedProcessor's ``rows`` of the events (else built from them)."""
         stats, runner = self.stats, self.runner
         key = (kv[0] if len(kv) == 1 else kv) if self.keyed else None  # (user_key)
-        binding = KeyBinding(MemoryKeyStore(ks), self._clock, self.ttl_ms)
+        binding = self.binding(ks)
         stats["keys"] += 1
         live = False  # the key's state held in the runner's instance (see KeyedRunner.run_function)
         if events:
@@ -144,7 +144,7 @@ class KeyPass:
         due timers: ``run``'s work without what a one-shot batch has no use for (a processor's
         output has no pass-through columns, so ``src`` is left as it is)."""
         key = (kv[0] if len(kv) == 1 else kv) if self.keyed else None  # (user_key)
-        binding = KeyBinding(MemoryKeyStore(ks), self._clock, self.ttl_ms)
+        binding = self.binding(ks)
         if count:  # (a one-shot batch reports no key or event counts)
             self.runner.run_processor(key, rows, count, first, binding, self.now, self.wm, out)
         if ks.timers:
