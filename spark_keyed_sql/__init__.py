@@ -1,6 +1,22 @@
-"""spark-keyed-sql: per-key stateful Python functions, called from Spark SQL."""
+"""spark-keyed-sql: per-key stateful Python functions, called from Spark SQL.
 
-from .api import (
+The classes users write and test (``StatefulFunction``, ``KeyedProcessor``, the state
+descriptors, ``KeyedTester``) import with no PySpark installed. The names that run on Spark
+(``KeyedSQL`` and the errors of its SQL and checkpoints) load on first use, after checking
+that the installed PySpark is one this package supports (docs/compatibility.md)."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .compat.interpreter import default_worker_python
+from .compat.versions import check_python
+
+check_python()
+default_worker_python()
+
+from .api import (  # noqa: E402
     ColumnRows,
     KeyedProcessor,
     KeyedSQLError,
@@ -9,21 +25,47 @@ from .api import (
     StatefulFunction,
     ValueState,
 )
-from .api.errors import (
+from .api.errors import (  # noqa: E402
     JavaMissingError,
     OutputSchemaError,
     RegistrationError,
     SchemaError,
+    SparkVersionError,
     StateAccessError,
     StateEncodingError,
     StateTypeError,
     UnknownFunctionError,
     UserFunctionError,
+    WorkerPythonError,
 )
-from .session import KeyedSQL
-from .sql.errors import KeyedQueryError, KeyedSQLSyntaxError
-from .state.checkpoint import CheckpointError, MigrationError
-from .testing import KeyedTester
+from .testing import KeyedTester  # noqa: E402
+
+if TYPE_CHECKING:
+    from .session import KeyedSQL
+    from .sql.errors import KeyedQueryError, KeyedSQLSyntaxError
+    from .state.checkpoint import CheckpointError, MigrationError
+
+# the names that need Spark: module that defines each
+_ON_SPARK = {
+    "KeyedSQL": ".session",
+    "KeyedQueryError": ".sql.errors",
+    "KeyedSQLSyntaxError": ".sql.errors",
+    "CheckpointError": ".state.checkpoint",
+    "MigrationError": ".state.checkpoint",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_SPARK.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spark_keyed_sql' has no attribute {name!r}")
+    from .compat.versions import require_pyspark
+
+    require_pyspark(name)
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CheckpointError",
@@ -41,6 +83,7 @@ __all__ = [
     "OutputSchemaError",
     "RegistrationError",
     "SchemaError",
+    "SparkVersionError",
     "StateAccessError",
     "StateEncodingError",
     "StateTypeError",
@@ -48,5 +91,6 @@ __all__ = [
     "UnknownFunctionError",
     "UserFunctionError",
     "ValueState",
+    "WorkerPythonError",
 ]
 __version__ = "0.1.0"

@@ -191,9 +191,7 @@ _SPARK_POS = re.compile(r"\s*\(line (?P<line>\d+), pos (?P<pos>\d+)\)")
 def _first_line(exc: BaseException) -> str:
     from .sql.errors import spark_hint
 
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    return spark_hint(re.sub(r"\s*SQLSTATE: \w+\.?", "", line).rstrip())
+    return spark_hint(exc)
 
 
 def _describe(exc: BaseException) -> str:

@@ -60,7 +60,7 @@ def _demo(path: Path) -> int:
     ks.register("session_counter", UserSessionFunction, returns="session_count long, total_value double")
     print(f"Input: {events.count()} events from {path}")
     print("\nTable-function form, last row per user:")
-    spark.sql(
+    ks.sql(
         """
         SELECT user_id, max(session_count) AS events, max(total_value) AS total_value
         FROM session_counter(TABLE(events), key => 'user_id', order_by => 'ts')

@@ -10,7 +10,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from .api.errors import SchemaError, UnknownFunctionError
-from .engines import AUTO, engine_names, migration_target
+from .compat.features import Feature, features
+from .engines import AUTO, migration_target, require_engine
 from .engines import choose as choose_engine
 from .engines.state_tables import read_state, read_state_changes
 from .runtime.columns import parse_column_list, parse_order_list
@@ -40,8 +41,9 @@ class KeyedSQL:
     """The entry point: ``ks = KeyedSQL(spark)``; ``ks.register(...)``; ``ks.sql(...)``."""
 
     def __init__(self, spark: SparkSession, *, engine: str = AUTO):
-        if engine != AUTO and engine not in engine_names():
-            raise SchemaError(f"unknown engine {engine!r}; choose one of {engine_names() + [AUTO]}")
+        self.features = features(spark)
+        if engine != AUTO:
+            require_engine(engine, self.features, f"KeyedSQL(spark, engine={engine!r})")
         self.spark = spark
         self.default_engine = engine
         self.functions: dict[str, FunctionSpec] = {}
@@ -53,9 +55,11 @@ class KeyedSQL:
 
     def _guide_plain_sql(self) -> None:
         """keyed_state(...) in plain spark.sql fails with a message naming ks.sql, not Spark's
-        'could not resolve a table-valued function'."""
+        'could not resolve a table-valued function' (where Spark's UDTFs have ``analyze``)."""
         from pyspark.sql.functions import udtf
 
+        if not self.features.has(Feature.UDTF_ANALYZE):
+            return
         from .sql.sources import STATE_TABLE_FUNCTIONS, plain_sql_guide
 
         for name in STATE_TABLE_FUNCTIONS:
@@ -68,14 +72,18 @@ class KeyedSQL:
         and as the table function ``name(TABLE(t), key => '...', order_by => '...')``.
 
         ``cls`` may also be a pyspark ``StatefulProcessor`` (class or instance), run unchanged;
-        ``style='pandas'`` or ``'row'`` says which transformWithState API it was written for."""
+        ``style='pandas'`` or ``'row'`` says which transformWithState API it was written for.
+
+        The table-function form in plain ``spark.sql`` needs Spark 4.0 (a Python UDTF's
+        ``analyze``); through ``ks.sql`` / ``ks.run`` / ``ks.start`` it runs on every Spark."""
         from pyspark.sql.functions import udtf
 
         from .engines.table_function import make_table_function
 
         spec = FunctionSpec.build(name, cls, returns, kwargs)
         ship_class(cls if inspect.isclass(cls) else type(cls))  # a StatefulProcessor may be an instance
-        self.spark.udtf.register(name, udtf(make_table_function(spec)))
+        if self.features.has(Feature.UDTF_ANALYZE):
+            self.spark.udtf.register(name, udtf(make_table_function(spec)))
         self.functions[name.lower()] = spec
         return spec
 
@@ -114,20 +122,26 @@ class KeyedSQL:
                     f"{function}: {what} column(s) {missing} not in the source (columns: {', '.join(df.columns)})"
                 )
         plan = KeyedPlan(spec, [columns[k.lower()] for k in keys], [columns[c.lower()] for c in arg_cols], order, initial_state)
-        eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, connect=is_connect(self.spark))
+        eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, features=self.features)
         return translating(eng.apply(df, plan))
 
     # ------------------------------------------------------------------ SQL
     def _plan(self, query: str, mode: RunMode, checkpoint: str | None = None) -> tuple[KeyedStatement | None, bool]:
         """The statement's plan (None for plain Spark SQL), and whether it was EXPLAIN KEYED."""
         from .sql import ExplainKeyed, bind, mentions_keyed_syntax, parse_statement, plan_statement
+        from .sql.table_calls import expand_table_calls, mentions_table_call
 
-        if not mentions_keyed_syntax(query):
+        def registered(name: str) -> bool:
+            return name.lower() in self.functions
+
+        if not mentions_keyed_syntax(query) and not mentions_table_call(query, registered):
             return None, False
         tree = parse_statement(query)
         explain = isinstance(tree, ExplainKeyed)
         if explain:
             tree = tree.this
+        # fn(TABLE(t), key => ...) of a registered function: the keyed select it stands for
+        tree = expand_table_calls(tree, registered)
         default = self.default_engine
         if default == AUTO and checkpoint:
             default = engine_of(self.spark, checkpoint) or default  # continue on the engine that wrote it

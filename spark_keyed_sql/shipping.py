@@ -4,15 +4,19 @@ cluster, whose executors may not have it installed)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
 from pyspark.sql import SparkSession
 
+from .compat.interpreter import same_python, worker_python_set_here
 from .runtime.connect import is_connect
 from .state.fs import temp_dir
 
 __all__ = ["ship_class", "ship_package", "use_this_python"]
+
+log = logging.getLogger(__name__)
 
 
 def ship_class(cls: type) -> None:
@@ -40,15 +44,6 @@ _SHIPPED: set[int] = set()
 _WORKER_IMPORTS = "import spark_keyed_sql, pandas, pyarrow"
 
 
-def _same_python(a: str, b: str) -> bool:
-    """Same interpreter *path* (not resolved: a venv's python links to the base one, which
-    does not see the venv's packages)."""
-    import shutil
-
-    found = shutil.which(a) or a
-    return os.path.abspath(found) == os.path.abspath(b)
-
-
 def _imports_package(python: str) -> bool:
     import subprocess
 
@@ -68,9 +63,18 @@ def use_this_python(spark: SparkSession) -> None:
     from here on use this one. On a cluster the executors' interpreter is the cluster's to
     choose; the package itself is shipped (``ship_package``)."""
     sc = spark.sparkContext
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # for SparkContexts started later
     current = getattr(sc, "pythonExec", None) or "python3"
-    if not (sc.master or "").startswith("local") or _same_python(current, sys.executable):
+    if not (sc.master or "").startswith("local"):
+        if worker_python_set_here() == current:
+            log.warning(
+                "Spark's Python workers on this cluster (master %s) will run %s: spark_keyed_sql set PYSPARK_PYTHON to "
+                "this interpreter because it was unset. Set PYSPARK_PYTHON (or spark.pyspark.python) to the executors' "
+                "Python if that path does not exist there",
+                sc.master,
+                current,
+            )
+        return
+    if same_python(current, sys.executable):
         return
     chosen = current != "python3" or bool(sc.getConf().get("spark.pyspark.python", None))
     if chosen and _imports_package(current):

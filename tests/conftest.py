@@ -1,7 +1,9 @@
 """One SparkSession for the whole run. The semantic suite runs once per execution engine:
 tests take ``ks`` (parametrized over ENGINES); a test that an engine cannot pass says so with
-``@pytest.mark.notyet("<engine>", reason=...)`` (Ibis-style), and is skipped there with the
-reason shown. Tests that pick their paths themselves take ``ks_auto``."""
+``@pytest.mark.notyet("<engine>", reason=...)`` (Ibis-style), and is a strict xfail there: it
+must fail, so a capability gained shows as an unexpected pass. An engine the running Spark
+does not have (transformWithState before Spark 4.0) is skipped with the version it needs.
+Tests that pick their paths themselves take ``ks_auto``."""
 
 import os
 import sys
@@ -12,17 +14,52 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import progress_lines as progress  # noqa: E402
 
+from spark_keyed_sql.compat import Feature, features  # noqa: E402
 from spark_keyed_sql.engines import ENGINES as REGISTRY  # noqa: E402
+from spark_keyed_sql.engines import available  # noqa: E402
 
 ENGINES = sorted(REGISTRY)  # the engine matrix comes from the registry
+SPARK = features()  # what the installed PySpark has (the tests run a classic local session)
+UNAVAILABLE = {e.name: e.requires for e in REGISTRY.values() if e not in available(SPARK)}
+
+
+def _lacks(feature, what: str) -> str | None:
+    if feature is None or SPARK.has(feature):
+        return None
+    return f"{what} needs Spark {'.'.join(map(str, feature.since))} ({feature.what}); this is {SPARK.describe()}"
+
+
+def spark_lacks(path: str) -> str | None:
+    """Why the running Spark cannot run a test path (None when it can): an engine's name, a
+    path ending in ``_<engine>``, or ``table_function`` (the UDTF of plain spark.sql)."""
+    if path == "table_function":
+        return _lacks(Feature.UDTF_ANALYZE, "the table function in plain spark.sql")
+    for engine, feature in UNAVAILABLE.items():
+        if path == engine or path.endswith(f"_{engine}"):
+            return _lacks(feature, f"engine '{engine}'")
+    return None
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "notyet(*engines, reason): the engine does not support what the test checks")
+    config.addinivalue_line("markers", "spark_feature(name): needs compat.Feature[name] of the running Spark")
     progress.install(config)
 
 
 _LONG_MODULES = ("tests/cluster/", "tests/crash/")  # minutes per test: a line per test too
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests on a path the running Spark lacks (an engine, the table function of plain
+    spark.sql) or marked ``spark_feature("<Feature name>")`` are skipped, saying why."""
+    for item in items:
+        reasons = [_lacks(Feature[m.args[0]], item.name) for m in item.iter_markers("spark_feature")]
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            reasons += [spark_lacks(v) for v in callspec.params.values() if isinstance(v, str)]
+        why = next((r for r in reasons if r), None)
+        if why:
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 def pytest_collection_finish(session):
@@ -77,4 +114,4 @@ def _engine_markers(request):
         return
     for m in request.node.iter_markers("notyet"):
         if engine in m.args:
-            pytest.skip(f"engine '{engine}' not supported: {m.kwargs.get('reason', '')}")
+            request.applymarker(pytest.mark.xfail(strict=True, reason=f"engine '{engine}': {m.kwargs.get('reason', '')}"))

@@ -1,7 +1,7 @@
 """The package's layers import in one direction only (README, Layout):
 
     session, cli, migrate, testing, shipping (the facade and entry points)
-      -> streaming -> sql -> engines -> runtime -> state -> api
+      -> streaming -> sql -> engines -> runtime -> state -> compat -> api
 
 and ``api`` imports nothing from Spark. Outside ``engines/`` nothing names an engine: no module
 compares with an engine's name or imports an engine's own module. No Spark needed."""
@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spark_keyed_sql"
-LAYERS = ["api", "state", "runtime", "engines", "sql", "streaming"]  # bottom to top; the rest is the top
+LAYERS = ["api", "compat", "state", "runtime", "engines", "sql", "streaming"]  # bottom to top; the rest is the top
 TOP = len(LAYERS)
 
 

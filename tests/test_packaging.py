@@ -12,10 +12,15 @@ import subprocess
 import sys
 import venv
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +59,11 @@ def test_wheel_installs_alone_and_runs_demo_and_cli(tmp_path):
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
     env = _clean_env(tmp_path)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=600, env=env, capture_output=True)
+    # the `spark` extra brings PySpark; the versions of this test run's own environment are
+    # pinned (pip takes them from its cache), so the wheel runs beside the Spark under test
+    pins = [f"{name}=={metadata.version(name)}" for name in ("pyspark", "pandas", "pyarrow", "numpy")]
+    subprocess.run([str(py), "-m", "pip", "install", "-q", f"{wheel}[spark]", *pins], check=True, timeout=900, env=env,
+                   capture_output=True)
     work = tmp_path / "elsewhere"  # not the source tree: only the installed package is importable
     work.mkdir()
 

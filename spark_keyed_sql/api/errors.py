@@ -16,6 +16,8 @@ __all__ = [
     "UserFunctionError",
     "StateAccessError",
     "JavaMissingError",
+    "SparkVersionError",
+    "WorkerPythonError",
     "user_frames",
 ]
 
@@ -90,3 +92,14 @@ class UserFunctionError(KeyedSQLError):
 
 class JavaMissingError(KeyedSQLError):
     """No usable Java runtime: Spark cannot start."""
+
+
+class SparkVersionError(KeyedSQLError, ImportError):
+    """The installed PySpark (or the Spark a session runs) is outside the supported range, or
+    lacks a feature that was asked for; the message names the feature, the version it needs and
+    the version found."""
+
+
+class WorkerPythonError(KeyedSQLError):
+    """Spark's Python workers run another Python than the driver (PySpark needs the same minor
+    version on both, and the workers need this package)."""

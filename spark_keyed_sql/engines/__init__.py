@@ -5,6 +5,7 @@ engines from here; nothing outside this package branches on an engine's name or 
 from __future__ import annotations
 
 from ..api.errors import SchemaError
+from ..compat.features import SparkFeatures
 from ..runtime.spec import FunctionSpec
 from .base import Capabilities, Engine, Position, StateLayout, StreamJob, StreamRun, output_schema
 from .bulk import BulkEngine
@@ -20,11 +21,13 @@ __all__ = [
     "StateLayout",
     "StreamJob",
     "StreamRun",
+    "available",
     "choose",
     "engine_names",
     "get_engine",
     "migration_target",
     "output_schema",
+    "require_engine",
 ]
 
 AUTO = "auto"
@@ -50,23 +53,40 @@ def get_engine(name: str) -> Engine:
     return engine
 
 
-def choose(requested: str, *, streaming: bool, spec: FunctionSpec, per_batch_ok: bool = False, connect: bool = False) -> Engine:
+def available(features: SparkFeatures) -> list[Engine]:
+    """The engines the session's Spark has, in preference order."""
+    return [e for e in _PREFERENCE if e.requires is None or features.has(e.requires)]
+
+
+def require_engine(name: str, features: SparkFeatures, where: str = "") -> Engine:
+    """The engine named ``name``, or one error when the session's Spark lacks what it needs."""
+    engine = get_engine(name)
+    if engine.requires is not None:
+        features.require(engine.requires, where or f"engine '{engine.name}'")
+    return engine
+
+
+def choose(
+    requested: str, *, streaming: bool, spec: FunctionSpec, features: SparkFeatures, per_batch_ok: bool = False,
+) -> Engine:
     """The engine that runs a keyed step.
 
     ``requested`` is an engine's name or ``'auto'``. ``streaming``: the source is a stream;
     ``per_batch_ok``: the stream is run by ks.start / ks.run, so an engine that runs streams
     per micro-batch may take it (ks.sql / ks.apply over a stream must return a streaming
-    DataFrame); ``connect``: the session is a Spark Connect client.
+    DataFrame); ``features``: what the session's Spark has (and whether it is a Connect client).
 
-    'auto' takes the first engine, in preference order, that can run the step. A named engine
-    is taken as named, except that a one-shot batch whose function has timers goes to an
-    engine that fires timers at end of input when the named one has no timers in a batch.
+    'auto' takes the first engine, in preference order, that the session's Spark has and that
+    can run the step. A named engine is taken as named (or refused, naming the Spark version
+    it needs), except that a one-shot batch whose function has timers goes to an engine that
+    fires timers at end of input when the named one has no timers in a batch.
     """
     needs_batch_timers = not streaming and spec.has_timers
+    connect = features.connect
     if requested != AUTO:
-        engine = get_engine(requested)
+        engine = require_engine(requested, features)
         if needs_batch_timers and not engine.capabilities.batch_timers:
-            return next(e for e in _PREFERENCE if e.capabilities.batch_timers)
+            return next(e for e in available(features) if e.capabilities.batch_timers)
         return engine
 
     def can(e: Engine) -> bool:
@@ -77,7 +97,13 @@ def choose(requested: str, *, streaming: bool, spec: FunctionSpec, per_batch_ok:
             return False
         return c.streams_as_dataframe or (per_batch_ok and not connect and c.streams_per_batch)
 
-    return next(e for e in _PREFERENCE if can(e))
+    engine = next((e for e in available(features) if can(e)), None)
+    if engine is None:
+        # only an engine this Spark lacks could run the step: name what it needs
+        wanted = next(e for e in _PREFERENCE if can(e))
+        assert wanted.requires is not None
+        features.require(wanted.requires, "this keyed query (a streaming DataFrame from ks.sql / ks.apply)")
+    return engine
 
 
 def migration_target() -> Engine:

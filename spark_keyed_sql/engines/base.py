@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from ..api.errors import SchemaError
+from ..compat.features import Feature
 from ..runtime.plan import KeyedPlan
 from ..runtime.spec import FunctionSpec
 from ..state.checkpoint import MigrationError
@@ -168,6 +169,8 @@ class StateLayout(ABC):
 class Engine(ABC):
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
+    # the Spark feature it is built on (None: every supported Spark has what it needs)
+    requires: ClassVar[Feature | None] = None
     layout: StateLayout
     # why its streams cannot run from a Spark Connect client (when streams_on_connect is False)
     connect_note: ClassVar[str] = "its streams need a classic SparkSession"

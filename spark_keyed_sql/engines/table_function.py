@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import types as T
-from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, OrderingColumn, PartitioningColumn
 
 from ..api.errors import SchemaError
 from ..runtime.columns import parse_column_list, parse_order_list, quote
@@ -27,7 +26,7 @@ __all__ = ["make_table_function", "BUCKETS"]
 BUCKETS = 64
 
 
-def _literal(arg: AnalyzeArgument | None, name: str, fn: str) -> str | None:
+def _literal(arg: Any, name: str, fn: str) -> str | None:
     if arg is None:
         return None
     if not arg.isConstantExpression or not isinstance(arg.value, str):
@@ -36,6 +35,9 @@ def _literal(arg: AnalyzeArgument | None, name: str, fn: str) -> str | None:
 
 
 def make_table_function(spec: FunctionSpec) -> type:
+    """The UDTF class of ``spec`` (Spark 4.0 and newer: it needs ``analyze``)."""
+    from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, OrderingColumn, PartitioningColumn
+
     fn = spec.name
     assert spec.returns is not None
     returns_fields = [T.StructField(f.name, to_spark(f.type), True) for f in spec.returns.fields]

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..api.rows import ColumnRows
+from ..compat.pandas import record_dtypes
 
 __all__ = ["rows_builder"]
 
@@ -42,7 +43,7 @@ def _plain_column(values: list) -> Any:
             return np.array(values, dtype=bool)
         if kinds == {str} or kinds == {str, _NONE}:
             out = np.empty(len(values), dtype=object)
-            out[:] = values
+            out[:] = values if kinds == {str} or record_dtypes().string_is_object else [np.nan if v is None else v for v in values]
             return out
     except OverflowError:  # (not expected after the range check)
         return None

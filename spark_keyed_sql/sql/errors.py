@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from ..api.errors import KeyedSQLError
+from ..compat.exceptions import exception_texts, first_line
 
 __all__ = ["KeyedSQLSyntaxError", "KeyedQueryError", "spark_hint"]
 
@@ -30,9 +33,19 @@ NANOS_HINT = (
 )
 
 
-def spark_hint(message: str) -> str:
-    """``message`` (Spark's error) with what to do about it, for errors whose remedy Spark does
-    not say."""
-    if "PARQUET_TYPE_ILLEGAL" in message and "NANOS" in message and "nanosAsLong" not in message:
-        return message.rstrip(". ") + NANOS_HINT
+_NANOS = re.compile(r"(PARQUET_TYPE_ILLEGAL|Illegal Parquet type)[^\n]*NANOS")
+
+
+def spark_hint(exc: BaseException) -> str:
+    """Spark's error ``exc`` in one line, with what to do about it for errors whose remedy Spark
+    does not say (looking down the cause chain: Spark 3.5 reports a Parquet file in nanoseconds
+    as an unsupported data source, the reason two causes down)."""
+    message = first_line(exc)
+    if "nanosAsLong" in message:
+        return message
+    for text in exception_texts(exc):
+        found = _NANOS.search(text)
+        if found:
+            shown = message if found.group(0) in message else f"{message} ({found.group(0).strip()})"
+            return shown.rstrip(". ") + NANOS_HINT
     return message

@@ -20,12 +20,12 @@ from sqlglot import exp
 
 from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
+from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
-from ..runtime.connect import is_connect
 from ..runtime.plan import KeyedPlan
 from ..runtime.runner import OrderSpec
 from ..runtime.spec import FunctionKind, FunctionSpec
-from .errors import KeyedQueryError
+from .errors import KeyedQueryError, spark_hint
 from .expressions import KeyedGroup
 from .parse import render
 from .sources import Sources, literal, view_name
@@ -325,21 +325,21 @@ class _Planner:
 
     def _engine(self, sel: exp.Select, call: _Call, source: _Source) -> Engine:
         streaming = source.df.isStreaming
-        connect = is_connect(self.spark)
+        if streaming and sel.args.get("limit") is not None:
+            raise KeyedQueryError(
+                f"LIMIT after {call.where} is batch-only; the source is streaming (limit the result in the sink, or use a batch source)"
+            )
+        found = features(self.spark)
         try:
             engine = choose(
                 str(call.options.get("engine", self.default_engine)),
                 streaming=streaming,
                 spec=call.spec,
-                per_batch_ok=self.mode is RunMode.STREAM and not connect,
-                connect=connect,
+                features=found,
+                per_batch_ok=self.mode is RunMode.STREAM and not found.connect,
             )
         except SchemaError as exc:
             raise KeyedQueryError(f"{exc} (OPTIONS of {call.where})") from None
-        if streaming and sel.args.get("limit") is not None:
-            raise KeyedQueryError(
-                f"LIMIT after {call.where} is batch-only; the source is streaming (limit the result in the sink, or use a batch source)"
-            )
         if streaming and sel.args.get("order") is not None and not engine.capabilities.ordered_stream_output:
             able = " or ".join(f"'{e.name}'" for e in ENGINES.values() if e.capabilities.ordered_stream_output)
             raise KeyedQueryError(
@@ -453,11 +453,4 @@ def plan_statement(
         raise KeyedQueryError(str(exc)) from None
     except (AnalysisException, ParseException) as exc:
         # the source part of the statement is Spark SQL: Spark's own complaint, as ours
-        raise KeyedQueryError(f"Spark cannot run the statement's source part: {_first_line(exc)}") from None
-
-
-def _first_line(exc: Exception) -> str:
-    from .errors import spark_hint
-
-    text = str(exc).strip()
-    return spark_hint(text.splitlines()[0]) if text else type(exc).__name__
+        raise KeyedQueryError(f"Spark cannot run the statement's source part: {spark_hint(exc)}") from None

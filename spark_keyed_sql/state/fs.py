@@ -24,6 +24,7 @@ import shutil
 from typing import Any
 
 from ..api.errors import KeyedSQLError
+from ..compat.exceptions import first_line
 
 __all__ = ["CheckpointFS", "FSError", "join", "filesystem", "is_path", "temp_dir"]
 
@@ -38,16 +39,6 @@ def join(base: str, *parts: str) -> str:
     for p in parts:
         out = (out + "/" if not out.endswith("/") else out) + p.strip("/")
     return out
-
-
-def _first_line(exc: BaseException) -> str:
-    java = getattr(exc, "java_exception", None)
-    msg = (str(java.toString()) if java is not None else str(exc)) or type(exc).__name__
-    for line in msg.splitlines():
-        line = line.strip()
-        if line and not line.startswith("at ") and "Traceback" not in line:
-            return line[:300]
-    return type(exc).__name__
 
 
 def _is_local_uri(path: str) -> bool:
@@ -85,7 +76,7 @@ class CheckpointFS:
             p = self._path(path)
             return p.getFileSystem(self.conf), p
         except Exception as exc:  # noqa: BLE001 - Spark/Hadoop's reason is kept in our message
-            raise FSError(f"{what} {path!r} is not reachable through Spark's file system layer: {_first_line(exc)}") from None
+            raise FSError(f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}") from None
 
     def _connect_local(self, path: str) -> str:
         if not _is_local_uri(path):
@@ -106,7 +97,7 @@ class CheckpointFS:
             name = type(exc).__name__
             if name in ("Py4JJavaError",) and "FileAlreadyExistsException" in str(exc):
                 raise FileExistsError(path) from None
-            raise FSError(f"{what} {path!r}: {_first_line(exc)}") from None
+            raise FSError(f"{what} {path!r}: {first_line(exc)}") from None
 
     def qualify(self, path: str, what: str = "path") -> str:
         """The absolute URI Spark would use for ``path`` (``/a/b`` -> ``file:/a/b``)."""
@@ -125,7 +116,7 @@ class CheckpointFS:
         try:
             fs.exists(p)
         except Exception as exc:  # noqa: BLE001
-            raise FSError(f"{what} {path!r} is not reachable through Spark's file system layer: {_first_line(exc)}") from None
+            raise FSError(f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}") from None
 
     # ------------------------------------------------------------------ queries
     def exists(self, path: str) -> bool:

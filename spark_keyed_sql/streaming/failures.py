@@ -23,7 +23,8 @@ import warnings
 from typing import Any, TypeVar
 
 from ..api import errors as api_errors
-from ..api.errors import KeyedSQLError, UserFunctionError
+from ..api.errors import KeyedSQLError, UserFunctionError, WorkerPythonError
+from ..compat.exceptions import exception_texts
 from ..state.checkpoint import CheckpointError, MigrationError
 
 __all__ = ["from_spark_failure", "from_stream_failure", "translating"]
@@ -41,25 +42,6 @@ _LINE = re.compile(r"(?:spark_keyed_sql\.[\w.]+\.)?\b(" + "|".join(sorted(_OURS)
 _USER = re.compile(r"function '(?P<function>[^']*)' failed for key (?P<key>.+?) on (?P<where>.+?): (?P<cause>\w+: .*)$", re.M)
 
 
-def _texts(exc: BaseException) -> list[str]:
-    """The exception's message, its Python causes, and (classic Spark) its Java cause chain."""
-    out, seen = [], 0
-    cur: BaseException | None = exc
-    while cur is not None and seen < 20:
-        out.append(str(cur))
-        seen += 1
-        cur = getattr(cur, "_cause", None) or cur.__cause__
-    try:
-        t = getattr(exc, "_origin", None)
-        while t is not None and seen < 40:
-            out.append(str(t.toString()))
-            seen += 1
-            t = t.getCause()
-    except Exception:  # noqa: BLE001 - no JVM to ask (Spark Connect): the text above is what there is
-        pass
-    return out
-
-
 def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> BaseException:
     """Our error carried in ``exc``'s text (``exc`` itself when there is none)."""
     cur: BaseException | None = exc
@@ -67,8 +49,11 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
         if isinstance(cur, KeyedSQLError):
             return cur
         cur = None if cur is None else (cur.__cause__ or cur.__context__)
-    texts = _texts(exc)
+    texts = exception_texts(exc)
     joined = "\n".join(texts)
+    mismatch = _MISMATCH.search(joined)
+    if mismatch:
+        return _worker_python(exc, mismatch["worker"], mismatch["driver"])
     where = f"checkpoint '{checkpoint}'" if checkpoint else "the checkpoint"
     if "CANNOT_LOAD_STATE_STORE" in joined:
         detail = next((t for t in reversed(texts) if "Exception" in t and "CANNOT_LOAD_STATE_STORE" not in t), "")
@@ -96,6 +81,23 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
 
 
 from_stream_failure = from_spark_failure
+
+_MISMATCH = re.compile(r"PYTHON_VERSION_MISMATCH\].*?worker has different version:? (?P<worker>[\d.]+) than that in driver:? (?P<driver>[\d.]+)")
+
+
+def _worker_python(exc: BaseException, worker: str, driver: str) -> BaseException:
+    """PYTHON_VERSION_MISMATCH, as one sentence saying what to set."""
+    import sys
+
+    err = WorkerPythonError(
+        f"Spark's Python workers run Python {worker} and this driver runs Python {driver} ({sys.executable}); PySpark "
+        f"needs the same minor version on both. Set PYSPARK_PYTHON={sys.executable} before the SparkSession starts (or "
+        "import spark_keyed_sql before creating it, which does so when PYSPARK_PYTHON is unset); on a cluster, point "
+        f"PYSPARK_PYTHON or spark.pyspark.python at the executors' Python {driver}. DataFrames made before the change keep "
+        "the old interpreter: make them again"
+    )
+    err.spark_error = exc  # type: ignore[attr-defined]
+    return err
 
 # pyspark classes whose objects the translation follows (classic and Spark Connect alike)
 _KINDS = {

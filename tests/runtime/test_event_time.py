@@ -4,6 +4,7 @@ import datetime as dt
 import json
 
 import numpy as np
+import pytest
 from data import write_parquet
 
 from spark_keyed_sql import StatefulFunction
@@ -92,6 +93,7 @@ def test_sessions_close_after_inactivity(spark, ks, tmp_path):
     assert late == 1
 
 
+@pytest.mark.spark_feature("UDTF_ANALYZE")
 def test_batch_table_function_fires_due_timers_at_end_of_input(spark, ks):
     ks.register("sessions", Sessions, returns="session_start timestamp, session_end timestamp, events bigint")
     rows = [ev("a", 0), ev("a", 10), ev("a", 100), ev("b", 5), ev("c", 20), ev("c", 45)]

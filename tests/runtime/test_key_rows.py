@@ -121,6 +121,7 @@ def test_rows_hold_what_pandas_from_records_holds(ks, key_rows_src, fmt):
     assert dict(tuple(r) for r in out.collect()) == _oracle(key_rows_src, fmt)
 
 
+@pytest.mark.spark_feature("UDTF_ANALYZE")
 @pytest.mark.parametrize("fmt", list(CLASSES))
 def test_table_function_rows_hold_the_same(spark, ks_auto, key_rows_src, fmt):
     ks_auto.register(f"shapes_tf_{fmt}", CLASSES[fmt])

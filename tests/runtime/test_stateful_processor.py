@@ -12,13 +12,16 @@ from collections.abc import Iterator
 
 import pandas as pd
 import pytest
-from pyspark.errors import PySparkRuntimeError
-from pyspark.sql import Row
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from spark_keyed_sql import KeyedTester
-from spark_keyed_sql.api.errors import RegistrationError, UserFunctionError
+pytest.importorskip("pyspark.sql.streaming.stateful_processor", reason="pyspark's StatefulProcessor came with Spark 4.0")
+
+from pyspark.errors import PySparkRuntimeError  # noqa: E402
+from pyspark.sql import Row  # noqa: E402
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle  # noqa: E402
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType  # noqa: E402
+
+from spark_keyed_sql import KeyedTester  # noqa: E402
+from spark_keyed_sql.api.errors import RegistrationError, UserFunctionError  # noqa: E402
 
 INT_VALUE = StructType([StructField("value", IntegerType(), True)])
 OUT = "id string, countAsString string"

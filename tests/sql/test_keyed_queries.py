@@ -164,9 +164,12 @@ def test_keyed_processor_alias_star(ks, data):
 
 
 def test_explain_keyed(ks, data):
-    text = ks.explain("SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s ORDER BY ts OPTIONS (engine = 'tws')")
-    for part in ("WITH STATE running (Running) on engine 'tws'", "keys:      user_id AS user_id", "arguments: value AS value",
-                 "source SQL: SELECT user_id AS `__ks_k0`", "outer SQL:", "options:   {'engine': 'tws'}"):
+    engine = ks.default_engine
+    text = ks.explain(
+        f"SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s ORDER BY ts OPTIONS (engine = '{engine}')"
+    )
+    for part in (f"WITH STATE running (Running) on engine '{engine}'", "keys:      user_id AS user_id", "arguments: value AS value",
+                 "source SQL: SELECT user_id AS `__ks_k0`", "outer SQL:", f"options:   {{'engine': '{engine}'}}"):
         assert part in text
     df = ks.sql("EXPLAIN KEYED SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s")
     assert df.columns == ["plan"] and "WITH STATE running" in df.collect()[0][0]

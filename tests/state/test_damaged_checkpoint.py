@@ -37,6 +37,7 @@ def test_damaged_bulk_state_is_refused(spark, ks_auto, tmp_path, damage):
     assert spark.read.parquet(out).count() == rows_before
 
 
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
 @pytest.mark.parametrize("damage", ["truncate_snapshot", "delete_snapshot", "delete_sst"])
 def test_damaged_tws_state_is_a_clear_error_and_changes_nothing(spark, ks_auto, tmp_path, damage):
     """Spark's RocksDB store refuses damaged files itself (checksums, missing files); ks.run

@@ -110,6 +110,7 @@ def test_migrate_refusals(spark, ks, first_run):
     assert ks.read_state(src).count() == 40
 
 
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
 def test_migrated_checkpoint_refuses_the_other_engine(spark, ks, first_run):
     d, _, _ = first_run
     dst = str(d / "cp_engine")

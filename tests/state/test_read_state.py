@@ -95,6 +95,7 @@ def test_missing_checkpoint(ks, tmp_path):
         ks.read_state(str(tmp_path / "empty"))
 
 
+@pytest.mark.spark_feature("UDTF_ANALYZE")
 @pytest.mark.parametrize("name, reader", [("keyed_state", "read_state"), ("keyed_state_changes", "read_state_changes")])
 def test_keyed_state_in_plain_spark_sql_names_ks_sql(spark, ks_auto, tmp_path, name, reader):
     """The state readers are views ks.sql makes; plain spark.sql gets a message saying so,

@@ -265,7 +265,7 @@ class _TaskContext:
     """What every partition of one task shares: runner, codec, output rows."""
 
     def __init__(self, prog: IncrementalProgram):
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from ...compat.arrow import arrow_schema as to_arrow_schema
 
         plan = prog.plan
         self.codec = StateRowCodec(plan.spec)
@@ -274,7 +274,7 @@ class _TaskContext:
         self.build_events = event_builder(list(plan.event_names))
         self.n_keys = len(plan.key_columns)
         self.schema = step_schema(prog.out_schema, self.codec, self.n_keys)
-        self.arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        self.arrow_schema = to_arrow_schema(self.schema)
         self.token = f"{prog.version}-{prog.attempt}-{_task_id()}"
         self.root = cache_root(prog.cache_dir)
         self.timer_until = prog.watermark_ms if plan.event_time is not None else prog.now_ms

@@ -84,7 +84,9 @@ def _cast_checked(df: DataFrame, column: str, target: T.DataType, where: str) ->
     src = df.schema[column].dataType
     if src == target:
         return F.col(column)
-    lost = df.where(F.col(column).isNotNull() & F.col(column).try_cast(target).isNull()).limit(1).collect()
+    # SQL's try_cast: Column.try_cast came with Spark 4.0
+    converted = F.expr(f"try_cast(`{column.replace('`', '``')}` AS {target.simpleString()})")
+    lost = df.where(F.col(column).isNotNull() & converted.isNull()).limit(1).collect()
     if lost:
         raise MigrationError(
             f"{where}: column '{column}' is {src.simpleString()}, the new state needs {target.simpleString()}, and "

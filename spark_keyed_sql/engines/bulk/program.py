@@ -188,12 +188,13 @@ class BulkProgram:
 
     def _run(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from ...compat.arrow import arrow_schema as to_arrow_schema
 
         plan = self.plan
         runner = KeyedRunner(plan.spec, [], plan.keyed)  # rows come in order: no sort here
         key_pass = KeyPass(plan, runner, self.now_ms, None, None, end_of_input=True)
-        arrow_schema = to_arrow_schema(self.out_schema, timezone="UTC")
+        arrow_schema = to_arrow_schema(self.out_schema)
         keys = plan.key_columns
         build_events = event_builder(list(plan.event_names))
         crashed_here = False

@@ -123,19 +123,35 @@ class ChunkPacker:
     """``mapInArrow`` function: rows -> one row per key of each group of rows (key columns,
     chunk). Rows are grouped by key here, up to ``group_rows`` at a time, in Arrow (Spark
     refuses a sort on a stream); a key that comes in several groups gets several chunks, which
-    transformWithState hands the processor together."""
+    transformWithState hands the processor together.
 
-    def __init__(self, keys: list[str], values: list[str], schema: T.StructType, group_rows: int = 1 << 19):
+    ``per_row``: one chunk per row, with the ``keep`` columns beside it as they are (a stream
+    with an event time on transformWithStateInPandas: Spark's watermark reads each row's)."""
+
+    def __init__(
+        self, keys: list[str], values: list[str], schema: T.StructType, group_rows: int = 1 << 19, *,
+        keep: Sequence[str] = (), per_row: bool = False,
+    ):
         self.keys, self.values, self.schema, self.group_rows = keys, values, schema, group_rows
+        self.keep, self.per_row = list(keep), per_row
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
 
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        for rb in self._groups(batches):
-            starts = run_starts([rb.column(k) for k in self.keys], rb.num_rows)
+        from ...compat.arrow import arrow_schema as to_arrow_schema
+
+        arrow_schema = to_arrow_schema(self.schema)
+        for rb in batches if self.per_row else self._groups(batches):
+            if not rb.num_rows:
+                continue
             cols = [_integers(naive(rb.column(c))).to_pylist() for c in self.values]
+            if self.per_row:
+                blobs = [pack(1, [[v] for v in row]) for row in zip(*cols)] if cols else [pack(1, [])] * rb.num_rows
+                arrays = [rb.column(k) for k in [*self.keys, *self.keep]]
+                arrays = [a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, arrow_schema)]
+                yield pa.RecordBatch.from_arrays([*arrays, pa.array(blobs, pa.binary())], schema=arrow_schema)
+                continue
+            starts = run_starts([rb.column(k) for k in self.keys], rb.num_rows)
             bounds = [*(int(s) for s in starts), rb.num_rows]
             blobs = [pack(e - s, [c[s:e] for c in cols]) for s, e in zip(bounds, bounds[1:])]
             first = pa.array(bounds[:-1], pa.int64())
@@ -183,9 +199,10 @@ class ChunkUnpacker:
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
 
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        from ...compat.arrow import arrow_schema as to_arrow_schema
+
+        arrow_schema = to_arrow_schema(self.schema)
         fields = list(arrow_schema)
         kinds = column_kinds([f.dataType for f in self.schema.fields[self.n_keys :]])
         for rb in batches:

@@ -19,11 +19,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...api.errors import SchemaError
+from ...compat.features import Feature, features
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, output_schema
 from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
 from .layout import TwsLayout
-from .processor import KeyedStatefulProcessor
 
 __all__ = ["TransformWithStateEngine", "UNKEYED_COLUMN"]
 
@@ -32,6 +32,7 @@ UNKEYED_COLUMN = "__ks_unkeyed__"  # the one group of an unkeyed query
 
 class TransformWithStateEngine(Engine):
     name = "tws"
+    requires = Feature.TRANSFORM_WITH_STATE
     capabilities = Capabilities(
         streams_as_dataframe=True,
         streams_on_connect=True,
@@ -52,30 +53,79 @@ class TransformWithStateEngine(Engine):
         needs_time = streaming and plan.spec.has_timers
         time_mode = ("EventTime" if plan.event_time else "ProcessingTime") if needs_time else "None"
         source = df
-        if streaming and plan.event_time is not None:
-            # late rows (older than the previous batch's watermark) are dropped by Spark
-            source = source.withWatermark(plan.event_time, f"{plan.watermark_ms or 0} milliseconds")
         group_cols = list(plan.key_columns)
         if not plan.keyed:
             source = source.withColumn(UNKEYED_COLUMN, F.lit(0))
             group_cols = [UNKEYED_COLUMN]
+        # the processor is pickled to executors: it must not carry the initial-state DataFrame
+        shipped = dataclasses.replace(plan, initial_state=None)
+        event_time = plan.event_time if streaming else None
+        if not features(df.sparkSession).has(Feature.TRANSFORM_WITH_STATE_ROWS):
+            return self._pandas(source, group_cols, plan, shipped, schema, time_mode, event_time)
+        if event_time is not None:
+            # late rows (older than the previous batch's watermark) are dropped by Spark
+            source = source.withWatermark(event_time, f"{plan.watermark_ms or 0} milliseconds")
         initial = None
         if plan.initial_state is not None:
             initial = plan.initial_state.groupBy(*group_cols)
-        # the processor is pickled to executors: it must not carry the initial-state DataFrame
-        shipped = dataclasses.replace(plan, initial_state=None)
         names = [f.name for f in schema.fields]
-        if not (streaming and plan.event_time is not None):
+        if event_time is None:
             return self._chunked(source, group_cols, plan, shipped, schema, time_mode, initial)
         # timestamps travel as epoch microseconds (the processor turns them back), except the
         # keys (the state's key schema) and the event time (Spark's watermark reads it)
         stamps = [f.name for f in df.schema.fields if isinstance(f.dataType, T.TimestampType)]
         ts_columns = [c for c in stamps if c not in group_cols and c != plan.event_time]
         aware = [c for c in stamps if c == plan.event_time or c in group_cols]
+        from .processor import KeyedStatefulProcessor
+
         proc = KeyedStatefulProcessor(shipped, time_mode, names, ts_columns, aware)
         if ts_columns:
             source = source.select(*[F.unix_micros(F.col(c)).alias(c) if c in ts_columns else F.col(c) for c in source.columns])
         return source.groupBy(*group_cols).transformWithState(proc, schema, plan.output_mode, time_mode, initial)
+
+    @staticmethod
+    def _formats(source: DataFrame, group_cols: list[str], plan: KeyedPlan, schema: T.StructType) -> tuple[list[str], ChunkFormat]:
+        """The chunk columns (every source column but the keys) and what the processor reads
+        and writes of them: timestamps and dates travel as integers, and only what user code
+        sees is turned back (arguments); ORDER BY and pass-through columns stay integers."""
+        values = [c for c in source.columns if c not in group_cols]
+        n_keys = len(plan.key_columns) if plan.keyed else 0
+        seen = set(plan.arg_columns)
+        kinds = [k if c in seen else None for c, k in zip(values, column_kinds([source.schema[c].dataType for c in values]))]
+        out_fields = schema.fields[n_keys:]
+        n_returns = len(out_fields) - len(plan.passthrough)
+        out_kinds = column_kinds([f.dataType for f in out_fields])
+        out_kinds[n_returns:] = [k if c in seen else None for c, k in zip(plan.passthrough, out_kinds[n_returns:])]
+        return values, ChunkFormat(values, kinds, out_kinds)
+
+    def _pandas(
+        self, source: DataFrame, group_cols: list[str], plan: KeyedPlan, shipped: KeyedPlan, schema: T.StructType,
+        time_mode: str, event_time: str | None,
+    ) -> DataFrame:
+        """Spark 4.0: transformWithStateInPandas, always chunked (pandas_processor.py). With an
+        event time, a chunk per row and the event-time column beside it, watermarked after the
+        packing (the watermark must sit on the column the operator sees)."""
+        from .pandas_processor import PandasKeyedStatefulProcessor
+
+        values, fmt = self._formats(source, group_cols, plan, schema)
+        keep = [event_time] if event_time is not None else []
+        packed = chunk_schema([source.schema[c] for c in [*group_cols, *keep]], CHUNK_COLUMN)
+        chunks = source.mapInArrow(ChunkPacker(group_cols, values, packed, keep=keep, per_row=bool(keep)), packed)
+        if event_time is not None:
+            chunks = chunks.withWatermark(event_time, f"{plan.watermark_ms or 0} milliseconds")
+        initial, initial_fmt = None, None
+        if plan.initial_state is not None:
+            init_df = plan.initial_state
+            init_values = [c for c in init_df.columns if c not in group_cols]
+            init_schema = chunk_schema([init_df.schema[c] for c in group_cols], CHUNK_COLUMN)
+            kinds = column_kinds([init_df.schema[c].dataType for c in init_values])
+            initial_fmt = ChunkFormat(init_values, kinds, [])
+            initial = init_df.mapInArrow(ChunkPacker(group_cols, init_values, init_schema), init_schema).groupBy(*group_cols)
+        n_keys = len(plan.key_columns) if plan.keyed else 0
+        returned = chunk_schema(list(schema.fields[:n_keys]), ROWS_COLUMN)
+        proc = PandasKeyedStatefulProcessor(shipped, time_mode, [f.name for f in returned.fields], fmt, initial_fmt)
+        out = chunks.groupBy(*group_cols).transformWithStateInPandas(proc, returned, plan.output_mode, time_mode, initial)
+        return out.mapInArrow(ChunkUnpacker(n_keys, schema), schema)
 
     @staticmethod
     def _chunked(
@@ -84,19 +134,12 @@ class TransformWithStateEngine(Engine):
         """The chunked transport (chunks.py): a key's rows of a partition go through the operator
         as one row, and its output comes back as one. Not for a stream with an event time: Spark's
         watermark and late-row filter read the event-time column of each input row."""
-        values = [c for c in source.columns if c not in group_cols]
+        values, fmt = TransformWithStateEngine._formats(source, group_cols, plan, schema)
         packed = chunk_schema([source.schema[c] for c in group_cols], CHUNK_COLUMN)
         n_keys = len(plan.key_columns) if plan.keyed else 0
         returned = chunk_schema(list(schema.fields[:n_keys]), ROWS_COLUMN)
-        # timestamps and dates travel as integers; only what user code sees is turned back
-        # (arguments): ORDER BY and pass-through columns sort and leave as the integers
-        seen = set(plan.arg_columns)
-        kinds = [k if c in seen else None for c, k in zip(values, column_kinds([source.schema[c].dataType for c in values]))]
-        out_fields = schema.fields[n_keys:]
-        n_returns = len(out_fields) - len(plan.passthrough)
-        out_kinds = column_kinds([f.dataType for f in out_fields])
-        out_kinds[n_returns:] = [k if c in seen else None for c, k in zip(plan.passthrough, out_kinds[n_returns:])]
-        fmt = ChunkFormat(values, kinds, out_kinds)
+        from .processor import KeyedStatefulProcessor
+
         proc = KeyedStatefulProcessor(shipped, time_mode, [f.name for f in returned.fields], [], [], chunks=fmt)
         chunks = source.mapInArrow(ChunkPacker(group_cols, values, packed), packed)
         out = chunks.groupBy(*group_cols).transformWithState(proc, returned, plan.output_mode, time_mode, initial)

@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ...compat.features import Feature, features
 from ...runtime.spec import FunctionKind
 from ...state.checkpoint import CheckpointError, MigrationError
 from ...state.fs import CheckpointFS, join
@@ -35,6 +36,11 @@ def _entry(vfn):
 
 
 def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
+    found = features(spark)
+    if not found.has(Feature.STATE_READER):
+        if not CheckpointFS(spark).exists(join(checkpoint, "commits")):
+            raise CheckpointError(f"checkpoint {checkpoint!r} holds no stateful operator {op_index} (nothing committed yet?)")
+        found.require(Feature.STATE_READER, f"reading the state of checkpoint {checkpoint!r} (Spark's transformWithState)")
     try:
         md = spark.read.format("state-metadata").load(checkpoint).collect()
     except Exception as exc:  # noqa: BLE001 - Spark's message is kept, wrapped in ours

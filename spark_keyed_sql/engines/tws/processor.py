@@ -212,18 +212,21 @@ class KeyedStatefulProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         crash_point("processing")
-        plan = self.plan
         if self.chunks is not None:
-            kv = tuple(_naive(v) for v in key) if plan.keyed else ()
+            kv = tuple(_naive(v) for v in key) if self.plan.keyed else ()
             rows_ = self.read_chunks(kv, [r[-1] for r in rows])
         else:
             rows_ = self._row_dicts(rows)
-        k = user_key(tuple(key), plan.keyed)
+        return self._run(tuple(key), rows_, timerValues)
+
+    def _run(self, key: tuple, rows: list[dict], timerValues: Any) -> Iterator[Row]:
+        plan = self.plan
+        k = user_key(key, plan.keyed)
         p, w = self._times(timerValues)
         out = self.runner.process_key(
-            k, rows_, self.binding, p, w, event_map=list(zip(plan.event_names, plan.arg_columns)), passthrough=plan.passthrough
+            k, rows, self.binding, p, w, event_map=list(zip(plan.event_names, plan.arg_columns)), passthrough=plan.passthrough
         )
-        return self._emit(tuple(key), out)
+        return self._emit(key, out)
 
     def _row_dicts(self, rows: Iterator[Row]) -> list[dict]:
         rows_ = [r.asDict() for r in rows]

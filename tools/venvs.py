@@ -1,0 +1,72 @@
+"""Virtual environments for the matrix and the smoke tier: one per (Spark minor, Python) pair,
+made fresh each time and filled from pip's cache (a second build of the same pair downloads
+and compiles nothing), never kept by hand.
+
+    python tools/venvs.py 4.1 3.12            # -> .venvs/spark4.1-py3.12, prints its python
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pairs import SPARK, venv_name  # noqa: E402
+
+__all__ = ["ROOT", "VENVS", "find_python", "make_venv"]
+
+ROOT = Path(__file__).resolve().parents[1]
+VENVS = ROOT / ".venvs"
+
+
+def find_python(minor: str) -> str | None:
+    """An interpreter of Python ``minor`` ("3.12") on this machine: on the PATH, or pyenv's."""
+    found = shutil.which(f"python{minor}")
+    candidates = [found] if found else []
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates += sorted(glob.glob(os.path.join(root, "versions", f"{minor}.*", "bin", f"python{minor}")), reverse=True)
+    for c in candidates:
+        try:
+            out = subprocess.run([c, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                                 text=True, timeout=60)
+        except OSError:
+            continue
+        if out.returncode == 0 and out.stdout.strip() == minor:
+            return c
+    return None
+
+
+def make_venv(spark: str | None, python: str, *, extras: str = "dev", name: str | None = None,
+              constraints: str | None = None, packages: list[str] | None = None, log=None) -> Path:
+    """A fresh venv with PySpark ``spark`` (a minor: the newest patch; None: no PySpark at all),
+    this project installed editable with ``extras``, and ``packages`` beside it. Returns its
+    python. ``constraints``: a pip constraints file (the lowest bounds' run)."""
+    interpreter = find_python(python)
+    if interpreter is None:
+        raise RuntimeError(f"no Python {python} on this machine (pyenv versions)")
+    env_dir = VENVS / (name or venv_name(spark or "none", python))
+    if env_dir.exists():
+        shutil.rmtree(env_dir)
+    env_dir.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([interpreter, "-m", "venv", str(env_dir)], check=True)
+    py = env_dir / "bin" / "python"
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run(pip + ["--upgrade", "pip"], check=True, stdout=log, stderr=log)
+    wanted = []
+    if spark is not None:
+        wanted.append(f"pyspark[sql,connect]=={SPARK[spark]}")
+    target = f"{ROOT}[{extras}]" if extras else str(ROOT)
+    wanted += ["-e", target] + list(packages or [])
+    if constraints:
+        wanted += ["-c", constraints]
+    subprocess.run(pip + wanted, check=True, stdout=log, stderr=log)
+    return py
+
+
+if __name__ == "__main__":
+    spark_arg, python_arg = sys.argv[1], sys.argv[2]
+    print(make_venv(None if spark_arg == "none" else spark_arg, python_arg))
