@@ -4,10 +4,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
+.PHONY: demo test test-smoke test-matrix bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
 
+# .venv: the reference pair (this Python, the newest PySpark the `spark` extra allows)
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (PySpark 4.3 requires it), found " + sys.version.split()[0])'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10+ is needed, found " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -22,9 +23,20 @@ check-java:
 demo: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m spark_keyed_sql.demo
 
+# CI: ruff, the whole suite on the reference pair, then the smoke tier on every other Spark minor
 test: check-java $(STAMP)
-	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples
+	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples tools
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" $(PYTEST_ARGS)
+	$(PY) tools/smoke.py
+
+# the smoke tier alone (SMOKE_ARGS="3.5 4.1": those Spark minors)
+test-smoke: check-java $(STAMP)
+	$(PY) tools/smoke.py $(SMOKE_ARGS)
+
+# the whole suite on every supported (Spark, Python) pair, a venv each (hours) -> docs/compatibility.md
+# (MATRIX_ARGS="--spark 3.5,4.0 --python 3.10")
+test-matrix: check-java $(STAMP)
+	$(PY) tools/matrix.py $(MATRIX_ARGS)
 
 test-slow: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m slow $(PYTEST_ARGS)
@@ -46,11 +58,16 @@ test-cluster: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m cluster tests/cluster $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples
+	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples tools
 
 # full benchmark (1k / 100k / 1M keys, 2M rows; about an hour on 2 cores) -> BENCHMARKS.md
 bench: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/run.py $(BENCH_ARGS)
+
+# W1 and W2 at 100k keys on the oldest and the newest Spark, side by side -> BENCHMARKS.md
+# (VERSIONS_ARGS="--spark 3.5,4.0,4.3 --repeat 3")
+bench-versions: check-java $(STAMP)
+	$(PY) bench/versions.py $(VERSIONS_ARGS)
 
 # full crash run (20+ SIGKILLs per engine) -> figures in docs/reliability.md
 crash: check-java $(STAMP)
@@ -67,4 +84,4 @@ bench-quick: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/run.py --quick --out bench-quick.md $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) .venvs .pytest_cache build dist *.egg-info

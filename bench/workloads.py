@@ -9,7 +9,12 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 from pyspark.sql import Row
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+try:
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+except ImportError:  # Spark 3.5: no transformWithState; its hand-written paths are not run there
+    StatefulProcessor = object  # type: ignore[assignment,misc]
+    StatefulProcessorHandle = object  # type: ignore[assignment,misc]
 
 from spark_keyed_sql import KeyedProcessor, StatefulFunction
 

@@ -7,7 +7,7 @@ among its classifiers (PySpark 3.5: 3.8-3.11; 4.0: 3.9-3.13; 4.1 and 4.2: 3.10-3
 
 from __future__ import annotations
 
-__all__ = ["OLDEST", "NEWEST", "PAIRS", "REFERENCE", "SPARK", "pythons_for", "venv_name"]
+__all__ = ["OLDEST", "NEWEST", "PAIRS", "REFERENCE", "SMOKE", "SPARK", "pythons_for", "venv_name"]
 
 SPARK: dict[str, str] = {
     "3.5": "3.5.9",
@@ -31,6 +31,8 @@ REFERENCE = ("4.3", "3.11")
 # the smoke tier's ends: the oldest Python on the oldest Spark, the newest on the newest
 OLDEST = ("3.5", "3.10")
 NEWEST = ("4.3", "3.13")
+# CI's smoke tier: every Spark minor but the reference pair's full run, each Python at least once
+SMOKE: list[tuple[str, str]] = [OLDEST, ("4.0", "3.11"), ("4.1", "3.12"), ("4.2", "3.13"), NEWEST]
 
 
 def pythons_for(spark: str) -> tuple[str, ...]:

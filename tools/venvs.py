@@ -20,6 +20,7 @@ from pairs import SPARK, venv_name  # noqa: E402
 __all__ = ["ROOT", "VENVS", "find_python", "make_venv"]
 
 ROOT = Path(__file__).resolve().parents[1]
+USER_PINS: dict[str, list[str]] = {"3.5": ["pandas<3"], "4.0": ["pandas<3"], "4.1": ["pandas<3"]}
 VENVS = ROOT / ".venvs"
 
 
@@ -58,7 +59,11 @@ def make_venv(spark: str | None, python: str, *, extras: str = "dev", name: str 
     subprocess.run(pip + ["--upgrade", "pip"], check=True, stdout=log, stderr=log)
     wanted = []
     if spark is not None:
-        wanted.append(f"pyspark[sql,connect]=={SPARK[spark]}")
+        # as a user installs it: `pip install 'spark-keyed-sql[spark]' 'pyspark==X.Y.*'`, with
+        # what docs/compatibility.md tells users of that Spark: pandas below 3 before PySpark
+        # 4.2 (older PySpark does not support pandas 3)
+        wanted.append(f"pyspark=={SPARK[spark]}")
+        wanted += USER_PINS.get(spark, [])
     target = f"{ROOT}[{extras}]" if extras else str(ROOT)
     wanted += ["-e", target] + list(packages or [])
     if constraints:

@@ -335,7 +335,7 @@ def test_incremental_runs_as_spark_restart(spark, ks, tmp_path):
     assert {r["k"]: r["numViolations"] for r in ks.read_state(cp).collect()} == {"0": 4, "1": 3}
 
 
-@pytest.mark.parametrize("style", ["pandas", "row"])
+@pytest.mark.parametrize("style", ["pandas", pytest.param("row", marks=pytest.mark.spark_feature("TRANSFORM_WITH_STATE_ROWS"))])
 def test_same_output_as_spark_on_the_same_object(spark, ks, style):
     data = BATCH1 + BATCH2 + [("2", 7)]
     proc = PandasListMap() if style == "pandas" else RowListMap()
@@ -488,6 +488,7 @@ def _closing_class(marker_dir):
     return type("ClosingCounter", (ClosingCounter,), {"marker_dir": str(marker_dir)})
 
 
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE_ROWS")
 def test_close_called_by_spark_and_by_every_path(spark, ks, tmp_path):
     """Spark calls close() at the end of each partition's pass; every path here does too, after
     handing the instance all its keys (Spark's own run is the reference)."""

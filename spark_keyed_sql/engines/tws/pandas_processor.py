@@ -16,10 +16,71 @@ from typing import Any
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import user_key
+from ...state.binding import Entry
 from .chunks import CHUNK_COLUMN, ChunkFormat, row_reader
-from .processor import KeyedStatefulProcessor, _naive
+from .processor import KeyedStatefulProcessor, _naive, _SparkVariable
 
-__all__ = ["PandasKeyedStatefulProcessor"]
+__all__ = ["PandasKeyedStatefulProcessor", "value_normalizer"]
+
+
+def _missing(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        return bool(v != v)  # NaN, NaT
+    except (TypeError, ValueError):  # an array's comparison
+        return False
+
+
+def value_normalizer(t: Any) -> Any:
+    """v -> the Python value of Spark type ``t`` that the row-based API gives, from what a
+    pandas frame holds (numpy scalars, NaN for NULL, float for an integer column with a NULL,
+    Timestamps, numpy arrays, dicts for structs)."""
+    from pyspark.sql import types as T
+
+    if isinstance(t, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return lambda v: None if _missing(v) else int(v)
+    if isinstance(t, (T.FloatType, T.DoubleType)):
+        return lambda v: None if _missing(v) else float(v)
+    if isinstance(t, T.BooleanType):
+        return lambda v: None if _missing(v) else bool(v)
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+        return lambda v: None if _missing(v) else _plain(v)
+    if isinstance(t, T.DateType):
+        return lambda v: None if _missing(v) else (v.date() if isinstance(v, datetime) else v)
+    if isinstance(t, T.ArrayType):
+        element = value_normalizer(t.elementType)
+        return lambda v: None if v is None else [element(x) for x in v]
+    if isinstance(t, T.MapType):
+        k, val = value_normalizer(t.keyType), value_normalizer(t.valueType)
+        return lambda v: None if v is None else {k(a): val(b) for a, b in (v.items() if isinstance(v, dict) else v)}
+    if isinstance(t, T.StructType):
+        fields = [(f.name, value_normalizer(f.dataType)) for f in t.fields]
+        return lambda v: None if v is None else tuple(fn(v[n] if isinstance(v, dict) else v[i]) for i, (n, fn) in enumerate(fields))
+    return lambda v: None if _missing(v) else (v.item() if type(v).__module__ == "numpy" else v)
+
+
+class _PandasSparkVariable(_SparkVariable):
+    """A Spark state variable under transformWithStateInPandas (Spark 4.0). Single values travel
+    pickled (exact); a ListState is read back through a pandas frame (numpy scalars, NaN for
+    NULL) and written through one cast to numpy types (which refuses a NULL integer and a
+    tz-aware timestamp). So a list is written a value at a time (the pickled path) and what is
+    read is put back into the declared types."""
+
+    def __init__(self, handle: Any, desc: Any):
+        super().__init__(handle, desc)
+        self.normalize = value_normalizer(self.schema)
+
+    def entries(self) -> list[Entry]:
+        return [self._entry(self.normalize(r)) for r in self.var.get()] if self.var.exists() else []
+
+    def put_entries(self, entries: list[Entry]) -> None:
+        self.var.clear()
+        self.append_entries(entries)
+
+    def append_entries(self, entries: list[Entry]) -> None:
+        for e in entries:
+            self.var.appendValue(self._row(e))
 
 
 def _plain(v: Any) -> Any:
@@ -34,6 +95,8 @@ def _plain(v: Any) -> Any:
 
 
 class PandasKeyedStatefulProcessor(KeyedStatefulProcessor):
+    variable_class = _PandasSparkVariable
+
     def __init__(self, plan: KeyedPlan, time_mode: str, out_names: list[str], chunks: ChunkFormat, initial: ChunkFormat | None):
         super().__init__(plan, time_mode, out_names, [], [], chunks=chunks)
         self.initial = initial  # the initial-state chunks' columns (every column but the keys)

@@ -45,6 +45,7 @@ class _SparkVariable(VariableStore):
         self.width = len(schema.fields)
         if self.ttl:
             schema = _with_expiry(schema)
+        self.schema = schema
         if desc.kind is StateKind.VALUE:
             self.var = handle.getValueState(desc.name, schema)
         elif desc.kind is StateKind.LIST:
@@ -156,6 +157,8 @@ def _naive(v: Any) -> Any:
 
 
 class KeyedStatefulProcessor(StatefulProcessor):
+    variable_class: type[_SparkVariable] = _SparkVariable
+
     def __init__(
         self, plan: KeyedPlan, time_mode: str, out_names: list[str], ts_columns: list[str], aware: list[str],
         chunks: ChunkFormat | None = None,
@@ -182,7 +185,7 @@ class KeyedStatefulProcessor(StatefulProcessor):
             if self.plan.spec.ttl_ms is not None:
                 schema = _with_expiry(schema)
             self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
-        self.variables = {name: _SparkVariable(handle, d) for name, d in self.runner.descriptors.items()}
+        self.variables = {name: self.variable_class(handle, d) for name, d in self.runner.descriptors.items()}
         self.timer_service = _SparkTimers(handle, self.time_mode != "None")
         self.binding = KeyBinding(_SparkKeyStore(self), self.now, self.plan.spec.ttl_ms)
         self.OutRow = Row(*self.out_names)
