@@ -7,11 +7,16 @@ that the installed PySpark is one this package supports (docs/compatibility.md).
 
 from __future__ import annotations
 
+import logging
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .compat.interpreter import default_worker_python
-from .compat.versions import check_python
+# quiet unless the application configures logging ("spark_keyed_sql" and its per-module
+# loggers; the CLI's --debug shows them): docs/troubleshooting.md
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+from .compat.interpreter import default_worker_python  # noqa: E402
+from .compat.versions import check_python  # noqa: E402
 
 check_python()
 default_worker_python()

@@ -19,7 +19,8 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["main", "split_statements", "statement_spans", "udf_specs", "read_sql_file", "register_udfs"]
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "UsageError", "main", "split_statements", "statement_spans", "udf_specs",
+           "read_sql_file", "register_udfs"]
 
 _UDF_COMMENT = re.compile(r"^\s*--\s*udf:\s*(?P<spec>.+?)\s*$", re.M)
 _UDF = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<target>[\w.]+:\w+)(?:\s+returns\s+(?P<returns>.+))?$")
@@ -75,7 +76,7 @@ def udf_specs(text: str, extra: list[str]) -> list[tuple[str, str, str | None]]:
     for raw in [m.group("spec") for m in _UDF_COMMENT.finditer(text)] + list(extra):
         m = _UDF.match(raw.strip())
         if not m:
-            raise SystemExit(f"error: --udf / '-- udf:' expects NAME=module:Class [returns <ddl>], got {raw!r}")
+            raise UsageError(f"--udf / '-- udf:' expects NAME=module:Class [returns <ddl>], got {raw!r}")
         specs.append((m.group("name"), m.group("target"), m.group("returns")))
     return specs
 
@@ -88,11 +89,31 @@ def register_udfs(ks: Any, specs: list[tuple[str, str, str | None]], base_dir: s
         try:
             cls = getattr(importlib.import_module(module), cls_name)
         except (ImportError, AttributeError) as exc:
-            raise SystemExit(f"error: cannot load {target} for function '{name}': {exc}") from None
+            raise UsageError(f"cannot load {target} for function '{name}': {exc}") from None
         ks.register(name, cls, returns=returns)
 
 
-_DEBUG = False  # --debug: Spark's own log lines and the full trace of a failure
+_DEBUG = False  # --debug: Spark's own log lines, this package's log at DEBUG, the full trace of a failure
+
+# exit status: 0 done; 2 any failure (one `error:` line); 130 interrupted (docs/cli.md)
+EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130
+
+
+def _log_to_stderr() -> None:
+    """--debug: this package's log (every module's ``spark_keyed_sql.*`` logger) at DEBUG on stderr."""
+    import logging
+
+    root = logging.getLogger("spark_keyed_sql")
+    if not any(getattr(h, "_ks_cli", False) for h in root.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler._ks_cli = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+
+
+class UsageError(Exception):
+    """A command given what it cannot use (a missing option, a bad --udf): one `error:` line."""
 
 
 def _session(master: str | None):
@@ -215,39 +236,40 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[tuple[str, int, int]
     return spark, ks, statements
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _run_file(args: argparse.Namespace, last: Any) -> int:
+    """Every statement of the file but the last run as it is (views, settings); the last one
+    by ``last(ks, statement)``. A failure names the file's line."""
     spark, ks, statements = _load(args)
     if not statements:
-        raise SystemExit(f"error: {args.file} holds no SQL statement")
+        raise UsageError(f"{args.file} holds no SQL statement")
     for s, line, col in statements[:-1]:
         with _Statement(args.file, line, col):
-            ks.sql(s)  # views, settings: run as they are
-    last, line, col = statements[-1]
+            ks.sql(s)
+    statement, line, col = statements[-1]
     with _Statement(args.file, line, col):
-        if args.checkpoint or args.output:
-            if not args.output:
-                raise SystemExit("error: --checkpoint needs --output (a directory or table name)")
-            summary = ks.run(last, checkpoint=args.checkpoint, output=args.output, progress=_progress)
+        last(ks, statement)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.checkpoint and not args.output:
+        raise UsageError("--checkpoint needs --output (a directory or table name)")
+
+    def run(ks: Any, statement: str) -> None:
+        if args.output:
+            summary = ks.run(statement, checkpoint=args.checkpoint, output=args.output, progress=_progress)
             print(
                 f"done: {summary['batches']} batch(es), {summary['input_rows']} rows in, {summary['output_rows']} rows out, "
                 f"{summary['keys_touched']} keys touched, {summary['late_rows']} late rows dropped"
             )
         else:
-            _print_table(ks.sql(last), args.limit)
-    return 0
+            _print_table(ks.sql(statement), args.limit)
+
+    return _run_file(args, run)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    spark, ks, statements = _load(args)
-    if not statements:
-        raise SystemExit(f"error: {args.file} holds no SQL statement")
-    for s, line, col in statements[:-1]:
-        with _Statement(args.file, line, col):
-            ks.sql(s)
-    last, line, col = statements[-1]
-    with _Statement(args.file, line, col):
-        print(ks.explain(last))
-    return 0
+    return _run_file(args, lambda ks, statement: print(ks.explain(statement)))
 
 
 def cmd_state_show(args: argparse.Namespace) -> int:
@@ -306,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="spark-keyed-sql", description="Keyed, stateful Python functions in Spark SQL.")
     p.add_argument("--master", default=None, help="Spark master (default local[2]; e.g. spark://host:7077, or sc://host:15002 for Spark Connect)")
-    p.add_argument("--debug", action="store_true", help="on failure, the full trace; and Spark's own log lines")
+    p.add_argument("--debug", action="store_true", help="on failure, the full trace; Spark's own log lines and this package's log (DEBUG)")
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -357,17 +379,19 @@ def main(argv: list[str] | None = None) -> int:
     global _DEBUG
     args = build_parser().parse_args(argv)
     _DEBUG = args.debug
+    if _DEBUG:
+        _log_to_stderr()
     try:
         return args.fn(args)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, not a traceback
         if _DEBUG:
             raise
-        text = str(exc) if isinstance(exc, _FileError) else _describe(exc)
+        text = str(exc) if isinstance(exc, (_FileError, UsageError)) else _describe(exc)
         print(f"error: {text}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -5,15 +5,18 @@ module whose job it is: SQL planning (``sql``), engines (``engines``), streaming
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from .api.errors import SchemaError, UnknownFunctionError
 from .compat.features import Feature, features
+from .compat.interpreter import worker_python_set_here
 from .engines import AUTO, migration_target, require_engine
 from .engines import choose as choose_engine
 from .engines.state_tables import read_state, read_state_changes
+from .runtime.clock import session_offset_ms
 from .runtime.columns import parse_column_list, parse_order_list
 from .runtime.connect import is_connect
 from .runtime.plan import KeyedPlan
@@ -25,33 +28,65 @@ from .streaming import queries
 from .streaming.checkpoints import engine_of
 from .streaming.failures import translating
 
-__all__ = ["KeyedSQL", "ROCKSDB_PROVIDER", "configure_session", "use_this_python"]
+__all__ = ["KeyedSQL", "ROCKSDB_PROVIDER", "SESSION_SETTINGS", "configure_session", "use_this_python"]
+
+log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def configure_session(spark: SparkSession) -> None:
-    """Settings the stateful engines need: RocksDB state store, Avro state encoding."""
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-    # Avro encoding from the first run is what later allows evolving a state schema.
-    spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", "avro")
+# what transformWithState (engine 'tws') needs of the session; Avro encoding from the first run
+# is what later allows evolving a state schema
+SESSION_SETTINGS = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.encodingFormat": "avro",
+}
+
+
+def configure_session(spark: SparkSession) -> list[str]:
+    """The settings the stateful engines need (``SESSION_SETTINGS``); returns what it changed."""
+    changed = []
+    for key, value in SESSION_SETTINGS.items():
+        before = spark.conf.get(key, None)
+        if before != value:
+            spark.conf.set(key, value)
+            changed.append(f"session conf {key}: {before!r} -> {value!r}")
+    return changed
 
 
 class KeyedSQL:
-    """The entry point: ``ks = KeyedSQL(spark)``; ``ks.register(...)``; ``ks.sql(...)``."""
+    """The entry point: ``ks = KeyedSQL(spark)``; ``ks.register(...)``; ``ks.sql(...)``.
 
-    def __init__(self, spark: SparkSession, *, engine: str = AUTO):
+    What it changes in the session is listed by :meth:`side_effects`: the state store settings
+    transformWithState needs, the Python interpreter of the session's later Python functions (a
+    local master, when the session's cannot import this package), this package shipped to a
+    cluster's executors, and two guide UDTFs (``keyed_state``, ``keyed_state_changes``) that
+    point plain ``spark.sql`` at ``ks.sql``. ``configure=False`` changes none of it (engine
+    ``tws`` then needs the RocksDB state store set by the session's owner)."""
+
+    def __init__(self, spark: SparkSession, *, engine: str = AUTO, configure: bool = True):
         self.features = features(spark)
         if engine != AUTO:
             require_engine(engine, self.features, f"KeyedSQL(spark, engine={engine!r})")
         self.spark = spark
         self.default_engine = engine
         self.functions: dict[str, FunctionSpec] = {}
-        configure_session(spark)
+        self._changes: list[str] = []
+        set_here = worker_python_set_here()
+        if set_here:
+            self._changes.append(f"environment PYSPARK_PYTHON -> {set_here!r} (when spark_keyed_sql was imported)")
+        if not configure:
+            return
+        self._changes += configure_session(spark)
         if not is_connect(spark):
-            use_this_python(spark)
-        ship_package(spark)
+            self._changes += use_this_python(spark)
+        self._changes += ship_package(spark)
         self._guide_plain_sql()
+        log.debug("KeyedSQL on %s, engine %s; changed: %s", self.features.describe(), engine, self._changes or "nothing")
+
+    def side_effects(self) -> list[str]:
+        """What this KeyedSQL changed in the session and the process, one line each."""
+        return list(self._changes)
 
     def _guide_plain_sql(self) -> None:
         """keyed_state(...) in plain spark.sql fails with a message naming ks.sql, not Spark's
@@ -65,6 +100,7 @@ class KeyedSQL:
         for name in STATE_TABLE_FUNCTIONS:
             if name not in self.functions:
                 self.spark.udtf.register(name, udtf(plain_sql_guide(name)))
+                self._changes.append(f"UDTF {name} registered in the session (a hint naming ks.sql)")
 
     # ------------------------------------------------------------------ registry
     def register(self, name: str, cls: Any, returns: str | None = None, **kwargs: Any) -> FunctionSpec:
@@ -121,7 +157,8 @@ class KeyedSQL:
                 raise SchemaError(
                     f"{function}: {what} column(s) {missing} not in the source (columns: {', '.join(df.columns)})"
                 )
-        plan = KeyedPlan(spec, [columns[k.lower()] for k in keys], [columns[c.lower()] for c in arg_cols], order, initial_state)
+        plan = KeyedPlan(spec, [columns[k.lower()] for k in keys], [columns[c.lower()] for c in arg_cols], order, initial_state,
+                         clock_offset_ms=session_offset_ms(self.spark))
         eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, features=self.features)
         return translating(eng.apply(df, plan))
 

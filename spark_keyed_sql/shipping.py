@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 
 from pyspark.sql import SparkSession
 
@@ -41,6 +42,7 @@ def ship_class(cls: type) -> None:
 
 
 _SHIPPED: set[int] = set()
+_SHIPPED_LOCK = threading.Lock()
 _WORKER_IMPORTS = "import spark_keyed_sql, pandas, pyarrow"
 
 
@@ -53,7 +55,7 @@ def _imports_package(python: str) -> bool:
         return False
 
 
-def use_this_python(spark: SparkSession) -> None:
+def use_this_python(spark: SparkSession) -> list[str]:
     """Spark's Python workers must import this package (and pandas, pyarrow). PySpark fixes
     their interpreter when the SparkContext starts (``sc.pythonExec``: ``PYSPARK_PYTHON`` as it
     was then, else ``python3`` from the PATH) and gives it to each Python function as it is
@@ -61,7 +63,9 @@ def use_this_python(spark: SparkSession) -> None:
     an interpreter that cannot import it. On a local master the workers run on this machine:
     when the interpreter was not chosen (or cannot import the package), the functions created
     from here on use this one. On a cluster the executors' interpreter is the cluster's to
-    choose; the package itself is shipped (``ship_package``)."""
+    choose; the package itself is shipped (``ship_package``). Returns what it changed; it may
+    run the session's interpreter once (``python -c "import spark_keyed_sql, ..."``) to see
+    whether that one can import this package."""
     sc = spark.sparkContext
     current = getattr(sc, "pythonExec", None) or "python3"
     if not (sc.master or "").startswith("local"):
@@ -73,12 +77,12 @@ def use_this_python(spark: SparkSession) -> None:
                 sc.master,
                 current,
             )
-        return
+        return []
     if same_python(current, sys.executable):
-        return
+        return []
     chosen = current != "python3" or bool(sc.getConf().get("spark.pyspark.python", None))
     if chosen and _imports_package(current):
-        return
+        return []
     if chosen:
         import warnings
 
@@ -89,6 +93,7 @@ def use_this_python(spark: SparkSession) -> None:
             stacklevel=3,
         )
     sc.pythonExec = sys.executable
+    return [f"SparkContext.pythonExec {current!r} -> {sys.executable!r} (the session's later Python functions)"]
 
 
 def _package_zip() -> str:
@@ -99,19 +104,26 @@ def _package_zip() -> str:
     return shutil.make_archive(base, "zip", root_dir=os.path.dirname(package), base_dir="spark_keyed_sql")
 
 
-def ship_package(spark: SparkSession) -> None:
+def ship_package(spark: SparkSession) -> list[str]:
     """On a cluster, executors may lack this package: send it as a zip, once per SparkContext
     (``addPyFile``) or Spark Connect session (``addArtifacts``). Local masters share the driver's
-    interpreter and need nothing."""
+    interpreter and need nothing. Returns what it changed."""
     if is_connect(spark):
-        if spark.conf.get("spark.master", "").startswith("local") or id(spark) in _SHIPPED:
-            return
-        spark.addArtifacts(_package_zip(), pyfile=True)
-        _SHIPPED.add(id(spark))
-        return
+        if spark.conf.get("spark.master", "").startswith("local"):
+            return []
+        with _SHIPPED_LOCK:
+            if id(spark) in _SHIPPED:
+                return []
+            spark.addArtifacts(_package_zip(), pyfile=True)
+            _SHIPPED.add(id(spark))
+        return ["this package added to the Spark Connect session as a Python artifact"]
     sc = spark.sparkContext
     master = sc.master or ""
-    if master.startswith("local") or id(sc) in _SHIPPED:
-        return
-    sc.addPyFile(_package_zip())
-    _SHIPPED.add(id(sc))
+    if master.startswith("local"):
+        return []
+    with _SHIPPED_LOCK:
+        if id(sc) in _SHIPPED:
+            return []
+        sc.addPyFile(_package_zip())
+        _SHIPPED.add(id(sc))
+    return ["this package added to the SparkContext's Python files (addPyFile) for its executors"]

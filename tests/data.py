@@ -1,6 +1,7 @@
 """Deterministic generated inputs for the tests."""
 import datetime as dt
 import random
+from contextlib import contextmanager
 
 BASE = dt.datetime(2026, 1, 1)
 MERCHANTS = ["acme", "books", "cafe", "dine", "eats"]
@@ -40,3 +41,16 @@ def write_parquet(spark, rows, path):
     """Append ``rows`` (make_events dicts) to a Parquet directory as one file."""
     cols = ("user_id", "value", "amount", "merchant", "ts")
     spark.createDataFrame([tuple(r[c] for c in cols) for r in rows], SCHEMA).coalesce(1).write.mode("append").parquet(path)
+
+
+@contextmanager
+def clock_moved(spark, hours: float = 0, seconds: float = 0):
+    """Processing time moved forward (runtime/clock.py) for the queries planned inside: a TTL or
+    a processing-time timer passes without sleeping."""
+    from spark_keyed_sql.runtime.clock import CLOCK_OFFSET_CONF
+
+    spark.conf.set(CLOCK_OFFSET_CONF, str(int((hours * 3600 + seconds) * 1000)))
+    try:
+        yield
+    finally:
+        spark.conf.unset(CLOCK_OFFSET_CONF)

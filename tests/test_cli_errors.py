@@ -91,3 +91,19 @@ def test_user_function_error_is_one_error_line_with_the_users_frame(spark, tmp_p
 def test_unreadable_file_is_one_line(capsys, tmp_path):
     rc, _, err = _run(capsys, "run", str(tmp_path / "missing.sql"))
     assert rc == 2 and err.strip() == f"error: cannot read {tmp_path / 'missing.sql'}: No such file or directory"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "{empty}"], "holds no SQL statement"),
+    (["run", "{query}", "--checkpoint", "/tmp/cp"], "--checkpoint needs --output"),
+    (["run", "{query}", "--udf", "nonsense"], "--udf / '-- udf:' expects NAME=module:Class"),
+    (["run", "{query}", "--udf", "f=no_such_module_xyz:Cls"], "cannot load no_such_module_xyz:Cls for function 'f'"),
+])
+def test_usage_errors_exit_2_with_one_line(spark, tmp_path, capsys, argv, message):
+    """docs/cli.md: every failure is one `error:` line and exit status 2 (usage errors too)."""
+    (tmp_path / "empty.sql").write_text("-- nothing here\n")
+    (tmp_path / "q.sql").write_text("SELECT 1 AS one\n")
+    argv = [a.format(empty=tmp_path / "empty.sql", query=tmp_path / "q.sql") for a in argv]
+    rc, out, err = _run(capsys, *argv)
+    assert rc == cli.EXIT_ERROR == 2, (rc, err)
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from spark_keyed_sql import KeyedProcessor, KeyedSQLError, KeyedTester, StatefulFunction
+from spark_keyed_sql import KeyedProcessor, KeyedQueryError, KeyedSQLError, KeyedTester, StatefulFunction
 from spark_keyed_sql.api.errors import (
     JavaMissingError,
     OutputSchemaError,
@@ -91,23 +91,45 @@ def test_key_not_in_source(ks, bad_df):
 
 
 @pytest.mark.spark_feature("UDTF_ANALYZE")
-def test_table_function_key_not_in_table(spark, ks, bad_df):
-    ks.register("boom", Boom, returns="n bigint")
-    with pytest.raises(Exception, match=r"key column\(s\) \['nokey'\] not in the input table"):
+def test_table_function_key_not_in_table(spark, ks_auto, bad_df):
+    """Plain spark.sql: Spark's own analysis error, carrying ours."""
+    from pyspark.errors import AnalysisException
+
+    ks_auto.register("boom", Boom, returns="n bigint")
+    with pytest.raises(AnalysisException, match=r"key column\(s\) \['nokey'\] not in the input table"):
         spark.sql("SELECT * FROM boom(TABLE(bad_events), key => 'nokey')").collect()
 
 
-@pytest.mark.parametrize("path", ["apply", "table_function"])
-def test_user_exception_names_function_key_and_row(spark, ks, bad_df, path):
+def test_table_call_key_not_in_table_through_ks_sql(ks, bad_df):
     ks.register("boom", Boom, returns="n bigint")
-    with pytest.raises(Exception) as info:
-        if path == "apply":  # on the engine of the `ks` fixture
+    with pytest.raises(KeyedQueryError, match=r"key 'nokey' is not a column of the source"):
+        ks.sql("SELECT * FROM boom(TABLE(bad_events), key => 'nokey')").collect()
+
+
+@pytest.mark.parametrize("path", ["apply", "table_call"])
+def test_user_exception_names_function_key_and_row(spark, ks, bad_df, path):
+    """On the engine of the `ks` fixture: ks.apply, and the table-function form through ks.sql."""
+    ks.register("boom", Boom, returns="n bigint")
+    with pytest.raises(UserFunctionError) as info:
+        if path == "apply":
             ks.apply(bad_df, "boom", key="user_id").collect()
         else:
-            spark.sql("SELECT * FROM boom(TABLE(bad_events), key => 'user_id')").collect()
+            ks.sql("SELECT * FROM boom(TABLE(bad_events), key => 'user_id')").collect()
     msg = str(info.value)
     assert "function 'boom' failed for key 'u7'" in msg
     assert "'value': -3.5" in msg and "ValueError: negative value" in msg
+
+
+@pytest.mark.spark_feature("UDTF_ANALYZE")
+def test_user_exception_in_plain_spark_sql_table_function(spark, ks_auto, bad_df):
+    """Plain spark.sql is Spark's: its PythonException, whose text names function, key and row."""
+    from pyspark.errors import PythonException
+
+    ks_auto.register("boom", Boom, returns="n bigint")
+    with pytest.raises(PythonException) as info:
+        spark.sql("SELECT * FROM boom(TABLE(bad_events), key => 'user_id')").collect()
+    msg = str(info.value)
+    assert "function 'boom' failed for key 'u7'" in msg and "ValueError: negative value" in msg
 
 
 def test_user_exception_in_tester_is_typed():
@@ -118,20 +140,17 @@ def test_user_exception_in_tester_is_typed():
     assert isinstance(info.value.cause, ValueError)
 
 
-@pytest.mark.parametrize("path", ["apply", "table_function"])
+@pytest.mark.parametrize("path", ["apply", "table_call"])
 def test_output_not_matching_returns(spark, ks, bad_df, path):
     ks.register("wrong_keys", WrongKeys, returns="n bigint, m bigint")
     ks.register("wrong_type", WrongType, returns="n bigint")
     for name, pattern in (("wrong_keys", r"key\(s\) \['zzz'\] that are not columns"), ("wrong_type", r"column 'n': expected BIGINT, got str")):
-        with pytest.raises(Exception) as info:
+        with pytest.raises(OutputSchemaError, match=pattern) as info:
             if path == "apply":
                 ks.apply(bad_df, name, key="user_id").collect()
             else:
-                spark.sql(f"SELECT * FROM {name}(TABLE(bad_events), key => 'user_id')").collect()
+                ks.sql(f"SELECT * FROM {name}(TABLE(bad_events), key => 'user_id')").collect()
         assert f"function '{name}'" in str(info.value)
-        import re
-
-        assert re.search(pattern, str(info.value)), str(info.value)[:2000]
 
 
 def test_tuple_of_wrong_length():

@@ -6,7 +6,7 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["KeyContext", "TimerService", "to_epoch_ms", "from_epoch_ms"]
+__all__ = ["KeyCall", "KeyContext", "TimerService", "to_epoch_ms", "from_epoch_ms"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
@@ -41,58 +41,90 @@ class TimerService(Protocol):
     def list(self) -> list[int]: ...
 
 
+class KeyCall:
+    """The key a runner is running, re-pointed by the runtime at each key (one per runner, not
+    one per key): ``self.ctx`` reads it. The runtime's side of ``self.ctx``."""
+
+    __slots__ = ("key", "keyed", "timers", "clear", "processing_ms", "watermark_ms", "cleared")
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.keyed = False
+        self.timers: TimerService | None = None  # the key's timers (None: no key is being run)
+        self.clear: Callable[[], None] | None = None  # what clear_state() calls
+        self.processing_ms: int | None = None
+        self.watermark_ms: int | None = None
+        self.cleared = False  # clear_state() was called since the last row began
+
+    @property
+    def active(self) -> bool:
+        """Is a key being run?"""
+        return self.timers is not None
+
+    def leave(self) -> None:
+        """The key is done: nothing of it is reachable through ``self.ctx`` any more."""
+        self.key, self.keyed, self.timers, self.clear = None, False, None, None
+
+
 class KeyContext:
     """What ``self.ctx`` offers inside ``execute`` / ``process`` / ``on_timer``."""
 
-    def __init__(self) -> None:
-        self._key: Any = None
-        self._keyed = False
-        self._timers: TimerService | None = None
-        self._clear: Callable[[], None] | None = None
-        self._processing_ms: int | None = None
-        self._watermark_ms: int | None = None
+    __slots__ = ("_call",)
 
-    # -- set by the runtime (SAGE: set_current_key / clear_key)
+    def __init__(self) -> None:
+        self._call = KeyCall()
+
+    @property
+    def call(self) -> KeyCall:
+        """The runtime's handle on the current key (not for user code)."""
+        return self._call
+
+    # -- SAGE's set_current_key / clear_key (the runtime sets the key; these remain for code
+    # written against SAGE's context)
     def set_current_key(self, key: Any, keyed: bool = True) -> None:
-        self._key = key
-        self._keyed = keyed
+        self._call.key = key
+        self._call.keyed = keyed
 
     def clear_key(self) -> None:
-        self._key = None
-        self._keyed = False
+        self._call.key = None
+        self._call.keyed = False
 
     # -- user API
     def get_key(self) -> Any:
         """The current key: a scalar for one key column, a tuple for several, None when unkeyed."""
-        return self._key
+        return self._call.key
 
     @property
     def is_keyed(self) -> bool:
         """True inside a keyed query, even when the current key is NULL."""
-        return self._keyed
+        return self._call.keyed
 
     def clear_state(self) -> None:
         """Drop all state of the current key."""
-        if self._clear is None:
+        clear = self._call.clear
+        if clear is None:
             raise RuntimeError("clear_state() is only available while a key is being processed")
-        self._clear()
+        clear()
 
     def _timer_service(self) -> TimerService:
-        if self._timers is None:
+        timers = self._call.timers
+        if timers is None:
             raise RuntimeError("timers are only available while a key is being processed")
-        return self._timers
+        return timers
 
     def register_timer(self, ts: Any) -> None:
-        (self._timers or self._timer_service()).register(to_epoch_ms(ts))
+        (self._call.timers or self._timer_service()).register(to_epoch_ms(ts))
 
     def delete_timer(self, ts: Any) -> None:
-        (self._timers or self._timer_service()).delete(to_epoch_ms(ts))
+        (self._call.timers or self._timer_service()).delete(to_epoch_ms(ts))
 
     def list_timers(self) -> list[_dt.datetime]:
         return [from_epoch_ms(ms) for ms in sorted(self._timer_service().list())]
 
     def current_processing_time(self) -> _dt.datetime | None:
-        return None if self._processing_ms is None else from_epoch_ms(self._processing_ms)
+        ms = self._call.processing_ms
+        return None if ms is None else from_epoch_ms(ms)
 
     def current_watermark(self) -> _dt.datetime | None:
-        return None if self._watermark_ms is None else from_epoch_ms(self._watermark_ms)
+        ms = self._call.watermark_ms
+        return None if ms is None else from_epoch_ms(ms)

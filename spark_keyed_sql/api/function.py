@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 DEFAULT_EXCLUDED = frozenset({"logger", "_logger", "runtime_context", "ctx"})
-_RUNTIME_SLOTS = frozenset({"_ctx", "ctx", "_ks_accessors"})  # what the runtime keeps on an instance
+_RUNTIME_SLOTS = frozenset({"_ctx", "ctx", "_ks_accessors"})  # what the runtime keeps on an instance (api/state.py)
 
 
 def attach_context(instance: Any) -> KeyContext:
@@ -83,6 +83,10 @@ class KeyedProcessor(_Keyed):
 
     def process(self, key: Any, rows: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define process(self, key, rows)")
+
+    def close(self) -> None:
+        """Called once at the end of each task's pass over a batch (as Spark calls a
+        StatefulProcessor's ``close()`` at the end of each partition); nothing by default."""
 
     def on_initial_state(self, key: Any, state_row: dict) -> None:
         """Seed the key's state from one row of an initial-state table. Default: for each

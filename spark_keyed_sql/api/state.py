@@ -26,7 +26,28 @@ __all__ = [
     "ValueAccessor",
     "ListAccessor",
     "MapAccessor",
+    "bind_accessors",
+    "current_accessors",
+    "unbind_accessors",
 ]
+
+# Where a KeyedProcessor instance holds the accessors of the key being run: the runtime binds
+# them before user code runs and unbinds them after; the descriptors read them. These three
+# functions are the only code that touches the slot.
+_ACCESSORS_SLOT = "_ks_accessors"
+
+
+def bind_accessors(instance: Any, accessors: dict[str, Any]) -> None:
+    instance.__dict__[_ACCESSORS_SLOT] = accessors
+
+
+def unbind_accessors(instance: Any) -> None:
+    instance.__dict__.pop(_ACCESSORS_SLOT, None)
+
+
+def current_accessors(instance: Any) -> dict[str, Any] | None:
+    """The accessors of the key being run (None outside a key's call)."""
+    return instance.__dict__.get(_ACCESSORS_SLOT)
 
 
 class StateKind(str, Enum):
@@ -55,7 +76,7 @@ class StateDescriptor:
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        accessors = instance.__dict__.get("_ks_accessors")
+        accessors = instance.__dict__.get(_ACCESSORS_SLOT)
         if accessors is None or self.name not in accessors:
             raise StateAccessError(
                 f"state '{self.name}' of {self.owner} is only available inside process(), "

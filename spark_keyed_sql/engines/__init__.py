@@ -4,6 +4,8 @@ engines from here; nothing outside this package branches on an engine's name or 
 
 from __future__ import annotations
 
+import logging
+
 from ..api.errors import SchemaError
 from ..compat.features import SparkFeatures
 from ..runtime.spec import FunctionSpec
@@ -29,6 +31,8 @@ __all__ = [
     "output_schema",
     "require_engine",
 ]
+
+log = logging.getLogger(__name__)
 
 AUTO = "auto"
 
@@ -98,6 +102,8 @@ def choose(
         return c.streams_as_dataframe or (per_batch_ok and not connect and c.streams_per_batch)
 
     engine = next((e for e in available(features) if can(e)), None)
+    log.debug("auto engine for %s (streaming=%s, on %s): %s", spec.name, streaming, features.describe(),
+              engine.name if engine else None)
     if engine is None:
         # only an engine this Spark lacks could run the step: name what it needs
         wanted = next(e for e in _PREFERENCE if can(e))

@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..compat.codegen import generated_function
+
 __all__ = ["comparable", "concat", "event_builder", "fewer_collections", "key_runs", "naive", "pylist", "run_starts"]
 
 
@@ -131,8 +133,7 @@ def event_builder(names: list[str]) -> Callable[..., list[dict]]:
         src = f"def events({cs}):\n    return [{{{body}}} for {vs} in zip({cs})]\n"
     else:
         src = "def events(n):\n    return [{} for _ in range(n)]\n"
-    exec(compile(src, "<spark_keyed_sql event builder>", "exec"), env)  # noqa: S102 - built from argument positions
-    return env["events"]
+    return generated_function(src, "events", env, "event builder")
 
 
 @contextmanager

@@ -181,12 +181,10 @@ class Engine(ABC):
         result has the key columns, then the function's ``returns`` columns, then the plan's
         pass-through columns."""
 
+    @abstractmethod
     def start_stream(self, job: StreamJob) -> StreamRun:
-        """Start ``job`` as a streaming query. By default the statement is one streaming
-        DataFrame (its keyed steps bound with ``apply``) written to the sink."""
-        from .dataframe_stream import DataFrameStreamRun
-
-        return DataFrameStreamRun.start(job)
+        """Start ``job`` as a streaming query (``dataframe_stream.DataFrameStreamRun`` runs a
+        statement that is one streaming DataFrame, its keyed steps bound with ``apply``)."""
 
 
 def output_schema(source: T.StructType, plan: KeyedPlan) -> T.StructType:

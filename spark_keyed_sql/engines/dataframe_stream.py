@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from ..api.errors import SchemaError
 from ..state.fs import CheckpointFS, is_path
 from .base import StreamJob, StreamRun
+from .streams import configure_writer, wait_until_done
 
 __all__ = ["DataFrameStreamRun", "process_all_available", "recent_progress", "state_metrics", "start_sink"]
 
@@ -131,13 +132,7 @@ class DataFrameStreamRun(StreamRun):
                 f"{job.where} needs a streaming source (a readStream view, a file directory such as parquet.`/dir`, a "
                 "view over files, or a catalog table); use ks.sql for batch"
             )
-        writer = df.writeStream.outputMode("append")
-        if job.checkpoint:
-            writer = writer.option("checkpointLocation", job.checkpoint)
-        if job.available_now:
-            writer = writer.trigger(availableNow=True)
-        elif job.trigger:
-            writer = writer.trigger(processingTime=job.trigger)
+        writer = configure_writer(df.writeStream.outputMode("append"), job, job.checkpoint)
         before = committed_rows(job.spark, job.sink) if job.available_now else 0
         with _shuffle_partitions(job.spark, job.state_partitions):
             query = start_sink(writer, job.sink)
@@ -149,9 +144,11 @@ class DataFrameStreamRun(StreamRun):
     def wait(self) -> None:
         """Until the availableNow query ends; with timers Spark runs it in ProcessingTime mode,
         where availableNow never ends, so it is stopped once a batch has found no new input."""
-        q, progress, seen = self.query, self.job.progress, 0
-        while q.isActive:
-            q.awaitTermination(1)
+        q, progress = self.query, self.job.progress
+        seen = 0
+
+        def poll() -> None:
+            nonlocal seen
             recent = recent_progress(q)
             if progress is not None:
                 for p in recent[seen:]:
@@ -162,9 +159,8 @@ class DataFrameStreamRun(StreamRun):
                 seen = len(recent)
             if self.job.has_timers and len(recent) > 1 and recent[-1]["numInputRows"] == 0:
                 q.stop()
-            time.sleep(0.05)
-        if q.exception() is not None:
-            raise q.exception()
+
+        wait_until_done(q, poll)
 
     def summary(self) -> dict[str, Any]:
         progress = [p for p in recent_progress(self.query) if p.get("batchId") is not None]

@@ -8,16 +8,17 @@ State lives for the query (batch only).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import types as T
 
 from ..api.errors import SchemaError
+from ..runtime.clock import now_ms
 from ..runtime.columns import parse_column_list, parse_order_list, quote
 from ..runtime.runner import KeyedRunner, user_key
 from ..runtime.spec import FunctionSpec
+from ..runtime.timers import pop_due
 from ..state.memory import MemoryKeyState, memory_binding
 from ..state.spark_types import to_spark
 
@@ -76,7 +77,7 @@ def make_table_function(spec: FunctionSpec) -> type:
             self.current: tuple | None = None
             self.buffer: list[tuple] = []
             # the processing time of this one-shot query (current_processing_time(), timers)
-            self.now_ms = int(time.time() * 1000)
+            self.now_ms = now_ms()
 
         def _setup(self, row: Any, key: str | None, order_by: str | None) -> None:
             self.fields = list(row.__fields__)
@@ -103,9 +104,7 @@ def make_table_function(spec: FunctionSpec) -> type:
                     yield (*kv, *out)
                 # end of input for this key: timers still due fire now, in timestamp order
                 # (Flink's batch rule); a timer registered by on_timer fires too
-                while state.timers:
-                    t = min(state.timers)
-                    state.timers.discard(t)
+                for t in pop_due(state.timers, None):
                     for out in self.runner.fire_timer(key, t, binding, self.now_ms, t):
                         yield (*kv, *out)
 

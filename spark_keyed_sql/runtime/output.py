@@ -8,6 +8,7 @@ from typing import Any
 
 from ..api.errors import OutputSchemaError, StateTypeError
 from ..api.types import FAST_CHECK_NAMES, StructType, coerce, fast_check, short_repr
+from ..compat.codegen import generated_function
 
 __all__ = ["normalize_output", "normalizer", "rows_as_dicts", "snapshot", "tuple_converter", "Where", "resolve_where"]
 
@@ -54,8 +55,8 @@ def _converters(fields: tuple) -> tuple[Callable[[Any], tuple], Callable[[dict],
         f"def from_tuple(value):\n{unpack}\n{body}\n    return ({vs}{',' if fields else ''})\n"
         f"def from_dict(value):\n    g = value.get\n{gets}\n{body}\n    return ({vs}{',' if fields else ''})\n"
     )
-    exec(compile(src, "<spark_keyed_sql output converter>", "exec"), env)  # noqa: S102 - built from field positions only
-    return env["from_tuple"], env["from_dict"]
+    from_tuple = generated_function(src, "from_tuple", env, "output converter")
+    return from_tuple, env["from_dict"]
 
 
 def tuple_converter(schema: StructType) -> Callable[[Any], tuple]:

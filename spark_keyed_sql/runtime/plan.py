@@ -26,6 +26,8 @@ class KeyedPlan:
     # OPTIONS (state_partitions = n): the state partitions of a new checkpoint (bulk and tws), and
     # a one-shot bulk batch's hash partitions (None: spark.sql.shuffle.partitions; adaptive on batch)
     partitions: int | None = None
+    # processing time's offset from the wall clock (runtime/clock.py; tests move time with it)
+    clock_offset_ms: int = 0
 
     @property
     def event_names(self) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 from ..api.context import to_epoch_ms
 from ..api.errors import KeyedSQLError, RegistrationError, StateAccessError
 from ..api.function import KeyedProcessor
-from ..api.state import ListState, MapState, StateDescriptor, StateStorage, ValueState
+from ..api.state import ListState, MapState, StateDescriptor, StateStorage, ValueState, current_accessors
 from ..api.types import StructType, coerce, parse_schema
 
 __all__ = ["STYLES", "is_stateful_processor", "adapt_processor", "processor_style"]
@@ -103,6 +103,7 @@ class _Declared:
     def __init__(self, where: str) -> None:
         self.where = where
         self.descriptors: dict[str, StateDescriptor] = {}
+        self.single: dict[str, bool] = {}  # a state declared with a one-field schema: pyspark's (v,) is v here
         self.deleted: set[str] = set()
 
     def value(self, name: str, schema: Any, ttl: Any) -> StateDescriptor:
@@ -133,7 +134,7 @@ class _Declared:
                 "name of a KeyedProcessor method)"
             )
         self.deleted.discard(name)
-        desc.single_field = single  # type: ignore[attr-defined]
+        self.single[name] = single
         self.descriptors[name] = desc
         return desc
 
@@ -157,12 +158,12 @@ def _runtime_error(message: str) -> Exception:
 class _Var:
     """Base of the state objects the user's processor holds; bound to the current key."""
 
-    def __init__(self, owner: Any, name: str, desc: StateDescriptor) -> None:
-        self._owner, self._name, self._desc = owner, name, desc
+    def __init__(self, owner: Any, name: str, desc: Any, single: bool) -> None:
+        self._owner, self._name, self._desc, self._single = owner, name, desc, single
 
     def _storage(self, op: str) -> StateStorage:
-        accessors = self._owner.__dict__.get("_ks_accessors")
-        if self._name in self._owner.__dict__.get("_ks_deleted", ()):
+        accessors = current_accessors(self._owner)
+        if self._name in _deleted(self._owner):
             raise _runtime_error(
                 f"Error {op}: state variable '{self._name}' was removed by deleteIfExists('{self._name}')"
             )
@@ -174,16 +175,16 @@ class _Var:
         return accessors[self._name]._storage
 
     def _in(self, v: Any) -> Any:
-        if getattr(self._desc, "single_field", False):
+        if self._single:
             if not isinstance(v, (tuple, list)) or len(v) != 1:
                 raise StateAccessError(f"state '{self._name}' holds one-field rows: give a 1-tuple, got {v!r}")
             v = v[0]
         elif hasattr(v, "asDict") and not isinstance(v, tuple):
             v = v.asDict()
-        return coerce(v, self._desc.type, f"value for state '{self._name}'")  # type: ignore[attr-defined]
+        return coerce(v, self._desc.type, f"value for state '{self._name}'")
 
     def _out(self, v: Any) -> tuple:
-        return (v,) if getattr(self._desc, "single_field", False) else tuple(v)
+        return (v,) if self._single else tuple(v)
 
     def clear(self) -> None:
         self._storage("clearing state").clear()
@@ -237,7 +238,7 @@ class _MapVar(_Var):
             if len(k) != 1:
                 raise StateAccessError(f"map state '{self._name}': a user key is a 1-tuple, got {k!r}")
             k = k[0]
-        return coerce(k, self._desc.key_type, f"key for map state '{self._name}'")  # type: ignore[attr-defined]
+        return coerce(k, self._desc.key_type, f"key for map state '{self._name}'")
 
     def _items(self, op: str) -> list[tuple[Any, Any]]:
         return sorted(self._storage(op).map_items(), key=_map_order)
@@ -281,10 +282,11 @@ class _Handle:
         self._declared, self._owner = declared, owner
 
     def _var(self, desc: StateDescriptor, name: str) -> Any:
+        single = self._declared.single.get(name, False)
         if self._owner is None:
-            return _VARS[desc.kind](_Recorded(), name, desc)
-        self._owner.__dict__.setdefault("_ks_deleted", set()).discard(name)
-        return _VARS[desc.kind](self._owner, name, desc)
+            return _VARS[desc.kind](_Recorded(), name, desc, single)
+        _deleted(self._owner).discard(name)
+        return _VARS[desc.kind](self._owner, name, desc, single)
 
     def getValueState(self, stateName: str, schema: Any, ttlDurationMs: int | None = None) -> Any:
         return self._var(self._declared.value(stateName, schema, ttlDurationMs), stateName)
@@ -296,7 +298,7 @@ class _Handle:
         return self._var(self._declared.map(stateName, userKeySchema, valueSchema, ttlDurationMs), stateName)
 
     def _ctx(self, op: str) -> Any:
-        if self._owner is None or self._owner.__dict__.get("_ks_accessors") is None:
+        if self._owner is None or current_accessors(self._owner) is None:
             raise _runtime_error(f"{op} is only available while a key is being processed, not in init()")
         return self._owner.ctx
 
@@ -314,18 +316,24 @@ class _Handle:
         if owner is None:
             self._declared.delete(stateName)
             return
-        accessors = owner.__dict__.get("_ks_accessors")
+        accessors = current_accessors(owner)
         if accessors is None:  # in init(): the variable is gone until declared again
-            owner.__dict__.setdefault("_ks_deleted", set()).add(stateName)
+            _deleted(owner).add(stateName)
         elif stateName in accessors:
             accessors[stateName].clear()
 
 
 class _Recorded:
-    """Owner of the state objects made while recording: using them in init() is an error."""
+    """Owner of the state objects made while recording: using them in init() is an error (it
+    never has accessors bound)."""
 
     def __init__(self) -> None:
-        self._ks_accessors = None
+        self._deleted_state: set[str] = set()
+
+
+def _deleted(owner: Any) -> set[str]:
+    """The state variables ``deleteIfExists`` removed in the owner's init() (until declared again)."""
+    return owner._deleted_state
 
 
 # ---------------------------------------------------------------------- rows in, rows out
@@ -334,7 +342,7 @@ class _Recorded:
 def _timer_values(ctx: Any) -> Any:
     from pyspark.sql.streaming.stateful_processor import TimerValues
 
-    p, w = ctx._processing_ms, ctx._watermark_ms
+    p, w = ctx.call.processing_ms, ctx.call.watermark_ms
     return TimerValues(-1 if p is None else int(p), -1 if w is None else int(w))
 
 
@@ -436,8 +444,6 @@ def adapt_processor(name: str, obj: Any, kwargs: dict[str, Any], style: str | No
     namespace.update(_methods(user_cls, make, declared.where, resolved))
     namespace["__module__"] = __name__
     namespace["__qualname__"] = user_cls.__name__
-    namespace["__ks_processor__"] = user_cls
-    namespace["__ks_style__"] = resolved
     returns = getattr(user_cls, "returns", None)
     namespace["returns"] = returns if isinstance(returns, str) else None
     return type(user_cls.__name__, (KeyedProcessor,), namespace)
@@ -449,7 +455,8 @@ def _methods(user_cls: type, make: Callable[[], Any], where: str, style: str) ->
     def __init__(self: Any, **kwargs: Any) -> None:
         KeyedProcessor.__init__(self)
         user = make()
-        self.__dict__["_ks_user"] = user
+        self._deleted_state = set()
+        self._user = user
         try:
             user.init(_Handle(_Declared(where), self))
         except KeyedSQLError:
@@ -460,21 +467,21 @@ def _methods(user_cls: type, make: Callable[[], Any], where: str, style: str) ->
     def process(self: Any, key: Any, rows: Any) -> list[Any]:
         k = _key_tuple(self, key)
         data = iter([_pandas_frame(rows)]) if pandas else iter([_row(r) for r in rows])
-        return _collect(self._ks_user.handleInputRows(k, data, _timer_values(self.ctx)), style)
+        return _collect(self._user.handleInputRows(k, data, _timer_values(self.ctx)), style)
 
     def on_initial_state(self: Any, key: Any, state_row: dict) -> None:
         import pandas as pd
 
         k = _key_tuple(self, key)
         init = _pandas_frame(pd.DataFrame([state_row])) if pandas else _row(state_row)
-        self._ks_user.handleInitialState(k, init, _timer_values(self.ctx))
+        self._user.handleInitialState(k, init, _timer_values(self.ctx))
 
-    def _ks_close(self: Any) -> None:
-        self._ks_user.close()
+    def close(self: Any) -> None:
+        self._user.close()
 
     methods: dict[str, Any] = {
         "__init__": __init__,
-        "_ks_close": _ks_close,
+        "close": close,
         "process": process,
         "on_initial_state": on_initial_state,
         # the runner hands row-style processors the rows as dicts, not a pandas frame
@@ -487,7 +494,7 @@ def _methods(user_cls: type, make: Callable[[], Any], where: str, style: str) ->
 
             k = _key_tuple(self, key)
             info = ExpiredTimerInfo(to_epoch_ms(timestamp))
-            return _collect(self._ks_user.handleExpiredTimer(k, _timer_values(self.ctx), info), style)
+            return _collect(self._user.handleExpiredTimer(k, _timer_values(self.ctx), info), style)
 
         methods["on_timer"] = on_timer
     return methods

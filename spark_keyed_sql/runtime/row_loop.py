@@ -14,20 +14,19 @@ from functools import lru_cache
 from typing import Any
 
 from ..api.types import FAST_CHECK_NAMES, StructType, fast_check
+from ..compat.codegen import generated_function
 
 __all__ = ["RowLoop", "row_loop"]
 
-# (events, position of the first event's input row, execute, out, src, runner, ctx, key, keyed)
-RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any, bool], None]
+# (events, position of the first event's input row, execute, out, src, runner, call, key)
+RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any], None]
 
 _LOOP = """\
-def loop(events, i, execute, out, src, runner, ctx, key, keyed):
+def loop(events, i, execute, out, src, runner, call, key):
     append, src_append = out.append, src.append
     for event in events:
         # a clear_state() in an earlier row is followed by this row's updates
-        runner._cleared = False
-        ctx._key = key  # (cleared once the key is done: no user code runs between rows)
-        ctx._keyed = keyed
+        call.cleared = False
         try:
             result = execute(event)
         except Exception as exc:
@@ -78,5 +77,4 @@ def _generated(checks: tuple[str, ...] | None) -> RowLoop:
         unpack = ", ".join(f"v{i}" for i in range(len(checks)))
         fast = _FAST.format(width=len(checks), unpack=unpack, checks=" and ".join(checks))
     env: dict[str, Any] = dict(FAST_CHECK_NAMES)
-    exec(compile(_LOOP.format(fast=fast), "<spark_keyed_sql row loop>", "exec"), env)  # noqa: S102 - built from the schema's types only
-    return env["loop"]
+    return generated_function(_LOOP.format(fast=fast), "loop", env, "row loop")

@@ -18,8 +18,9 @@ from ..api.context import from_epoch_ms
 from ..api.errors import KeyedSQLError, OutputSchemaError, StateTypeError, UserFunctionError
 from ..api.function import state_descriptors
 from ..api.rows import check_rows_format
-from ..api.state import ACCESSORS
+from ..api.state import ACCESSORS, bind_accessors, current_accessors, unbind_accessors
 from ..api.types import short_repr
+from ..compat.codegen import generated_function
 from ..state.attributes import AttributeLayout
 from ..state.binding import KeyBinding
 from ..state.encoding import loads
@@ -68,8 +69,7 @@ def _event_maker(event_map: tuple[tuple[str, str], ...]) -> Callable[[list[dict]
         env[f"n{i}"], env[f"c{i}"] = name, col
         items.append(f"n{i}: r[c{i}]")
     src = f"def make(rows):\n    return [{{{', '.join(items)}}} for r in rows]\n"
-    exec(compile(src, "<spark_keyed_sql event map>", "exec"), env)  # noqa: S102 - built from positions only
-    return env["make"]
+    return generated_function(src, "make", env, "event map")
 
 
 
@@ -90,6 +90,7 @@ class KeyedRunner:
     def __post_init__(self) -> None:
         self.instance = self.spec.instantiate()
         self.ctx = self.instance.ctx
+        self.call = self.ctx.call  # the current key, re-pointed at each key (api/context.KeyCall)
         self.layout = AttributeLayout(self.instance) if self.spec.kind is FunctionKind.FUNCTION else None
         self.descriptors = state_descriptors(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else {}
         # what a KeyedProcessor's process(key, rows) gets as rows (checked at registration)
@@ -106,13 +107,13 @@ class KeyedRunner:
 
     # ------------------------------------------------------------ per-key lifecycle
     def _begin(self, key: Any, binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None) -> None:
-        ctx = self.ctx
-        self._cleared = False
-        ctx._processing_ms = processing_ms
-        ctx._watermark_ms = watermark_ms
-        ctx._timers = binding  # (a TimerService over the key's timers)
+        call = self.call
+        call.cleared = False
+        call.processing_ms = processing_ms
+        call.watermark_ms = watermark_ms
+        call.timers = binding  # (a TimerService over the key's timers)
+        call.clear = self._clear_fn
         self._binding = binding
-        ctx._clear = self._clear_fn
         if self.layout is not None:
             row = binding.load_attributes()
             if row is None:
@@ -120,10 +121,10 @@ class KeyedRunner:
             else:
                 self.layout.decode_into(self.instance, row)
         else:  # (an empty mapping still says a key is being run)
-            self.instance.__dict__["_ks_accessors"] = {
+            bind_accessors(self.instance, {
                 name: ACCESSORS[d.kind](d, binding.variable(d)) for name, d in self.descriptors.items()
-            } if self.descriptors else _NO_ACCESSORS
-        ctx._key, ctx._keyed = key, self.keyed  # (ctx.set_current_key)
+            } if self.descriptors else _NO_ACCESSORS)
+        call.key, call.keyed = key, self.keyed
 
     def _hold_or_end(self, key: Any, binding: KeyBinding, hold: bool) -> bool:
         """End the key, or (``hold``, and nothing would change by it) keep it live: True if held."""
@@ -134,10 +135,11 @@ class KeyedRunner:
 
     def _resume(self, key: Any, processing_ms: int | None, watermark_ms: int | None) -> None:
         """Continue a held key: what ``_begin`` sets per call, without reloading the state."""
-        self._cleared = False
-        self.ctx._processing_ms = processing_ms
-        self.ctx._watermark_ms = watermark_ms
-        self.ctx.set_current_key(key, self.keyed)
+        call = self.call
+        call.cleared = False
+        call.processing_ms = processing_ms
+        call.watermark_ms = watermark_ms
+        call.key, call.keyed = key, self.keyed
 
     def release(self, key: Any, binding: KeyBinding) -> None:
         """End a key that a ``hold=True`` call left live: its state is stored now."""
@@ -147,15 +149,16 @@ class KeyedRunner:
         """``self.ctx.clear_state()``: all state of the key being run."""
         if self.layout is not None:
             self.layout.reset(self.instance)
-            self._cleared = True
+            self.call.cleared = True
+        accessors = current_accessors(self.instance)
         for name in self.descriptors:
-            self.instance.__dict__["_ks_accessors"][name].clear()
+            accessors[name].clear()
         self._binding.clear_timers()
 
     def _end(self, key: Any, binding: KeyBinding) -> None:
         try:
             if self.layout is not None:
-                if self._cleared:
+                if self.call.cleared:
                     binding.clear_attributes()
                 else:
                     try:
@@ -163,13 +166,10 @@ class KeyedRunner:
                     except KeyedSQLError as exc:
                         raise type(exc)(f"function '{self.spec.name}', key {key!r}: {exc}") from None
         finally:
-            ctx = self.ctx
-            ctx._key, ctx._keyed = None, False  # (ctx.clear_key)
-            ctx._timers = None
-            ctx._clear = None
+            self.call.leave()
             self._binding = None
             if self.layout is None:  # (a KeyedProcessor: its state variables; a function has none)
-                self.instance.__dict__.pop("_ks_accessors", None)
+                unbind_accessors(self.instance)
 
     def _call(self, key: Any, where: Where, fn: Any, *args: Any) -> list[Any]:
         """Call user code; ``where`` (a string, or a callable building it) only on error."""
@@ -191,11 +191,10 @@ class KeyedRunner:
     def close(self) -> None:
         """The end of a task's (or, on ``tws``, a partition's) pass: a pyspark StatefulProcessor's
         ``close()`` runs here, as Spark calls it at the end of each partition of a batch."""
-        hook = getattr(self.instance, "_ks_close", None)
-        if hook is None:
+        if self.spec.kind is not FunctionKind.PROCESSOR:
             return
         try:
-            hook()
+            self.instance.close()
         except Exception as exc:
             raise UserFunctionError(self.spec.name, None, "close()", exc) from exc
 
@@ -215,13 +214,13 @@ class KeyedRunner:
         self._begin(key, binding, processing_ms, watermark_ms)
         held = False
         try:
-            self._row_loop(events, src0, self.instance.execute, out, src, self, self.ctx, key, self.keyed)
+            self._row_loop(events, src0, self.instance.execute, out, src, self, self.call, key)
             held = hold
             if not held:
                 self._end(key, binding)
             return held
         finally:
-            if not held and self.ctx._timers is not None:  # (an error: end the key all the same)
+            if not held and self.call.active:  # (an error: end the key all the same)
                 self._end(key, binding)
 
     def stays_live(self) -> bool:
@@ -324,7 +323,7 @@ class KeyedRunner:
             self.held = self._hold_or_end(key, binding, hold)
             return out
         finally:
-            if not self.held and self.ctx._timers is not None:
+            if not self.held and self.call.active:
                 self._end(key, binding)
 
     def _seed_value(self, name: str, v: Any) -> Any:

@@ -11,6 +11,7 @@ inner one's view), and the caller runs the final SQL.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
 from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
+from ..runtime.clock import session_offset_ms
 from ..runtime.plan import KeyedPlan
 from ..runtime.runner import OrderSpec
 from ..runtime.spec import FunctionKind, FunctionSpec
@@ -32,6 +34,8 @@ from .sources import Sources, literal, view_name
 from .statement import KeyedStatement, KeyedStep, RunMode
 
 __all__ = ["KNOWN_OPTIONS", "STREAMING_ONLY_OPTIONS", "plan_statement"]
+
+log = logging.getLogger(__name__)
 
 KNOWN_OPTIONS = {"engine", "checkpoint", "output_mode", "trigger", "max_files_per_trigger", "state_partitions"}
 MAX_STATE_PARTITIONS = 100_000
@@ -379,7 +383,7 @@ class _Planner:
         plan = KeyedPlan(
             call.spec, keys, args, order, initial_df, str(call.options.get("output_mode", "Append")).capitalize(),
             call.arg_names, through, et, _interval_ms(group.args.get("watermark")),
-            partitions=call.options.get("state_partitions"),
+            partitions=call.options.get("state_partitions"), clock_offset_ms=session_offset_ms(self.spark),
         )
         columns = [f"{_quoted(k)} AS {_quoted(n)}" for k, n in zip(keys, call.key_names)]
         columns += [_quoted(r) for r in call.returns]

@@ -14,6 +14,7 @@ from typing import Any
 from ..api.errors import StateEncodingError, StateTypeError
 from ..api.function import state_attribute_names, typed_attributes
 from ..api.types import FAST_CHECK_NAMES, AtomicType, SqlType, StructField, StructType, coerce, fast_check, to_user
+from ..compat.codegen import generated_function
 from .encoding import dumps, loads
 
 __all__ = ["AttributeLayout", "ENCODED"]
@@ -40,8 +41,7 @@ def _encoder(layout: AttributeLayout) -> Any:
             lines.append(f"    v{i} = dumps(v{i}, w{i})")
     vs = ", ".join(f"v{i}" for i in range(len(layout.names)))
     src = "def encode(d):\n" + ("\n".join(lines) or "    pass") + f"\n    return ({vs}{',' if layout.names else ''})\n"
-    exec(compile(src, f"<attribute encoder {layout.owner}>", "exec"), env)  # noqa: S102 - built from names only
-    return env["encode"]
+    return generated_function(src, "encode", env, f"attribute encoder {layout.owner}")
 
 
 _LIVE = (int, float, str, bool, type(None), bytes, _dt.date, _dt.timedelta)  # JSON round trip gives them back equal
@@ -63,8 +63,7 @@ def _live_check(layout: AttributeLayout) -> Any:
         else:  # a naive datetime comes back equal; an aware one may come back with another tzinfo
             terms.append(f"(type({v}) in __live or (type({v}) is __datetime and {v}.tzinfo is None))")
     src = "def live(d):\n    return " + (" and ".join(terms) or "True") + "\n"
-    exec(compile(src, f"<attribute live check {layout.owner}>", "exec"), env)  # noqa: S102 - built from names only
-    return env["live"]
+    return generated_function(src, "live", env, f"attribute live check {layout.owner}")
 
 
 class AttributeLayout:

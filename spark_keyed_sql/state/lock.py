@@ -13,17 +13,21 @@ process is gone, and by anyone once its heartbeat is older than ``TIMEOUT_S``; `
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from .checkpoint import CheckpointError
 from .fs import CheckpointFS, join
 
 __all__ = ["CheckpointLock", "LOCK_FILE", "unlock", "lock_holder"]
+
+log = logging.getLogger(__name__)
 
 LOCK_FILE = ".spark_keyed_sql.lease"
 _OWN: set[str] = set()  # lease tokens held by this process
@@ -71,6 +75,9 @@ class CheckpointLock:
     TIMEOUT_S = 120.0  # a lease not refreshed for this long belongs to nobody
 
     def __init__(self, checkpoint: str, spark: Any = None, query: str | None = None):
+        """``on_lost`` (set by the caller once its query runs) is called, once, if someone else
+        takes the lease over while this process holds it."""
+        self.on_lost: Callable[[CheckpointError], None] | None = None
         self.checkpoint = checkpoint
         self.fs = CheckpointFS(spark)
         self.path = join(checkpoint, LOCK_FILE)
@@ -88,9 +95,25 @@ class CheckpointLock:
             "started_ms": self.started_ms, "heartbeat_ms": _now_ms(),
         }, sort_keys=True)
 
+    def _garbage(self) -> None:
+        """The lease file is not a lease (damaged, or half-written by a process that died): taken
+        over once it is older than the timeout, refused before (it may be a live writer's)."""
+        try:
+            age_s = (_now_ms() - self.fs.modified_ms(self.path)) / 1000
+        except (OSError, FileNotFoundError):
+            return
+        if age_s > self.TIMEOUT_S:
+            log.warning("lease file %s is not a lease (damaged or half-written, %.0f s old): taken over", self.path, age_s)
+            return
+        raise CheckpointError(
+            f"lease file {self.path} is not a lease (damaged, or being written, {age_s:.0f} s ago); if no query runs on "
+            f"checkpoint {self.checkpoint!r}, remove it with ks.unlock({self.checkpoint!r}) or spark-keyed-sql state unlock "
+            f"{self.checkpoint}; it is taken over by itself once it is {self.TIMEOUT_S:.0f} s old"
+        )
+
     def _stale(self, holder: dict) -> bool:
-        if not holder or not isinstance(holder.get("heartbeat_ms"), int):
-            return True  # unreadable / half-written by a dead process
+        if not isinstance(holder.get("heartbeat_ms"), int):
+            return True  # not a lease we wrote
         if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
             if holder["pid"] == os.getpid():
                 return holder.get("owner") not in _OWN  # an earlier life of this pid (container restart)
@@ -121,7 +144,9 @@ class CheckpointLock:
                 holder = lock_holder(self.checkpoint, self.fs.spark)
                 if holder is None:
                     continue  # released meanwhile: try again
-                if not self._stale(holder):
+                if holder == {}:
+                    self._garbage()
+                elif not self._stale(holder):
                     raise self._refuse(holder) from None
                 # take over: only if the lease is still the stale one we judged
                 if lock_holder(self.checkpoint, self.fs.spark) == holder:
@@ -134,15 +159,32 @@ class CheckpointLock:
         return self
 
     def _beat(self) -> None:
+        missed = 0
         while not self._stop.wait(self.HEARTBEAT_S):
             try:
                 holder = lock_holder(self.checkpoint, self.fs.spark)
                 if not holder or holder.get("owner") != self.token:
-                    self.lost = True
+                    self._lose(holder)
                     return
                 self.fs.write_text(self.path, self._body())
-            except Exception:  # noqa: BLE001 - a missed beat is retried; the timeout is generous
-                continue
+                missed = 0
+            except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the timeout is generous
+                missed += 1
+                log.warning("lease %s: heartbeat %d missed (%s); taken over by others after %.0f s without one",
+                            self.path, missed, exc, self.TIMEOUT_S)
+
+    def _lose(self, holder: dict | None) -> None:
+        if self._stop.is_set():
+            return  # released meanwhile
+        self.lost = True
+        who = f"process {holder.get('pid')} on {holder.get('host')}" if holder else "nobody (the lease file is gone)"
+        err = CheckpointError(
+            f"checkpoint {self.checkpoint!r}: this query's lease was taken over (it is now held by {who}); two queries "
+            "must not write one checkpoint, so this one stops. Its committed batches are intact"
+        )
+        log.error("%s", err)
+        if self.on_lost is not None:
+            self.on_lost(err)
 
     def release(self) -> None:
         self._stop.set()

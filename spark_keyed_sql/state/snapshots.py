@@ -5,10 +5,11 @@ Layout under ``<checkpoint>/bulk/``::
     steps/<n>-<attempt>/   one attempt at version n, written once by Spark: output, the state
                            rows the batch changed (its delta: new rows, and tombstones for keys
                            whose state is gone) and stats, per job of the batch (``main/``, and
-                           ``rebuild/`` when some state partitions had to be fed from here)
-    commits/<n>.json       created last, without overwrite: version n is done; it names the
-                           base snapshot and the deltas after it that make up its state, which
-                           task's local store holds each state partition, sink and metrics info
+                           ``fed<n>/`` when some state partitions had to be fed from here)
+    commits/<n>.json       created last, without overwrite: version n is done; its record
+                           (``commit_record.py``) names the base snapshot and the deltas after it
+                           that make up its state, which task's local store holds each state
+                           partition, where the stream stands and what the batch did
     bases/<n>-<id>/        a full snapshot as of version n (by state partition), written by a
                            compaction or a migration; ``bases/<n>.json`` (created when the
                            directory is complete) makes it usable
@@ -19,24 +20,21 @@ atomic create-if-absent), and readers follow the commit to the files it names. A
 died before its commit is recomputed into a new attempt directory; leftovers of failed attempts
 and compactions are never read and are deleted by ``cleanup``. So a restart never sees half a
 batch, and recomputing is idempotent, on any file system Spark reaches (docs/reliability.md).
-
-Checkpoints written before deltas existed (each commit naming a full snapshot as ``state``)
-are read as a base without deltas.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from .checkpoint import CheckpointError
+from .commit_record import BaseMarker, CommitRecord
 from .fs import CheckpointFS, join
 
 __all__ = [
     "BULK_DIR",
-    "Commit",
     "KEY_PREFIX",
     "RETAIN",
     "SnapshotStore",
@@ -48,6 +46,8 @@ BULK_DIR = "bulk"
 RETAIN = 20  # committed versions kept readable (read_state(batch_id=...), change feed)
 KEY_PREFIX = "__ks_key"  # snapshot key columns, by position
 STATE_PREFIX = "__ks_s_"  # snapshot state columns
+
+log = logging.getLogger(__name__)
 
 
 def state_column_names(columns: list[str]) -> dict[str, str]:
@@ -64,68 +64,17 @@ def state_column_names(columns: list[str]) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class Commit:
-    version: int
-    info: dict[str, Any]
-
-    @property
-    def spark_batch(self) -> int | None:
-        return self.info.get("spark_batch")
-
-    @property
-    def watermark_ms(self) -> int | None:
-        return self.info.get("watermark_ms")
-
-    @property
-    def base(self) -> str | None:
-        """The base snapshot's directory (relative to bulk/); None when the state is all deltas."""
-        if "base" in self.info:
-            return self.info["base"]
-        return self.info.get("state") or f"state/v={self.version}"  # the first layout: a full snapshot per version
-
-    @property
-    def base_version(self) -> int:
-        return int(self.info.get("base_version", -1 if "base" in self.info else self.version))
-
-    @property
-    def deltas(self) -> list[tuple[int, str]]:
-        """(version, directory) of every delta after the base, oldest first."""
-        return [(int(entry[0]), d) for entry in self.info.get("deltas", []) for d in entry[1]]
-
-    @property
-    def partitions(self) -> int | None:
-        return self.info.get("partitions")
-
-    def token(self, part: int) -> str:
-        """The token of the local store state that holds state partition ``part`` as of this
-        version (a commit that no task wrote, e.g. a migration, names one no store holds)."""
-        for task, parts in self.info.get("stores", {}).items():
-            if part in parts:
-                return f"{self.version}-{self.info.get('attempt')}-{task}"
-        return f"{self.version}-{self.info.get('attempt', 'legacy')}-none"
-
-    @property
-    def files(self) -> set[str]:
-        """Every directory (relative to bulk/) this version's state is read from."""
-        return ({self.base} if self.base else set()) | {d for _, d in self.deltas}
-
-
 class SnapshotStore:
     def __init__(self, checkpoint: str, spark: Any = None):
         self.checkpoint = checkpoint
         self.fs = CheckpointFS(spark)
         self.root = join(checkpoint, BULK_DIR)
-        self._seen: dict[str, Commit] = {}  # commit files never change once created
+        self._seen: dict[str, CommitRecord] = {}  # commit files never change once created
         self._trimmed: set[str] = set()  # committed attempt directories already cut down to what commits read
 
     # ------------------------------------------------------------------ paths
     def path(self, rel: str) -> str:
         return join(self.root, rel)
-
-    def new_attempt(self, version: int) -> str:
-        """A fresh directory name (relative to bulk/, not yet existing) for one attempt at ``version``."""
-        return f"steps/{version}-{uuid.uuid4().hex[:12]}"
 
     def new_base(self, version: int) -> str:
         return f"bases/{version}-{uuid.uuid4().hex[:12]}"
@@ -133,7 +82,7 @@ class SnapshotStore:
     def state_dirs(self, version: int) -> list[str]:
         """Every directory committed ``version``'s state is read from (base first, then deltas)."""
         c = self.get(version)
-        return [self.path(rel) for rel in ([c.base] if c.base else []) + [d for _, d in c.deltas]]
+        return [self.path(rel) for rel in ([c.base] if c.base else []) + [d for _, d in c.delta_dirs]]
 
     def _commit_file(self, version: int) -> str:
         return join(self.root, "commits", f"{version}.json")
@@ -142,31 +91,31 @@ class SnapshotStore:
     def exists(self) -> bool:
         return self.fs.is_dir(join(self.root, "commits"))
 
-    def commits(self) -> list[Commit]:
+    def commits(self) -> list[CommitRecord]:
         d = join(self.root, "commits")
         out = []
-        names = [n for n in self.fs.list(d) if n.endswith(".json") and not n.startswith(".")]
+        names = [n for n in self.fs.list(d) if n.endswith(".json") and not n.startswith(".") and n[: -len(".json")].isdigit()]
         for name in names:
             if name not in self._seen:
+                path = join(d, name)
                 try:
-                    version = int(name[: -len(".json")])
-                    info = json.loads(self.fs.read_text(join(d, name)))
-                except (ValueError, OSError) as exc:
-                    raise CheckpointError(f"checkpoint {self.checkpoint!r}: commit file {name} is unreadable ({exc})") from None
-                self._seen[name] = Commit(version, info)
+                    text = self.fs.read_text(path)
+                except OSError as exc:
+                    raise CheckpointError(f"checkpoint {self.checkpoint!r}: commit file {path} is unreadable ({exc})") from None
+                self._seen[name] = CommitRecord.from_json(text, int(name[: -len(".json")]), path)
             out.append(self._seen[name])
         for gone in set(self._seen) - set(names):
             del self._seen[gone]
         return sorted(out, key=lambda c: c.version)
 
-    def latest(self) -> Commit | None:
+    def latest(self) -> CommitRecord | None:
         cs = self.commits()
         return cs[-1] if cs else None
 
     def committed_spark_batch(self, batch_id: int) -> bool:
         return any(c.spark_batch == batch_id for c in self.commits())
 
-    def get(self, version: int) -> Commit:
+    def get(self, version: int) -> CommitRecord:
         cs = self.commits()
         for c in cs:
             if c.version == version:
@@ -178,16 +127,16 @@ class SnapshotStore:
             else f"checkpoint {self.checkpoint!r} has no committed state yet"
         )
 
-    def commit(self, version: int, info: dict[str, Any]) -> Commit:
-        """Make ``version`` visible: one create-without-overwrite of its commit file. ``info``
-        names the base and deltas of its state; they must be complete directories."""
-        commit = Commit(version, info | {"version": version})
+    def commit(self, commit: CommitRecord) -> CommitRecord:
+        """Make ``commit.version`` visible: one create-without-overwrite of its commit file. The
+        base and deltas it names must be complete directories."""
+        version = commit.version
         known = set().union(*(c.files for c in list(self._seen.values())))  # checked when they were committed
         for rel in commit.files - known:
             if not self.fs.is_dir(self.path(rel)):
                 raise CheckpointError(f"internal: state of version {version} missing at commit ({rel})")
         try:
-            self.fs.create_text(self._commit_file(version), json.dumps(commit.info, sort_keys=True))
+            self.fs.create_text(self._commit_file(version), commit.to_json())
         except FileExistsError:
             raise CheckpointError(
                 f"checkpoint {self.checkpoint!r}: version {version} was committed by another writer meanwhile; "
@@ -196,22 +145,27 @@ class SnapshotStore:
         return commit
 
     # ------------------------------------------------------------------ bases
-    def bases(self) -> list[dict[str, Any]]:
-        """Complete base snapshots made by compaction (marker files), oldest first."""
+    def bases(self) -> list[BaseMarker]:
+        """Complete base snapshots (their markers), oldest first; a marker that is not whole is
+        passed over, as if its compaction had not finished."""
         d = join(self.root, "bases")
         out = []
         for name in self.fs.list(d):
             if name.endswith(".json") and name[: -len(".json")].isdigit():
                 try:
-                    out.append(json.loads(self.fs.read_text(join(d, name))))
-                except (ValueError, OSError):
-                    continue  # unreadable marker: as if the compaction had not finished
-        return sorted(out, key=lambda b: b["version"])
+                    marker = BaseMarker.from_json(self.fs.read_text(join(d, name)))
+                except OSError:
+                    marker = None
+                if marker is None:
+                    log.warning("checkpoint %s: base marker %s is not whole; passed over", self.checkpoint, name)
+                    continue
+                out.append(marker)
+        return sorted(out, key=lambda b: b.version)
 
-    def mark_base(self, version: int, rel: str, info: dict[str, Any]) -> None:
+    def mark_base(self, marker: BaseMarker) -> None:
         """Make a complete base directory usable (create-without-overwrite of its marker)."""
         try:
-            self.fs.create_text(join(self.root, "bases", f"{version}.json"), json.dumps(info | {"version": version, "dir": rel}))
+            self.fs.create_text(join(self.root, "bases", f"{marker.version}.json"), marker.to_json())
         except FileExistsError:
             pass  # an earlier compaction of this version finished first: its base is as good
 
@@ -286,13 +240,10 @@ class SnapshotStore:
         bases = self.bases()
         newest = bases[-1] if bases else None
         if newest is not None:
-            used.add(newest["dir"])  # made since the last commit: the next commit builds on it
+            used.add(newest.dir)  # made since the last commit: the next commit builds on it
         self._sweep("steps", used, latest)
         if not keep_bases:
             self._sweep("bases", used, latest, markers=True)
-        for name in self.fs.list(join(self.root, "state")):  # the first layout: full snapshots per version
-            if f"state/{name}" not in used and name.startswith("v=") and name[2:].isdigit() and int(name[2:]) <= latest:
-                self.fs.delete(join(self.root, "state", name))
         if self.fs.exists(join(self.root, "initial.json")):
             self.fs.delete(join(self.root, "initial.json"), recursive=False)
             self.fs.delete(join(self.root, "initial"))

@@ -5,6 +5,7 @@ engine), and INITIAL STATE FROM seeds it once."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,8 @@ from ..state.checkpoint import CheckpointError, check_compatible, read_metadata,
 from ..state.fs import CheckpointFS, join
 
 __all__ = ["checkpoint_in_sql", "engine_of", "prepare_checkpoint"]
+
+log = logging.getLogger(__name__)
 
 
 def checkpoint_in_sql(statement: KeyedStatement | None) -> str | None:
@@ -62,6 +65,8 @@ def prepare_checkpoint(
             new["partitions"] = was["partitions"]  # chosen by migrate_state
     check_seed(checkpoint, operators, previous, lambda: _has_commits(spark, checkpoint))
     write_metadata(checkpoint, operators, spark)
+    log.debug("%s: checkpoint %s %s (%s)", where, checkpoint, "continued" if old else "started",
+              ", ".join(f"{o['function']} on {o['engine']}" for o in operators))
     return checkpoint
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import threading
 import warnings
 from typing import Any, TypeVar
 
 from ..api import errors as api_errors
 from ..api.errors import KeyedSQLError, UserFunctionError, WorkerPythonError
 from ..compat.exceptions import exception_texts
+from ..engines.background import failure_of
 from ..state.checkpoint import CheckpointError, MigrationError
 
 __all__ = ["from_spark_failure", "from_stream_failure", "translating"]
@@ -105,6 +107,7 @@ _KINDS = {
     "DataFrameNaFunctions", "DataFrameStatFunctions", "PandasCogroupedOps",
 }
 _CLASSES: dict[type, type] = {}
+_CLASSES_LOCK = threading.Lock()
 T = TypeVar("T")
 
 
@@ -130,8 +133,14 @@ def _wrap(fn: Any, name: str, query: bool) -> Any:
                 raise
             raise ours from None
         _reissue(held)
-        if query and name == "exception" and out is not None:
+        if query and name == "exception":
+            if out is None:  # stopped by a failure of work beside it (a timer pump): that failure
+                return failure_of(args[0])
             return from_spark_failure(out)  # StreamingQuery.exception(): ours when it is ours
+        if query and name in ("awaitTermination", "processAllAvailable"):
+            failed = failure_of(args[0])
+            if failed is not None:
+                raise failed
         return translating(out)
 
     return call
@@ -143,27 +152,29 @@ def _reissue(held: list | None) -> None:
 
 
 def _translating_class(base: type) -> type:
-    cls = _CLASSES.get(base)
-    if cls is None:
-        ns: dict[str, Any] = {"__slots__": () if "__slots__" in vars(base) else None, "_ks_translating": True}
-        if ns["__slots__"] is None:
-            del ns["__slots__"]
-        query = base.__name__ == "StreamingQuery"
-        for attr in dir(base):
-            if attr.startswith("_"):
-                continue
-            try:
-                raw = inspect.getattr_static(base, attr)
-            except AttributeError:
-                continue
-            if isinstance(raw, property) and raw.fget is not None:
-                ns[attr] = property(_wrap(raw.fget, attr, query))
-            elif inspect.isfunction(raw):
-                ns[attr] = _wrap(raw, attr, query)
-        cls = type(base.__name__, (base,), ns)
-        cls.__module__ = base.__module__
-        cls.__qualname__ = base.__qualname__
-        _CLASSES[base] = cls
+    with _CLASSES_LOCK:
+        return _CLASSES.get(base) or _CLASSES.setdefault(base, _make_translating_class(base))
+
+
+def _make_translating_class(base: type) -> type:
+    ns: dict[str, Any] = {"__slots__": () if "__slots__" in vars(base) else None, "_ks_translating": True}
+    if ns["__slots__"] is None:
+        del ns["__slots__"]
+    query = base.__name__ == "StreamingQuery"
+    for attr in dir(base):
+        if attr.startswith("_"):
+            continue
+        try:
+            raw = inspect.getattr_static(base, attr)
+        except AttributeError:
+            continue
+        if isinstance(raw, property) and raw.fget is not None:
+            ns[attr] = property(_wrap(raw.fget, attr, query))
+        elif inspect.isfunction(raw):
+            ns[attr] = _wrap(raw, attr, query)
+    cls = type(base.__name__, (base,), ns)
+    cls.__module__ = base.__module__
+    cls.__qualname__ = base.__qualname__
     return cls
 
 

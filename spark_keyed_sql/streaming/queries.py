@@ -4,6 +4,7 @@ this project's error, its lock released when it ends, and its progress and metri
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from ..api.errors import SchemaError
 from ..engines import ENGINES, StreamJob, StreamRun
+from ..engines.background import fail_query
 from ..engines.dataframe_stream import DataFrameStreamRun, recent_progress, state_metrics
 from ..runtime.connect import is_connect
 from ..runtime.spec import FunctionSpec
@@ -24,10 +26,13 @@ from .failures import from_stream_failure, translating
 
 __all__ = ["start", "run", "metrics"]
 
+log = logging.getLogger(__name__)
+
 Progress = Callable[[dict[str, Any]], None]
 
 # checkpoint -> (lock, query started by ks.start) held by this process
 _HELD: dict[str, tuple[CheckpointLock, Any]] = {}
+_HELD_LOCK = threading.Lock()
 # query id -> the run that started it (ks.metrics)
 _RUNS: dict[str, StreamRun] = {}
 
@@ -56,6 +61,7 @@ def start(
     _RUNS[str(stream.query.id)] = stream
     if lock:
         _release_when_done(stream.query, lock)
+    log.info("ks.start: query %s on checkpoint %s, sink %s", stream.query.id, checkpoint, sink)
     return translating(stream.query)
 
 
@@ -79,11 +85,16 @@ def run(
         if not output:
             raise SchemaError("ks.run needs output=<parquet directory or table name>")
         stream = _launch(spark, statement, query, checkpoint, output, None, True, "ks.run", function, progress)
+        if lock:
+            lock.on_lost = lambda err: fail_query(stream.query, err, "the checkpoint lease")
         try:
             stream.wait()
         except Exception as exc:  # noqa: BLE001 - Spark's StreamingQueryException, turned into ours
             raise from_stream_failure(exc, checkpoint) from None
-        return stream.summary()
+        summary = stream.summary()
+        log.info("ks.run on checkpoint %s: %d batch(es), %d rows in, %d rows out", checkpoint, summary["batches"],
+                 summary["input_rows"], summary["output_rows"])
+        return summary
     finally:
         if lock:
             lock.release()
@@ -155,16 +166,22 @@ def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> Checkpoint
     if not checkpoint:
         return None
     key = CheckpointFS(spark).qualify(checkpoint, "checkpoint")
-    held = _HELD.get(key)
-    if held is not None and not held[1].isActive:  # stopped, its waiter not yet run: take over
-        _HELD.pop(key, None)
+    with _HELD_LOCK:
+        held = _HELD.get(key)
+        if held is not None and not held[1].isActive:  # stopped, its waiter not yet run: take over
+            _HELD.pop(key, None)
+        else:
+            held = None
+    if held is not None:
         held[0].release()
     return CheckpointLock(checkpoint, spark, query=where or None).acquire()
 
 
 def _release_when_done(query: Any, lock: CheckpointLock) -> None:
     key = lock.fs.qualify(lock.checkpoint)
-    _HELD[key] = (lock, query)
+    with _HELD_LOCK:
+        _HELD[key] = (lock, query)
+    lock.on_lost = lambda err: fail_query(query, err, "the checkpoint lease")
 
     def wait() -> None:
         try:
@@ -172,8 +189,11 @@ def _release_when_done(query: Any, lock: CheckpointLock) -> None:
         except Exception:  # noqa: BLE001 - the failure is the query's to report
             pass
         finally:
-            if _HELD.get(key, (None,))[0] is lock:
-                _HELD.pop(key, None)
+            with _HELD_LOCK:
+                mine = _HELD.get(key, (None,))[0] is lock
+                if mine:
+                    _HELD.pop(key, None)
+            if mine:
                 lock.release()
 
     threading.Thread(target=wait, name="spark-keyed-sql checkpoint lock", daemon=True).start()

@@ -17,8 +17,27 @@ ERRORS = [
 ]
 
 
-def test_fixture_counts():
-    assert len(ROUNDTRIP) >= 40 and len(ERRORS) >= 15
+# each part of the clause, how a fixture spells it, and the KeyedGroup argument it must land in
+CLAUSE_PARTS = {
+    "ORDER BY": "order", "EVENT TIME": "event_time", " TTL ": "ttl", "INITIAL STATE FROM": "initial_state",
+    "OPTIONS (": "options", ") AS ": "alias",
+}
+
+
+@pytest.mark.parametrize("spelling, arg", list(CLAUSE_PARTS.items()))
+def test_the_round_trip_fixtures_cover_each_part_and_it_lands_in_its_argument(spelling, arg):
+    """Every part of WITH STATE appears in some fixture (so the round trips exercise it), and
+    parsing such a fixture puts it in its own argument of the KeyedGroup."""
+    having = [sql for sql in ROUNDTRIP if "WITH STATE" in sql and spelling in sql.split("WITH STATE", 1)[1]]
+    assert having, f"no round-trip fixture uses {spelling.strip()} after WITH STATE"
+    landed = [sql for sql in having if any(g.args.get(arg) for g in parse_statement(sql).find_all(KeyedGroup))]
+    assert landed, f"{spelling.strip()} never lands in KeyedGroup.{arg}: {having[:3]}"
+
+
+def test_the_error_fixtures_name_distinct_problems():
+    """Each syntax-error fixture checks its own message (copies would test one thing twice)."""
+    messages = [m for _, m, _ in ERRORS]
+    assert messages and len(set(zip(messages, [s for s, _, _ in ERRORS]))) == len(ERRORS)
 
 
 @pytest.mark.parametrize("sql", ROUNDTRIP)

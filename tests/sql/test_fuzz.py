@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from keyed_functions import Count
 
 from spark_keyed_sql import KeyedSQLError
-from spark_keyed_sql.sql import parse_statement
+from spark_keyed_sql.sql import KeyedGroup, parse_statement, render
 from spark_keyed_sql.sql.dialect import KeyedSpark
 from spark_keyed_sql.sql.errors import KeyedSQLSyntaxError
 
@@ -53,11 +53,17 @@ def mutated(draw):
 @given(mutated())
 def test_parser_only_raises_its_own_syntax_error(sql):
     try:
-        parse_statement(sql)
+        tree = parse_statement(sql)
     except KeyedSQLSyntaxError as exc:
+        assert exc.description, exc
         if exc.line is not None:
             assert exc.line >= 1 and (exc.col or 0) >= 0, exc
-    # any other exception type fails the test, and hypothesis shrinks it to a minimal input
+        return
+    # any other exception type fails the test, and hypothesis shrinks it to a minimal input;
+    # a keyed clause that parses renders back to SQL that parses to the same clause
+    groups = list(tree.find_all(KeyedGroup))
+    if groups:
+        assert list(parse_statement(render(tree)).find_all(KeyedGroup)) == groups
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +81,15 @@ def fuzz_ks(spark):
 @settings(max_examples=max(EXAMPLES // 3, 20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(sql=mutated())
 def test_rewriter_only_raises_its_own_errors(fuzz_ks, sql):
+    """A plan names what it planned; a refusal is the project's error with a message (and a
+    syntax error its position); anything else fails (and hypothesis shrinks it)."""
     try:
-        fuzz_ks.explain(sql)
-    except KeyedSQLError:
-        pass
+        plan = fuzz_ks.explain(sql)
+    except KeyedSQLSyntaxError as exc:
+        assert exc.description and (exc.line is None or exc.line >= 1), exc
+        return
+    except KeyedSQLError as exc:
+        assert str(exc).strip(), type(exc)
+        return
+    assert plan.startswith("== Keyed plan ==")
+    assert "WITH STATE f (Count)" in plan or "(no GROUP BY KEY / WITH STATE" in plan, plan

@@ -1,9 +1,8 @@
 """Read a checkpoint's state, bootstrap a new query from it, continue: equals an uninterrupted
 run. Bootstrapping onto a checkpoint with state is refused. TTL through SQL expires state."""
-import time
 
 import pytest
-from data import by_key_in_ts_order, make_events, write_parquet
+from data import by_key_in_ts_order, clock_moved, make_events, write_parquet
 from processors import Spend
 
 from spark_keyed_sql import StatefulFunction
@@ -122,14 +121,14 @@ def test_ttl_clause_expires_state_between_runs(spark, ks, tmp_path):
     write_parquet(spark, rows, str(tmp_path / "in"))
     sql = (
         f"SELECT user_id, s.count FROM parquet.`{tmp_path}/in` GROUP BY KEY user_id "
-        "WITH STATE history(value, merchant) AS s ORDER BY ts TTL '40 seconds'"
+        "WITH STATE history(value, merchant) AS s ORDER BY ts TTL '1 hour'"
     )
     cp, out = str(tmp_path / "cp"), str(tmp_path / "out")
     ks.run(sql, checkpoint=cp, output=out)
     write_parquet(spark, rows, str(tmp_path / "in"))  # same keys again, soon after: state still alive
     ks.run(sql, checkpoint=cp, output=out)
-    time.sleep(42)  # past the TTL (processing time; a query start takes seconds, so not shorter)
-    write_parquet(spark, rows, str(tmp_path / "in"))  # after the TTL: every key starts over
-    ks.run(sql, checkpoint=cp, output=out)
+    write_parquet(spark, rows, str(tmp_path / "in"))  # two hours later (processing time): every key starts over
+    with clock_moved(spark, hours=2):
+        ks.run(sql, checkpoint=cp, output=out)
     counts = sorted(r["count"] for r in spark.read.parquet(out).collect())
     assert counts == sorted([1] * 5 + [2] * 5 + [1] * 5)  # run 2 continues, run 3 starts over

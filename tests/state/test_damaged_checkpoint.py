@@ -72,3 +72,54 @@ def test_damaged_tws_state_is_a_clear_error_and_changes_nothing(spark, ks_auto, 
     with pytest.raises(Exception, match="CANNOT_LOAD_STATE_STORE"):
         ks.read_state(cp).collect()
     assert len(state_before) == 10
+
+
+def _bulk_run(spark, ks, tmp_path, fn):
+    ks.register(fn, Count, returns="n bigint")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE {fn}(value) OPTIONS (engine = 'bulk')"
+    write_parquet(spark, make_events(10, 2, seed=1), src)
+    ks.run(sql, checkpoint=cp, output=out)
+    write_parquet(spark, make_events(10, 1, seed=2, start_second=50_000), src)
+    return sql, cp, out
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a key missing", "not JSON"])
+def test_damaged_commit_record_is_named_and_nothing_runs(spark, ks_auto, tmp_path, damage):
+    """A commit file that is not a whole record: one CheckpointError naming the file and what to
+    do; no batch is committed or written, and none is skipped (the same run works once the
+    file is restored)."""
+    import json
+
+    sql, cp, out = _bulk_run(spark, ks_auto, tmp_path, "dmg_commit")
+    commit = os.path.join(cp, "bulk", "commits", "0.json")
+    good = open(commit).read()
+    bad = {"truncated": good[: len(good) // 2], "a key missing": json.dumps({k: v for k, v in json.loads(good).items() if k != "base"}),
+           "not JSON": "\x00garbage"}[damage]
+    with open(commit, "w") as f:
+        f.write(bad)
+    rows_before = spark.read.parquet(out).count()
+    with pytest.raises(CheckpointError, match=rf"commit file \S*commits/0\.json is damaged .*Restore the checkpoint") as info:
+        ks_auto.run(sql, checkpoint=cp, output=out)
+    assert "Traceback" not in str(info.value)
+    assert sorted(os.listdir(os.path.join(cp, "bulk", "commits"))) == ["0.json"]  # nothing committed
+    assert spark.read.parquet(out).count() == rows_before
+    with pytest.raises(CheckpointError, match="is damaged"):
+        ks_auto.read_state(cp).collect()
+    with open(commit, "w") as f:  # restored from a copy: the batch that was refused runs now
+        f.write(good)
+    assert ks_auto.run(sql, checkpoint=cp, output=out)["input_rows"] == 10
+
+
+def test_garbage_lease_is_named_and_unlock_clears_it(spark, ks_auto, tmp_path):
+    from spark_keyed_sql.state.lock import LOCK_FILE
+
+    sql, cp, out = _bulk_run(spark, ks_auto, tmp_path, "dmg_lease")
+    lease = os.path.join(cp, LOCK_FILE)
+    with open(lease, "w") as f:
+        f.write("{not a lease")
+    with pytest.raises(CheckpointError, match=rf"lease file \S*{LOCK_FILE} is not a lease .*ks\.unlock"):
+        ks_auto.run(sql, checkpoint=cp, output=out)
+    assert sorted(os.listdir(os.path.join(cp, "bulk", "commits"))) == ["0.json"]
+    ks_auto.unlock(cp)
+    assert ks_auto.run(sql, checkpoint=cp, output=out)["input_rows"] == 10

@@ -8,11 +8,11 @@ A one-shot batch is one pass (``program.py``); a stream runs per micro-batch thr
 from __future__ import annotations
 
 import dataclasses
-import time
 
 from pyspark.sql import DataFrame
 
 from ...api.errors import SchemaError
+from ...runtime.clock import now_ms
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
 from .layout import BulkLayout
@@ -48,7 +48,7 @@ class BulkEngine(Engine):
         shipped = dataclasses.replace(plan, initial_state=None)
         # a one-shot batch has a processing time too (the query's, as Spark's batch has one):
         # current_processing_time() and processing-time timers work as they do in the tester
-        program = BulkProgram(shipped, schema, now_ms=int(time.time() * 1000), has_initial=plan.initial_state is not None,
+        program = BulkProgram(shipped, schema, now_ms=now_ms(plan.clock_offset_ms), has_initial=plan.initial_state is not None,
                               hashed=hash_ordered(df, plan, plan.initial_state))
         return combine(df, plan, plan.initial_state).mapInArrow(program, schema)
 

@@ -28,50 +28,22 @@ from pyspark.sql import types as T
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner
+from ...state.commit_record import store_token
 from ...state.memory import MemoryKeyState, due_times, purge_expired
 from ...state.snapshots import KEY_PREFIX
 from ..arrow_rows import event_builder, fewer_collections, naive, pylist
 from .layout import DELETED, VERSION
 from .local_store import LocalStore, cache_root, decode, encode, token_version
 from .partitioning import PART, TASK, part_column, task_column
-from .program import INIT_PREFIX, KIND, KeyPass, order_columns
+from .program import INIT_PREFIX, KeyPass, order_columns
+from .records import KIND, Feed, InputKind, OutputKind, TaskStats, earliest
 from .state_row import StateRowCodec
 
-__all__ = [
-    "CATCH_UP",
-    "DELETED",
-    "FULL",
-    "DELTA",
-    "EVENT",
-    "INIT",
-    "IncrementalProgram",
-    "OUT",
-    "REBUILD",
-    "STATS",
-    "STATS_FIELDS",
-    "TICK",
-    "VERSION",
-    "incremental_input",
-    "step_schema",
-]
+__all__ = ["DELETED", "IncrementalProgram", "VERSION", "incremental_input", "step_schema"]
 
-TICK, REBUILD, INIT, EVENT = 0, 1, 2, 3  # input kinds, in the order a partition's rows arrive
-FULL, CATCH_UP = "full", "catch-up"  # how a partition is fed from the checkpoint
-OUT, DELTA, STATS = 0, 1, 2  # output kinds
-STATS_FIELDS = [
-    T.StructField("__ks_hit", T.BooleanType(), True),
-    T.StructField("__ks_token", T.StringType(), True),
-    T.StructField("__ks_late", T.LongType(), True),
-    T.StructField("__ks_max_et", T.LongType(), True),
-    T.StructField("__ks_events", T.LongType(), True),
-    T.StructField("__ks_keys", T.LongType(), True),
-    T.StructField("__ks_timers_fired", T.LongType(), True),
-    T.StructField("__ks_inserted", T.LongType(), True),
-    T.StructField("__ks_deleted", T.LongType(), True),
-    T.StructField("__ks_changed", T.LongType(), True),
-    T.StructField("__ks_next_timer", T.LongType(), True),
-    T.StructField("__ks_next_expiry", T.LongType(), True),
-]
+# as plain ints: compared with and written into Arrow columns in the per-row loops
+TICK, REBUILD, INIT, EVENT = (int(k) for k in (InputKind.TICK, InputKind.REBUILD, InputKind.INIT, InputKind.EVENT))
+OUT, DELTA, STATS = (int(k) for k in (OutputKind.OUT, OutputKind.DELTA, OutputKind.STATS))
 LOOKUP_CHUNK = 512  # keys looked up in the local store at once
 
 
@@ -85,7 +57,7 @@ def step_schema(out: T.StructType, codec: StateRowCodec, n_keys: int) -> T.Struc
         + [T.StructField(f.name, f.dataType, True) for f in out.fields[n_keys:]]
         + codec.fields
         + [T.StructField(DELETED, T.BooleanType(), True), T.StructField(PART, T.IntegerType(), True)]
-        + STATS_FIELDS
+        + TaskStats.struct_fields()
     )
 
 
@@ -147,10 +119,10 @@ class _Partition:
         self.load_key: bytes | None = None
         self.load_row: tuple | None | bool = False  # False: nothing to load for load_key
         feed = prog.feeds.get(p)
-        if feed == FULL:
+        if feed == Feed.FULL:
             self.store.load_begin(clear=True)
             self.loading, self.hit = True, True
-        elif feed == CATCH_UP and prog.catch_up.get(p, {}).get(token_version(self.held)) == self.held:
+        elif feed == Feed.CATCH_UP and prog.catch_up.get(p, {}).get(token_version(self.held)) == self.held:
             # the store holds a committed state older than the last: apply the deltas since
             self.store.load_begin(clear=False)
             self.loading, self.hit, self.since = True, True, token_version(self.held)
@@ -219,7 +191,7 @@ class _Partition:
         ctx, prog = self.ctx, self.prog
         self.load_done()
         if not self.hit:
-            ctx.stats(self.p, False, token=self.held)
+            ctx.stats(self.p, TaskStats(hit=False, token=self.held))
             self.store.close()
             return
         self._run_waiting()
@@ -248,7 +220,7 @@ class _Partition:
                 continue
             inserted += before is None
             timer_at, expire_at = due_times(ks)
-            next_timer, next_expiry = _min(next_timer, timer_at), _min(next_expiry, expire_at)
+            next_timer, next_expiry = earliest(next_timer, timer_at), earliest(next_expiry, expire_at)
             changes.append((kb, after, timer_at, expire_at))
             deltas.append(ctx.delta_row(kv, values, self.p))
         self.store.stage(ctx.token, self.expected, changes)
@@ -257,8 +229,11 @@ class _Partition:
         self.store.close()
         ctx.rows.extend(deltas)
         s = ctx.key_pass.stats
-        ctx.stats(self.p, True, s["late"], s["max_et"], s["events"], s["keys"], s["fired"], inserted, deleted,
-                  len(changes), _min(held_timer, next_timer), _min(held_expiry, next_expiry))
+        ctx.stats(self.p, TaskStats(
+            hit=True, token=ctx.token, late=s["late"], max_event_time_ms=s["max_et"], events=s["events"], keys=s["keys"],
+            timers_fired=s["fired"], inserted=inserted, deleted=deleted, changed=len(changes),
+            next_timer_ms=earliest(held_timer, next_timer), next_expiry_ms=earliest(held_expiry, next_expiry),
+        ))
 
 
 class _TaskContext:
@@ -275,14 +250,14 @@ class _TaskContext:
         self.n_keys = len(plan.key_columns)
         self.schema = step_schema(prog.out_schema, self.codec, self.n_keys)
         self.arrow_schema = to_arrow_schema(self.schema)
-        self.token = f"{prog.version}-{prog.attempt}-{_task_id()}"
+        self.token = store_token(prog.version, prog.attempt, _task_id())
         self.root = cache_root(prog.cache_dir)
         self.timer_until = prog.watermark_ms if plan.event_time is not None else prog.now_ms
         n_rest = len(prog.out_schema.fields) - self.n_keys
         self.out_pad = (None,) * n_rest
         self.pass_pad = (None,) * len(plan.passthrough)
         self.state_pad = (None,) * len(self.codec.fields)
-        self.stats_pad = (None,) * len(STATS_FIELDS)
+        self.stats_pad = (None,) * len(TaskStats.COLUMNS)
         self.no_key = (None,) * self.n_keys
         self.rows: list[tuple] = []
         self.crash_point_passed = False
@@ -301,12 +276,9 @@ class _TaskContext:
             return (DELTA, *kv, *self.out_pad, *self.state_pad, True, part, *self.stats_pad)
         return (DELTA, *kv, *self.out_pad, *values, False, part, *self.stats_pad)
 
-    def stats(self, part: int, hit: bool, *counts: Any, token: str | None = None) -> None:
-        """A partition's stats row; its token is this task's (a hit) or, for a miss, the one of
-        the state the store holds."""
-        counts = counts or (None,) * (len(STATS_FIELDS) - 2)
-        self.rows.append((STATS, *self.no_key, *self.out_pad, *self.state_pad, None, part, hit,
-                          self.token if token is None else token, *counts))
+    def stats(self, part: int, stats: TaskStats) -> None:
+        """A partition's stats row."""
+        self.rows.append((STATS, *self.no_key, *self.out_pad, *self.state_pad, None, part, *stats.values()))
 
     def flush(self) -> Any:
         import pyarrow as pa
@@ -419,6 +391,3 @@ class _KeyRows:
                 self.times = [None] * (len(self.events) - 1)
             self.times.append(time)
 
-
-def _min(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else min(a, b)

@@ -15,9 +15,10 @@ from pyspark.sql import types as T
 from ...runtime.spec import FunctionSpec
 from ...state.attributes import AttributeLayout
 from ...state.checkpoint import CheckpointError, MigrationError, read_metadata
+from ...state.commit_record import BaseMarker, BatchMetrics, CommitRecord
 from ...state.encoding import dumps
 from ...state.fs import CheckpointFS, join
-from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, Commit, SnapshotStore, state_column_names
+from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, SnapshotStore, state_column_names
 from ..base import Position, StateLayout
 from .partitioning import PART, part_column
 from .state_row import ATTRS_EXP, HAS_ATTRS, TIMERS, StateRowCodec
@@ -35,7 +36,7 @@ def _keys(schema: T.StructType) -> list[str]:
 def state_frame(
     spark: SparkSession,
     store: SnapshotStore,
-    commit: Commit,
+    commit: CommitRecord,
     *,
     parts: list[int] | None = None,
     versions: bool = False,
@@ -45,20 +46,15 @@ def state_frame(
     one row per key; ``parts`` keeps only those state partitions. With ``versions`` every stored
     row of those keys comes back, with ``VERSION`` and ``DELETED`` (what a rebuild loads);
     ``deltas_only``: only the rows of the deltas after the base (what a catch-up loads)."""
-    schema = T.StructType.fromJson(commit.info["schema"]) if "schema" in commit.info else None
-    partitions = commit.partitions or 1
+    if commit.schema is None:
+        raise CheckpointError(f"internal: commit {commit.version} records no state schema")
+    schema = T.StructType.fromJson(dict(commit.schema))
     frames = []
-    if commit.base and (not deltas_only or schema is None):
+    if commit.base and not deltas_only:
         base = spark.read.parquet(store.path(commit.base))
-        if schema is None:
-            schema = T.StructType([f for f in base.schema.fields if f.name != PART])
-        if PART not in base.columns:  # the first layout: not stored by state partition
-            base = base.withColumn(PART, part_column(_keys(schema), partitions))
-        if not deltas_only:
-            frames.append(base.withColumn(VERSION, F.lit(commit.base_version)).withColumn(DELETED, F.lit(False)))
-    assert schema is not None, f"internal: commit {commit.version} records no state schema"
+        frames.append(base.withColumn(VERSION, F.lit(commit.base_version)).withColumn(DELETED, F.lit(False)))
     columns = [*schema.names, PART, DELETED]
-    for version, rel in commit.deltas:
+    for version, rel in commit.delta_dirs:
         delta = spark.read.schema(T.StructType([*schema.fields, T.StructField(DELETED, T.BooleanType()),
                                                 T.StructField(PART, T.IntegerType())])).parquet(store.path(rel))
         frames.append(delta.select(*columns).withColumn(VERSION, F.lit(version)))
@@ -214,14 +210,17 @@ class BulkLayout(StateLayout):
         schema = snapshot.schema
         base = store.new_base(position.version)
         snapshot.withColumn(PART, part_column(key_cols, n)).repartition(PART).write.partitionBy(PART).parquet(store.path(base))
-        rows = spark.read.parquet(store.path(base)).count()
-        info = {"rows": rows, "bytes": store.fs.size(store.path(base)), "partitions": n}
-        store.mark_base(position.version, base, info)
+        written = spark.read.parquet(store.path(base))
+        rows = written.count()
+        size = store.fs.size(store.path(base))
+        store.mark_base(BaseMarker(position.version, base, rows, size))
+        # the earliest timer the migrated state holds, so a stream on it fires them without input
+        next_timer = written.select(F.min(F.array_min(F.col(TIMERS)))).first()[0] if TIMERS in written.columns else None
         before_commit()
-        store.commit(position.version, {
-            "spark_batch": position.spark_batch, "watermark_ms": position.watermark_ms, "state_rows": rows,
-            "function": target.name, "input_rows": 0, "output_rows": 0, "attempt": "migrated", "partitions": n,
-            "base": base, "base_version": position.version, "base_rows": rows, "base_bytes": info["bytes"], "deltas": [],
-            "schema": schema.jsonValue(), "state_bytes": info["bytes"],
-        })
+        store.commit(CommitRecord(
+            version=position.version, attempt="migrated", partitions=n, function=target.name, schema=schema.jsonValue(),
+            base=base, base_version=position.version, base_rows=rows, base_bytes=size, deltas=(), stores={},
+            spark_batch=position.spark_batch, watermark_ms=position.watermark_ms, evict_watermark_ms=position.watermark_ms,
+            next_timer_ms=next_timer, next_expiry_ms=None, metrics=BatchMetrics(state_rows=rows),
+        ))
         return {"keys": rows, "partitions": n}

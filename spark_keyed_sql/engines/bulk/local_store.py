@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import hashlib
+import logging
 import marshal
 import os
 import sqlite3
@@ -35,6 +36,8 @@ import time
 from typing import Any
 
 __all__ = ["LocalStore", "cache_root", "decode", "encode", "store_dir", "token_version"]
+
+log = logging.getLogger(__name__)
 
 # a tuple whose first element is this complex number is a tagged value (no Spark type is complex)
 _TAG = 0j
@@ -187,6 +190,9 @@ class LocalStore:
         made = self.db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
         if made is None or made[0] != _FORMAT:
             # another Python (marshal's format), another boot, or a new file: start empty
+            if made is not None:
+                log.info("local state store %s was written by %r, not %r: starts empty (fed from the checkpoint)",
+                         self.path, made[0], _FORMAT)
             for table in ("state", "pending", "pending_base", "meta"):
                 self.db.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
             self.db.execute("INSERT INTO meta VALUES ('format', ?)", (_FORMAT,))

@@ -26,16 +26,16 @@ from ...runtime.faults import crash_point
 from ...runtime.key_rows import rows_builder
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
+from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
 from ..arrow_rows import event_builder, fewer_collections, key_runs, naive, pylist
 from .frames import frame_slicer
+from .records import KIND, InputKind
 
-__all__ = ["BulkProgram", "KeyPass", "combine", "hash_ordered", "order_columns", "output_batch", "HASH", "KIND", "INIT", "INIT_PREFIX", "EVENT"]
+__all__ = ["BulkProgram", "KeyPass", "combine", "hash_ordered", "order_columns", "output_batch", "HASH", "INIT_PREFIX"]
 
-KIND = "__ks_kind"
 HASH = "__ks_hash"  # a key's 64-bit hash: the one-shot batch's sort column where hash_ordered
-STATE, INIT, EVENT = 0, 0, 1  # input kinds: a key's initial state row sorts before its events
 INIT_PREFIX = "__ks_i_"
 
 
@@ -72,13 +72,13 @@ class KeyPass:
     def binding(self, ks: MemoryKeyState) -> KeyBinding:
         return KeyBinding(MemoryKeyStore(ks), self._clock, self.ttl_ms)  # (memory_binding, one call less per key)
 
-    def due(self, t: int) -> bool:
-        """Is a timer at ``t`` due in this batch?"""
+    def due_until(self) -> tuple[bool, int | None]:
+        """Whether any timer can be due in this batch, and by when (None: every one, at end of
+        a one-shot batch's input)."""
         if self.end_of_input:
-            return True
-        if self.plan.event_time is not None:
-            return self.wm is not None and t <= self.wm
-        return self.now is not None and t <= self.now
+            return True, None
+        limit = self.wm if self.plan.event_time is not None else self.now
+        return limit is not None, limit
 
     def initial(self, kv: tuple, ks: MemoryKeyState, init_row: dict) -> None:
         self.runner.initial_state(user_key(kv, self.plan.keyed), init_row, self.binding(ks))
@@ -157,11 +157,10 @@ class KeyPass:
         if live and not runner.stays_live():  # (its state would change by a store and reload: do them)
             runner.release(key, binding)
             live = False
-        while ks.timers:
-            t = min(ks.timers)
-            if not self.due(t):
-                break
-            ks.timers.discard(t)
+        fires, until = self.due_until()
+        if not fires:
+            return live
+        for t in pop_due(ks.timers, until):
             self.stats["fired"] += 1
             fired = runner.fire_timer(key, t, binding, self.now, t if self.end_of_input else self.wm, live=live, hold=self.function)
             live = runner.held
@@ -223,7 +222,7 @@ class BulkProgram:
                 s = s0
                 ks = MemoryKeyState()
                 if kinds is not None:
-                    while s < e and kinds[s] != EVENT:
+                    while s < e and kinds[s] != InputKind.EVENT:
                         key_pass.initial(kv, ks, {c[len(INIT_PREFIX) :]: rb.column(c)[s].as_py() for c in init_cols})
                         s += 1
                 before = len(out)
@@ -321,8 +320,9 @@ def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFr
         cols = [F.col(k) for k in plan.key_columns] + [
             F.col(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in plan.key_columns
         ]
-        out = df.withColumn(KIND, F.lit(EVENT))
-        out = out.unionByName(initial.select(*cols).withColumn(KIND, F.lit(INIT)), allowMissingColumns=True)
+        # a key's initial state row sorts before its events
+        out = df.withColumn(KIND, F.lit(int(InputKind.EVENT)))
+        out = out.unionByName(initial.select(*cols).withColumn(KIND, F.lit(int(InputKind.INIT))), allowMissingColumns=True)
         kind = [F.col(KIND)]
     order = [*[F.col(k) for k in plan.key_columns], *kind, *order_columns(plan)]
     if plan.keyed:

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ...runtime.faults import crash_point
 from ...state.fs import CheckpointFS, is_path, join
 
-__all__ = ["write_batch", "MEMORY_SINKS"]
+__all__ = ["reset_memory_sink", "write_batch"]
 
 # name -> {version: rows}; the memory sink keeps each version once
 MEMORY_SINKS: dict[str, dict[int, list[Any]]] = {}
@@ -84,6 +84,12 @@ def _write_memory(spark: SparkSession, df: DataFrame, name: str, version: int) -
         versions[version] = rows
         everything = [r for v in sorted(versions) for r in versions[v]]
     spark.createDataFrame(everything, df.schema).createOrReplaceTempView(name)
+
+
+def reset_memory_sink(name: str) -> None:
+    """A new query's memory sink ``name`` starts empty."""
+    with _lock:
+        MEMORY_SINKS.pop(name, None)
 
 
 def write_batch(driver: SparkSession, df: DataFrame, sink: str, checkpoint: str, version: int) -> None:

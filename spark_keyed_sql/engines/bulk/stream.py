@@ -20,10 +20,12 @@ of batches; a batch itself never reads the checkpoint's state unless a partition
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -32,45 +34,115 @@ from pyspark.sql import types as T
 
 from ...api.errors import KeyedSQLError
 from ...api.intervals import parse_interval_ms
+from ...runtime.clock import now_ms
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
+from ...state.commit_record import BatchMetrics, CommitRecord, DeltaEntry
 from ...state.fs import is_path, join, temp_dir
-from ...state.snapshots import KEY_PREFIX, Commit, SnapshotStore
+from ...state.snapshots import KEY_PREFIX, SnapshotStore
+from ..background import Retrying, fail_query
 from ..base import StreamJob, StreamRun, output_schema
-from .incremental import CATCH_UP, DELTA, FULL, OUT, STATS, IncrementalProgram, incremental_input, step_schema
+from ..streams import configure_writer, wait_until_done
+from .compaction import COMPACT_DELTAS, COMPACT_DELTAS_CONF, COMPACT_MIN_ROWS, Compactor
+from .incremental import IncrementalProgram, incremental_input, step_schema
 from .layout import bulk_partitions, state_frame
 from .local_store import token_version
 from .partitioning import PART
-from .program import KIND
-from .sinks import MEMORY_SINKS, write_batch
+from .records import KIND, Feed, OutputKind, TaskStats, earliest
+from .sinks import reset_memory_sink, write_batch
 from .state_row import StateRowCodec
 
-__all__ = ["BulkStream", "BulkStreamRun", "COMPACT_DELTAS", "COMPACT_DELTAS_CONF", "COMPACT_MIN_ROWS", "LOCAL_STATE_DIR_CONF"]
+__all__ = [
+    "BulkStream",
+    "BulkStreamRun",
+    "COMPACT_DELTAS",
+    "COMPACT_DELTAS_CONF",
+    "COMPACT_MIN_ROWS",
+    "LOCAL_STATE_DIR_CONF",
+    "StepPlan",
+    "StepTotals",
+]
 
-COMPACT_DELTAS = 100  # deltas since the base that make a compaction due ...
-COMPACT_MIN_ROWS = 100_000  # ... or delta rows adding up to this many (and half the base's rows)
+log = logging.getLogger(__name__)
+
 LOCAL_STATE_DIR_CONF = "spark.keyedsql.localStateDir"  # where hosts keep local state (default: the temp dir)
-COMPACT_DELTAS_CONF = "spark.keyedsql.compactDeltas"  # the deltas that make a compaction due
 
 
-def _stats(spark: SparkSession, directory: str, fs: Any) -> dict[int, Any]:
-    """Per state partition: the stats row a job wrote."""
-    path = join(directory, f"{KIND}={STATS}")
+def _stats(spark: SparkSession, directory: str, fs: Any) -> dict[int, TaskStats]:
+    """Per state partition: the stats a job wrote."""
+    path = join(directory, OutputKind.STATS.directory)
     if not fs.is_dir(path):
         return {}
-    cols = ["__ks_hit", "__ks_token", "__ks_late", "__ks_max_et", "__ks_events", "__ks_keys", "__ks_timers_fired",
-            "__ks_inserted", "__ks_deleted", "__ks_changed", "__ks_next_timer", "__ks_next_expiry"]
-    return {r[PART]: r for r in spark.read.parquet(path).select(PART, *cols).collect()}
+    return {r[PART]: TaskStats.from_row(r) for r in spark.read.parquet(path).select(PART, *TaskStats.COLUMNS).collect()}
 
 
-def _min(values: list) -> Any:
-    known = [v for v in values if v is not None]
-    return min(known) if known else None
+@dataclass
+class StepPlan:
+    """What one step starts from (``BulkStream.plan_version``)."""
+
+    prev: CommitRecord | None
+    version: int
+    attempt: str
+    started: float  # wall clock, seconds
+    now_ms: int  # the batch's processing time
+    watermark_ms: int | None  # event-time timers fire, and state is evicted, by this (the previous batch's watermark)
+    late_watermark_ms: int | None  # rows at or before this are late (Spark's rule)
+    initial: DataFrame | None  # INITIAL STATE rows staged before batch 0
+    program: IncrementalProgram
+
+    @property
+    def rel(self) -> str:
+        """The attempt's directory, relative to bulk/."""
+        return f"steps/{self.version}-{self.attempt}"
+
+
+@dataclass
+class StepJobs:
+    """The jobs of one step (the main job, then one per round of fed partitions) and the stats
+    of every state partition (``BulkStream.run_jobs``)."""
+
+    jobs: list[str]
+    stats: dict[int, TaskStats]
+    fed: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepTotals:
+    """The step's stats summed over state partitions (``BulkStream.totals``)."""
+
+    late: int
+    events: int
+    keys: int
+    timers_fired: int
+    inserted: int
+    deleted: int
+    changed: int
+    max_event_time_ms: int | None
+    next_timer_ms: int | None
+    next_expiry_ms: int | None
+
+    @classmethod
+    def of(cls, stats: list[TaskStats]) -> StepTotals:
+        def total(name: str) -> int:
+            return int(sum(getattr(s, name) or 0 for s in stats))
+
+        times = [s.max_event_time_ms for s in stats if s.max_event_time_ms is not None]
+        return cls(
+            late=total("late"), events=total("events"), keys=total("keys"), timers_fired=total("timers_fired"),
+            inserted=total("inserted"), deleted=total("deleted"), changed=total("changed"),
+            max_event_time_ms=max(times) if times else None,
+            next_timer_ms=earliest(*(s.next_timer_ms for s in stats)),
+            next_expiry_ms=earliest(*(s.next_expiry_ms for s in stats)),
+        )
 
 
 class BulkStream:
     """Runs ``plan`` per micro-batch with state in ``checkpoint``/bulk; ``finish`` turns the
-    keyed output of a batch into what the sink receives (the statement's outer SQL)."""
+    keyed output of a batch into what the sink receives (the statement's outer SQL).
+
+    A step is a pipeline of named stages, each a method: ``plan_version`` (what the step starts
+    from), ``run_jobs`` (the keyed job, and again for partitions fed from the checkpoint),
+    ``totals``, ``write_sink``, ``record`` (the commit record) and ``commit``."""
 
     def __init__(
         self,
@@ -115,7 +187,7 @@ class BulkStream:
         n = len(plan.key_columns)
         self.step_schema = step_schema(self.out_schema, self.codec, n)
         self.snapshot_schema = T.StructType(self.step_schema.fields[1 : 1 + n] + self.codec.fields)
-        self.compactor = Compactor(self)
+        self.compactor = Compactor(self.store, driver)
         if is_path(sink) and self.fs.is_dir(join(sink, "_spark_metadata")):
             raise KeyedSQLError(
                 f"output {sink!r} was written by Spark's file sink (it has _spark_metadata), whose readers would hide "
@@ -125,7 +197,7 @@ class BulkStream:
             self.store.verify(latest.version)  # refuse a damaged checkpoint before Spark starts
         self._stage_initial_state()
         if sink.startswith("memory:"):  # queryable from the start, as Spark's memory sink is
-            MEMORY_SINKS.pop(sink.split(":", 1)[1], None)
+            reset_memory_sink(sink.split(":", 1)[1])
             driver.createDataFrame([], self.finish(self._empty_output()).schema).createOrReplaceTempView(
                 sink.split(":", 1)[1]
             )
@@ -149,37 +221,37 @@ class BulkStream:
                 return  # done before a restart; Spark had not recorded it yet
             self.step(batch_df, batch_id)
 
-    def flush_timers(self) -> dict[str, Any] | None:
+    def flush_timers(self) -> CommitRecord | None:
         """A step without input: fires timers due by the last watermark / now (what Spark's
         no-data batch does). Commits only if a timer fired."""
         with self.lock:
-            if not self._may_be_due(self.store.latest(), int(time.time() * 1000)):
+            if not self._may_be_due(self.store.latest(), now_ms(self.plan.clock_offset_ms)):
                 return None
             empty = self.driver.createDataFrame([], self.source_schema)
             return self.step(empty, None, only_if_timers=True)
 
-    def _may_be_due(self, prev: Commit | None, now: int) -> bool:
+    def _may_be_due(self, prev: CommitRecord | None, now: int) -> bool:
         """Would a step without input do anything now: fire a timer, expire state, or move the
         watermark it evicts by (Spark's no-data batch)? From the last commit's record of the
-        earliest timer and expiry; a checkpoint without that record: maybe."""
+        earliest timer and expiry."""
         if prev is None:
             return False
-        if "next_timer_ms" not in prev.info:
-            return True
         if self._watermark_moved(prev):
             return True
-        timer, expiry = prev.info.get("next_timer_ms"), prev.info.get("next_expiry_ms")
+        timer, expiry = prev.next_timer_ms, prev.next_expiry_ms
         until = prev.watermark_ms if self.plan.event_time is not None else now
         return (timer is not None and until is not None and timer <= until) or (expiry is not None and expiry <= now)
 
-    def _watermark_moved(self, prev: Commit | None) -> bool:
+    def _watermark_moved(self, prev: CommitRecord | None) -> bool:
         """Has the watermark advanced past the one the last step evicted by?"""
         return (self.plan.event_time is not None and prev is not None
-                and (prev.watermark_ms or 0) > (prev.info.get("evict_watermark_ms") or 0))
+                and (prev.watermark_ms or 0) > (prev.evict_watermark_ms or 0))
 
     def pump_timers(self, query: Any, interval_s: float) -> threading.Thread:
         """While ``query`` runs, fire due timers every ``interval_s`` even when no input
-        arrives (Spark schedules no batch for a foreachBatch query without new data)."""
+        arrives (Spark schedules no batch for a foreachBatch query without new data). A failure
+        is logged and tried again; past the bound it fails the query (``background.py``)."""
+        retrying = Retrying(f"firing the timers of {self.function} (checkpoint {self.checkpoint!r})")
 
         def loop() -> None:
             while query.isActive:
@@ -188,152 +260,198 @@ class BulkStream:
                     break
                 try:
                     self.flush_timers()
-                except Exception:  # noqa: BLE001 - the query itself reports real failures
-                    if query.isActive:
-                        time.sleep(interval_s)
+                except Exception as exc:  # noqa: BLE001 - counted, logged, and past the bound the query's failure
+                    if not query.isActive:
+                        break
+                    if retrying.failed(exc):
+                        fail_query(query, exc, retrying.what)
+                        break
+                    continue
+                retrying.succeeded()
 
         t = threading.Thread(target=loop, name=f"spark-keyed-sql timers {self.function}", daemon=True)
         t.start()
         return t
 
     # ------------------------------------------------------------------ one micro-batch
-    def step(self, batch_df: DataFrame, spark_batch: int | None, only_if_timers: bool = False) -> dict[str, Any] | None:
+    def step(self, batch_df: DataFrame, spark_batch: int | None, only_if_timers: bool = False) -> CommitRecord | None:
+        """One micro-batch (``only_if_timers``: a step without input that commits only when it
+        fired a timer, changed state or moved the watermark)."""
+        self.compactor.check()  # a compaction that kept failing fails the query here
         spark = batch_df.sparkSession
-        store, plan, fs = self.store, self.plan, self.fs
-        prev = store.latest()
+        plan = self.plan_version(spark)
+        jobs = self.run_jobs(batch_df, plan)
+        totals = StepTotals.of(list(jobs.stats.values()))
+        if only_if_timers and not totals.timers_fired and not totals.changed and not self._watermark_moved(plan.prev):
+            self.fs.delete(self.store.path(plan.rel))
+            return None
+        crash_point("state_written")
+        output_rows = self.write_sink(spark, plan, jobs)
+        crash_point("after_sink")
+        return self.commit(self.record(plan, jobs, totals, spark_batch, output_rows))
+
+    def plan_version(self, spark: SparkSession) -> StepPlan:
+        """The version this step commits, its clock and watermarks, and the program its tasks run."""
+        prev = self.store.latest()
         version = 0 if prev is None else prev.version + 1
         started = time.time()
-        now = int(started * 1000)
+        now = now_ms(self.plan.clock_offset_ms)
         wm = prev.watermark_ms if prev is not None else None
-        if wm is None and plan.event_time is not None:
+        if wm is None and self.plan.event_time is not None:
             wm = 0  # Spark's event-time watermark starts at 0 (a timer at 0 fires in batch 0)
         # Spark drops input older than the watermark the previous batch evicted by (SPARK-40925)
-        late_wm = (prev.info.get("evict_watermark_ms", prev.watermark_ms) if prev is not None else None) if plan.event_time else None
-        initial_dir = store.initial_dir() if prev is None else None
+        late_wm = (prev.evict_watermark_ms if prev is not None else None) if self.plan.event_time else None
+        initial_dir = self.store.initial_dir() if prev is None else None
         initial = spark.read.parquet(initial_dir) if initial_dir is not None else None
         attempt = uuid.uuid4().hex[:12]
-        rel = f"steps/{version}-{attempt}"
         program = IncrementalProgram(
             self.shipped, self.out_schema, self.qualified, version, attempt,
             {p: (prev.token(p) if prev is not None else "") for p in range(self.partitions)},
             now, wm, late_wm, has_initial=initial is not None, cache_dir=self.cache_dir,
         )
-        jobs = [f"{rel}/main"]
-        incremental_input(batch_df, plan, self.partitions, self.tasks, initial=initial).mapInArrow(
-            program, self.step_schema).write.partitionBy(KIND).parquet(store.path(jobs[0]))
-        stats = _stats(spark, store.path(jobs[0]), fs)
-        missed = {p: r["__ks_token"] for p, r in stats.items() if not r["__ks_hit"]}
-        fed: dict[str, list[int]] = {}
+        return StepPlan(prev, version, attempt, started, now, wm, late_wm, initial, program)
+
+    def run_jobs(self, batch_df: DataFrame, plan: StepPlan) -> StepJobs:
+        """The keyed job over every state partition; then, while some partition's local store
+        did not hold the last committed state, a job for those partitions fed from the
+        checkpoint (the deltas since the state the store holds, else all of it)."""
+        spark, store = batch_df.sparkSession, self.store
+        jobs = [f"{plan.rel}/main"]
+        incremental_input(batch_df, self.plan, self.partitions, self.tasks, initial=plan.initial).mapInArrow(
+            plan.program, self.step_schema).write.partitionBy(KIND).parquet(store.path(jobs[0]))
+        stats = _stats(spark, store.path(jobs[0]), self.fs)
+        run = StepJobs(jobs, stats)
+        missed = {p: s.token for p, s in stats.items() if not s.hit}
         while missed:
-            # state partitions whose local store does not hold the last committed state: again,
-            # fed from the checkpoint (the deltas since the state the store holds, else all of it)
             crash_point("before_rebuild")
-            feeds, catch_up = self._feeds(prev, missed, final=len(jobs) > 1)
+            log.info("batch %d: state partitions %s of %s fed from the checkpoint", plan.version, sorted(missed)[:20], self.checkpoint)
+            feeds, catch_up = self._feeds(plan.prev, missed, final=len(jobs) > 1)
             for p, feed in feeds.items():
-                fed.setdefault(feed, []).append(p)
-            jobs.append(f"{rel}/fed{len(jobs)}")
+                run.fed.setdefault(feed.value, []).append(p)
+            jobs.append(f"{plan.rel}/fed{len(jobs)}")
             tasks = max(1, min(len(missed), self.tasks))
-            state = self._feed_rows(spark, prev, feeds)
-            incremental_input(batch_df, plan, self.partitions, tasks, only=sorted(missed), state=state, initial=initial).mapInArrow(
-                dataclasses.replace(program, feeds=feeds, catch_up=catch_up), self.step_schema
+            state = self._feed_rows(spark, plan.prev, feeds)
+            incremental_input(batch_df, self.plan, self.partitions, tasks, only=sorted(missed), state=state, initial=plan.initial).mapInArrow(
+                dataclasses.replace(plan.program, feeds={p: f.value for p, f in feeds.items()}, catch_up=catch_up), self.step_schema
             ).write.partitionBy(KIND).parquet(store.path(jobs[-1]))
-            again = _stats(spark, store.path(jobs[-1]), fs)
+            again = _stats(spark, store.path(jobs[-1]), self.fs)
             stats.update(again)
-            missed = {p: r["__ks_token"] for p, r in again.items() if not r["__ks_hit"]}
-        rows = list(stats.values())
-        missing = [p for p in range(self.partitions) if p not in stats or not stats[p]["__ks_hit"]]
+            missed = {p: s.token for p, s in again.items() if not s.hit}
+        missing = [p for p in range(self.partitions) if p not in stats or not stats[p].hit]
         if missing:
-            raise KeyedSQLError(f"internal: state partitions {missing[:10]} of {self.checkpoint!r} were not run in batch {version}")
+            raise KeyedSQLError(f"internal: state partitions {missing[:10]} of {self.checkpoint!r} were not run in batch {plan.version}")
+        return run
 
-        def total(col: str) -> int:
-            return int(sum(r[col] or 0 for r in rows))
-
-        late, events, fired = total("__ks_late"), total("__ks_events"), total("__ks_timers_fired")
-        if only_if_timers and not fired and total("__ks_changed") == 0 and not self._watermark_moved(prev):
-            fs.delete(store.path(rel))
-            return None
-        max_et = _min([-(r["__ks_max_et"]) for r in rows if r["__ks_max_et"] is not None])
-        new_wm = wm
-        if plan.event_time is not None and max_et is not None:
-            cand = -max_et - (plan.watermark_ms or 0)
-            new_wm = cand if wm is None else max(wm, cand)
-        crash_point("state_written")
-
-        # output, through the statement's outer SQL, to the sink
-        n = len(plan.key_columns)
+    def write_sink(self, spark: SparkSession, plan: StepPlan, run: StepJobs) -> int | None:
+        """The jobs' output, through the statement's outer SQL, to the sink (idempotently: a
+        re-run of the version replaces what it wrote). Returns the rows written (None: not
+        counted, the console sink)."""
+        n = len(self.plan.key_columns)
         staged_schema = T.StructType(self.step_schema.fields[1:])
-        outputs = [join(store.path(j), f"{KIND}={OUT}") for j in jobs]
-        present = [o for o in outputs if fs.is_dir(o)]
+        outputs = [join(self.store.path(j), OutputKind.OUT.directory) for j in run.jobs]
+        present = [o for o in outputs if self.fs.is_dir(o)]
         staged = spark.read.schema(staged_schema).parquet(*present) if present else spark.createDataFrame([], staged_schema)
         out = staged.select(
-            *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(plan.key_columns)],
+            *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(self.plan.key_columns)],
             *[F.col(f.name) for f in self.out_schema.fields[n:]],
         )
         final = self.finish(out)
         output_rows = final.count() if self.sink != "console" else None
-        write_batch(self.driver, final, self.sink, self.checkpoint, version)
-        crash_point("after_sink")
+        write_batch(self.driver, final, self.sink, self.checkpoint, plan.version)
+        return output_rows
 
-        # commit: the state is the base plus the deltas since (this batch's among them)
-        deltas_now = [f"{j}/{KIND}={DELTA}" for j in jobs if fs.is_dir(join(store.path(j), f"{KIND}={DELTA}"))]
-        info = self._layout_info(prev, version, deltas_now, rows)
-        inserted, deleted = total("__ks_inserted"), total("__ks_deleted")
-        info |= {
-            "attempt": attempt,
-            "partitions": self.partitions,
-            "stores": self._stores(rows),
-            "schema": self.snapshot_schema.jsonValue(),
-            "spark_batch": spark_batch,
-            "watermark_ms": new_wm,
-            "evict_watermark_ms": wm,
-            "processing_ms": now,
-            "input_rows": events + late,
-            "events": events,
-            "late_rows": late,
-            "keys_touched": total("__ks_keys"),
-            "timers_fired": fired,
-            "output_rows": output_rows,
-            "state_rows": (prev.info.get("state_rows") or 0 if prev is not None else 0) + inserted - deleted,
-            "fed_partitions": fed,
-            "next_timer_ms": _min([r["__ks_next_timer"] for r in rows]),
-            "next_expiry_ms": _min([r["__ks_next_expiry"] for r in rows]),
-            "function": self.function,
-            "seconds": round(time.time() - started, 3),
-        }
-        commit = store.commit(version, info)
-        store.cleanup(keep_bases=self.compactor.running)
+    def record(self, plan: StepPlan, run: StepJobs, totals: StepTotals, spark_batch: int | None, output_rows: int | None) -> CommitRecord:
+        """The new version's commit record: the previous version's base and deltas (or the newest
+        compacted base, if one was made since) plus this batch's delta, and what the batch did."""
+        prev, store = plan.prev, self.store
+        base, base_version = (prev.base, prev.base_version) if prev is not None else (None, -1)
+        base_rows, base_bytes = (prev.base_rows, prev.base_bytes) if prev is not None else (0, 0)
+        deltas = list(prev.deltas) if prev is not None else []
+        compacted = store.bases()
+        if prev is not None and compacted and base_version < compacted[-1].version <= prev.version:
+            newest = compacted[-1]
+            base, base_version, base_rows, base_bytes = newest.dir, newest.version, newest.rows, newest.bytes
+            deltas = [e for e in deltas if e.version > base_version]
+        dirs = tuple(f"{j}/{OutputKind.DELTA.directory}" for j in run.jobs if self.fs.is_dir(join(store.path(j), OutputKind.DELTA.directory)))
+        if dirs:
+            deltas.append(DeltaEntry(plan.version, dirs, totals.changed, sum(self.fs.size(store.path(d)) for d in dirs)))
+        new_wm = plan.watermark_ms
+        if self.plan.event_time is not None and totals.max_event_time_ms is not None:
+            candidate = totals.max_event_time_ms - (self.plan.watermark_ms or 0)
+            new_wm = candidate if new_wm is None else max(new_wm, candidate)
+        stores: dict[str, list[int]] = {}
+        for p, s in run.stats.items():
+            stores.setdefault(s.task, []).append(p)
+        return CommitRecord(
+            version=plan.version,
+            attempt=plan.attempt,
+            partitions=self.partitions,
+            function=self.function,
+            schema=self.snapshot_schema.jsonValue(),
+            base=base,
+            base_version=base_version,
+            base_rows=base_rows,
+            base_bytes=base_bytes,
+            deltas=tuple(deltas),
+            stores={t: tuple(sorted(ps)) for t, ps in stores.items()},
+            spark_batch=spark_batch,
+            watermark_ms=new_wm,
+            evict_watermark_ms=plan.watermark_ms,
+            next_timer_ms=totals.next_timer_ms,
+            next_expiry_ms=totals.next_expiry_ms,
+            metrics=BatchMetrics(
+                input_rows=totals.events + totals.late,
+                events=totals.events,
+                late_rows=totals.late,
+                keys_touched=totals.keys,
+                timers_fired=totals.timers_fired,
+                output_rows=output_rows,
+                state_rows=(prev.state_rows if prev is not None else 0) + totals.inserted - totals.deleted,
+                processing_ms=plan.now_ms,
+                seconds=round(time.time() - plan.started, 3),
+                fed_partitions={k: tuple(sorted(v)) for k, v in run.fed.items()},
+            ),
+        )
+
+    def commit(self, record: CommitRecord) -> CommitRecord:
+        """Make the version visible (one create of its commit file), then tidy up, maybe start a
+        compaction, and report the batch."""
+        commit = self.store.commit(record)
+        self.store.cleanup(keep_bases=self.compactor.running)
         self.compactor.maybe_start(commit)
+        log.debug("committed version %d of %s: %s", commit.version, self.checkpoint, commit.metrics)
         if self.on_commit is not None:
-            self.on_commit(info | {"batch_id": version})
-        return info
+            self.on_commit(commit.progress())
+        return commit
 
-    def _feeds(self, prev: Commit | None, missed: dict[int, str], final: bool) -> tuple[dict[int, str], dict[int, dict[int, str]]]:
+    # ------------------------------------------------------------------ feeding missed partitions
+    def _feeds(self, prev: CommitRecord | None, missed: dict[int, str], final: bool) -> tuple[dict[int, Feed], dict[int, dict[int, str]]]:
         """How to feed each missed partition: CATCH_UP when the store holds a committed state the
         retained deltas lead on from (any of them: the job may run on another host), else FULL
         (always, in a later job: it cannot miss)."""
         if prev is None:
-            return {p: FULL for p in missed}, {}
+            return {p: Feed.FULL for p in missed}, {}
         usable = {c.version: c for c in self.store.commits() if c.version >= prev.base_version}
-        feeds: dict[int, str] = {}
+        feeds: dict[int, Feed] = {}
         catch_up: dict[int, dict[int, str]] = {}
         for p, held in missed.items():
             tokens = {v: c.token(p) for v, c in usable.items()}
             if prev.base is None:
                 tokens[-1] = ""  # every change since the first batch is a retained delta
             if not final and tokens.get(token_version(held)) == held:
-                feeds[p], catch_up[p] = CATCH_UP, tokens
+                feeds[p], catch_up[p] = Feed.CATCH_UP, tokens
             else:
-                feeds[p] = FULL
+                feeds[p] = Feed.FULL
         return feeds, catch_up
 
-    def _feed_rows(self, spark: SparkSession, prev: Commit | None, feeds: dict[int, str]) -> DataFrame | None:
+    def _feed_rows(self, spark: SparkSession, prev: CommitRecord | None, feeds: dict[int, Feed]) -> DataFrame | None:
         """The checkpoint's rows for the fed partitions: all their state for FULL, the deltas
         since the base for CATCH_UP (each with its version: the newest row of a key wins)."""
         if prev is None:
             return None
         frames = []
-        full = sorted(p for p, f in feeds.items() if f == FULL)
-        catch = sorted(p for p, f in feeds.items() if f == CATCH_UP)
+        full = sorted(p for p, f in feeds.items() if f is Feed.FULL)
+        catch = sorted(p for p, f in feeds.items() if f is Feed.CATCH_UP)
         if full:
             frames.append(state_frame(spark, self.store, prev, parts=full, versions=True))
         if catch:
@@ -342,90 +460,6 @@ class BulkStream:
         for f in frames[1:]:
             out = out.unionByName(f)
         return out
-
-    def _layout_info(self, prev: Commit | None, version: int, deltas_now: list[str], rows: list) -> dict[str, Any]:
-        """Base and deltas of the new version: the previous version's, or the newest compacted
-        base if one was made since, plus this batch's deltas."""
-        store = self.store
-        base, base_version = (prev.base, prev.base_version) if prev is not None else (None, -1)
-        base_rows = (prev.info.get("base_rows", prev.info.get("state_rows")) if prev is not None else 0) or 0
-        base_bytes = (prev.info.get("base_bytes", prev.info.get("state_bytes")) if prev is not None else 0) or 0
-        entries = list(prev.info.get("deltas", [])) if prev is not None else []
-        compacted = store.bases()
-        if compacted and compacted[-1]["version"] > base_version and prev is not None and compacted[-1]["version"] <= prev.version:
-            newest = compacted[-1]
-            base, base_version = newest["dir"], newest["version"]
-            base_rows, base_bytes = newest.get("rows", 0), newest.get("bytes", 0)
-            entries = [e for e in entries if int(e[0]) > base_version]
-        if deltas_now:
-            changed = sum(int(r["__ks_changed"] or 0) for r in rows)
-            entries.append([version, deltas_now, changed, sum(self.fs.size(store.path(d)) for d in deltas_now)])
-        delta_bytes = sum(int(e[3]) if len(e) > 3 else 0 for e in entries)
-        return {
-            "base": base,
-            "base_version": base_version,
-            "base_rows": base_rows,
-            "base_bytes": base_bytes,
-            "deltas": entries,
-            "delta_rows": sum(int(e[2]) if len(e) > 2 else 0 for e in entries),
-            "state_bytes": base_bytes + delta_bytes,
-        }
-
-    @staticmethod
-    def _stores(rows: list) -> dict[str, list[int]]:
-        """Which task's local store holds each state partition now (by the task's token)."""
-        out: dict[str, list[int]] = {}
-        for r in rows:
-            out.setdefault(r["__ks_token"].rsplit("-", 1)[1], []).append(r[PART])
-        return {t: sorted(ps) for t, ps in out.items()}
-
-
-class Compactor:
-    """Folds a version's deltas into a new base snapshot, in the background, one at a time."""
-
-    def __init__(self, stream: BulkStream):
-        self.stream = stream
-        self.thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-        self.every = int(stream.driver.conf.get(COMPACT_DELTAS_CONF, None) or COMPACT_DELTAS)
-
-    @property
-    def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
-
-    def due(self, commit: Commit) -> bool:
-        entries = commit.info.get("deltas", [])
-        rows = commit.info.get("delta_rows", 0)
-        base_rows = commit.info.get("base_rows", 0) or 0
-        return len(entries) >= self.every or (rows >= COMPACT_MIN_ROWS and rows >= base_rows // 2)
-
-    def maybe_start(self, commit: Commit) -> None:
-        if self.running or not self.due(commit):
-            return
-        self.thread = threading.Thread(target=self._run, args=(commit,), name="spark-keyed-sql compaction", daemon=True)
-        self.thread.start()
-
-    def _run(self, commit: Commit) -> None:
-        try:
-            self.compact(commit)
-        except BaseException as exc:  # noqa: BLE001 - a failed compaction leaves the deltas as they are
-            self.error = exc
-
-    def compact(self, commit: Commit) -> None:
-        stream = self.stream
-        store, spark = stream.store, stream.driver
-        rel = store.new_base(commit.version)
-        frame = state_frame(spark, store, commit)
-        frame.repartition(PART).write.partitionBy(PART).parquet(store.path(rel))
-        crash_point("compaction_written")
-        rows = spark.read.parquet(store.path(rel)).count()
-        store.mark_base(commit.version, rel, {"rows": rows, "bytes": store.fs.size(store.path(rel)),
-                                              "partitions": stream.partitions})
-        crash_point("after_compaction")
-
-    def join(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
 
 
 def _idle_steps(plan: KeyedPlan) -> bool:
@@ -436,7 +470,7 @@ def _idle_steps(plan: KeyedPlan) -> bool:
 
 class BulkStreamRun(StreamRun):
     """A bulk stream: Spark's ``foreachBatch`` over the keyed step's source, each micro-batch a
-    :class:`BulkStream` step; ks.run's summary and the metrics come from the commit files."""
+    :class:`BulkStream` step; ks.run's summary and the metrics come from the commit records."""
 
     def __init__(self, job: StreamJob, query: Any, stream: BulkStream, version_before: int):
         self.job, self.query, self.stream, self.version_before = job, query, stream, version_before
@@ -455,39 +489,31 @@ class BulkStreamRun(StreamRun):
             job.spark, job.plan, job.source.schema, checkpoint, job.sink, finish, job.plan.spec.name, on_commit=job.progress
         )
         latest = stream.store.latest()
-        writer = job.source.writeStream.foreachBatch(stream).option("checkpointLocation", checkpoint)
-        if job.available_now:
-            writer = writer.trigger(availableNow=True)
-        elif job.trigger:
-            writer = writer.trigger(processingTime=job.trigger)
-        query = writer.start()
+        query = configure_writer(job.source.writeStream.foreachBatch(stream), job, checkpoint).start()
         if not job.available_now and _idle_steps(job.plan):
             stream.pump_timers(query, parse_interval_ms(job.trigger) / 1000 if job.trigger else 1.0)
         return cls(job, query, stream, -1 if latest is None else latest.version)
 
     def wait(self) -> None:
-        q = self.query
-        while q.isActive:
-            q.awaitTermination(1)
-        if q.exception() is not None:
-            raise q.exception()
-        if self.job.plan is not None and _idle_steps(self.job.plan):
-            self.stream.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
-        self.stream.compactor.join()  # a compaction the run started finishes before it returns
-        if self.stream.compactor.error is not None:
-            raise self.stream.compactor.error
+        try:
+            wait_until_done(self.query)
+            if self.job.plan is not None and _idle_steps(self.job.plan):
+                self.stream.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
+        finally:
+            self.stream.compactor.join()  # a compaction the run started finishes before it returns
+        self.stream.compactor.check(finished=True)
 
-    def _new_commits(self) -> list:
+    def _new_commits(self) -> list[CommitRecord]:
         return [c for c in self.stream.store.commits() if c.version > self.version_before]
 
     def summary(self) -> dict[str, Any]:
         new = self._new_commits()
         return {
-            "batches": sum(1 for c in new if c.info.get("input_rows")),
-            "input_rows": sum(c.info.get("input_rows", 0) for c in new),
-            "output_rows": sum(c.info.get("output_rows") or 0 for c in new),
-            "keys_touched": sum(c.info.get("keys_touched", 0) for c in new),
-            "late_rows": sum(c.info.get("late_rows", 0) for c in new),
+            "batches": sum(1 for c in new if c.metrics.input_rows),
+            "input_rows": sum(c.metrics.input_rows for c in new),
+            "output_rows": sum(c.metrics.output_rows or 0 for c in new),
+            "keys_touched": sum(c.metrics.keys_touched for c in new),
+            "late_rows": sum(c.metrics.late_rows for c in new),
             "metrics": self.metrics(),
         }
 
@@ -495,10 +521,10 @@ class BulkStreamRun(StreamRun):
         return [
             {
                 "batch_id": c.version,
-                "function": c.info.get("function"),
-                "state_rows": c.info.get("state_rows"),
-                "rows_updated": c.info.get("keys_touched"),
-                "state_bytes": c.info.get("state_bytes"),
+                "function": c.function,
+                "state_rows": c.state_rows,
+                "rows_updated": c.metrics.keys_touched,
+                "state_bytes": c.state_bytes,
             }
             for c in self._new_commits()
         ]

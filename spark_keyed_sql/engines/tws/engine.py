@@ -21,13 +21,15 @@ from pyspark.sql import types as T
 from ...api.errors import SchemaError
 from ...compat.features import Feature, features
 from ...runtime.plan import KeyedPlan
-from ..base import Capabilities, Engine, output_schema
+from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
+from ..dataframe_stream import DataFrameStreamRun
 from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
 from .layout import TwsLayout
 
 __all__ = ["TransformWithStateEngine", "UNKEYED_COLUMN"]
 
 UNKEYED_COLUMN = "__ks_unkeyed__"  # the one group of an unkeyed query
+PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 
 
 class TransformWithStateEngine(Engine):
@@ -40,7 +42,17 @@ class TransformWithStateEngine(Engine):
     )
     layout = TwsLayout()
 
+    def start_stream(self, job: StreamJob) -> StreamRun:
+        return DataFrameStreamRun.start(job)
+
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
+        provider = df.sparkSession.conf.get(PROVIDER_CONF, None) or ""
+        if "RocksDB" not in provider:
+            raise SchemaError(
+                f"engine 'tws' (transformWithState) needs the RocksDB state store: {PROVIDER_CONF} = "
+                f"org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider (the session has {provider!r}; "
+                "KeyedSQL(spark) sets it unless given configure=False)"
+            )
         streaming = df.isStreaming
         if not streaming and plan.spec.has_timers:
             raise SchemaError(

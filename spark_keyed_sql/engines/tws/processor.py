@@ -8,7 +8,6 @@ carries its expiry (epoch ms) as a last field (``EXPIRES``).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -20,6 +19,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from ...api.context import TimerService
 from ...api.state import StateDescriptor, StateKind
 from ...api.types import StructType
+from ...runtime.clock import now_ms
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
@@ -205,7 +205,7 @@ class KeyedStatefulProcessor(StatefulProcessor):
 
     def now(self) -> int:
         """Processing time for TTL: the batch's, or the wall clock without a time mode."""
-        return self._batch_now if self._batch_now is not None else int(time.time() * 1000)
+        return (self._batch_now if self._batch_now is not None else now_ms()) + self.plan.clock_offset_ms
 
     def _times(self, timer_values: Any) -> tuple[int | None, int | None]:
         p = timer_values.getCurrentProcessingTimeInMs()
