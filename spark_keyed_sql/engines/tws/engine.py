@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from ...api.errors import SchemaError
 from ...compat.features import Feature, features
+from ...compat.quirks import ensure_state_store_coordinator
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, output_schema
 from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
@@ -42,6 +43,8 @@ class TransformWithStateEngine(Engine):
 
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
         streaming = df.isStreaming
+        if not streaming:
+            ensure_state_store_coordinator(df.sparkSession)
         if not streaming and plan.spec.has_timers:
             raise SchemaError(
                 f"function '{plan.spec.name}' uses timers, and engine 'tws' (transformWithState) has no timers in a "
