@@ -23,6 +23,6 @@ def ensure_state_store_coordinator(spark: Any) -> None:
             return
         _DONE.add(id(spark))
     try:
-        spark.streams.active
+        _ = spark.streams.active
     except Exception:  # noqa: BLE001 - a session without streams support: nothing to make
         pass
