@@ -17,6 +17,9 @@ SCHEMA = "user_id string, value double, amount double, merchant string, ts times
 
 
 class Running(StatefulFunction):
+    n: int  # typed state columns (read_state shows them as bigint / double)
+    total: float
+
     def __init__(self, **kw):
         super().__init__(**kw)
         self.n = 0

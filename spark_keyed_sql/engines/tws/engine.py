@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from ...api.errors import SchemaError
 from ...compat.features import Feature, features
+from ...compat.quirks import ensure_state_store_coordinator
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
 from ..dataframe_stream import DataFrameStreamRun
@@ -54,6 +55,8 @@ class TransformWithStateEngine(Engine):
                 "KeyedSQL(spark) sets it unless given configure=False)"
             )
         streaming = df.isStreaming
+        if not streaming:
+            ensure_state_store_coordinator(df.sparkSession)
         if not streaming and plan.spec.has_timers:
             raise SchemaError(
                 f"function '{plan.spec.name}' uses timers, and engine 'tws' (transformWithState) has no timers in a "

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...compat.features import Feature, features
+from ...compat.quirks import ensure_state_store_coordinator
 from ...runtime.spec import FunctionKind
 from ...state.checkpoint import CheckpointError, MigrationError
 from ...state.fs import CheckpointFS, join
@@ -36,6 +37,7 @@ def _entry(vfn):
 
 
 def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
+    ensure_state_store_coordinator(spark)  # Spark's statestore reader is a batch query on the state store
     found = features(spark)
     if not found.has(Feature.STATE_READER):
         if not CheckpointFS(spark).exists(join(checkpoint, "commits")):
