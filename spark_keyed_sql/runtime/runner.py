@@ -145,6 +145,15 @@ class KeyedRunner:
         """End a key that a ``hold=True`` call left live: its state is stored now."""
         self._end(key, binding)
 
+    def discard(self, key: Any, binding: KeyBinding) -> None:
+        """End a key left live whose state nobody reads again (a one-shot batch's key, its
+        timers fired): not stored, unless storing could fail, which must fail here as it would
+        anywhere (an attribute the state encoding refuses)."""
+        if self.layout is not None and not self.call.cleared and self.layout.live_safe(self.instance):
+            self._leave()
+        else:
+            self._end(key, binding)
+
     def _clear_current(self) -> None:
         """``self.ctx.clear_state()``: all state of the key being run."""
         if self.layout is not None:
@@ -161,15 +170,16 @@ class KeyedRunner:
                 if self.call.cleared:
                     binding.clear_attributes()
                 else:
-                    try:
-                        binding.save_attributes(self.layout.encode(self.instance))
-                    except KeyedSQLError as exc:
-                        raise type(exc)(f"function '{self.spec.name}', key {key!r}: {exc}") from None
+                    binding.save_attributes(self._encoded(key))
         finally:
-            self.call.leave()
-            self._binding = None
-            if self.layout is None:  # (a KeyedProcessor: its state variables; a function has none)
-                unbind_accessors(self.instance)
+            self._leave()
+
+    def _leave(self) -> None:
+        """Nothing of the key is reachable from user code any more."""
+        self.call.leave()
+        self._binding = None
+        if self.layout is None:  # (a KeyedProcessor: its state variables; a function has none)
+            unbind_accessors(self.instance)
 
     def _call(self, key: Any, where: Where, fn: Any, *args: Any) -> list[Any]:
         """Call user code; ``where`` (a string, or a callable building it) only on error."""
@@ -222,6 +232,49 @@ class KeyedRunner:
         finally:
             if not held and self.call.active:  # (an error: end the key all the same)
                 self._end(key, binding)
+
+    def run_fresh_keys(
+        self, keys: list, starts: list[int], ends: list[int], events: list[dict], binding: KeyBinding,
+        next_key: Callable[[], None], processing_ms: int | None, out: list, src: list, at_key: list,
+    ) -> None:
+        """Keys of a one-shot batch for a StatefulFunction without timers or TTL: each key from
+        the state ``__init__`` makes, its rows ``events[starts[i]:ends[i]]`` in order, its state
+        not kept (``run_function`` then ``discard`` per key, the key's call set up once for all of
+        them). ``next_key()`` empties ``binding``'s state for the next key. Output rows go to
+        ``out`` and ``src`` as ``run_function`` puts them; ``at_key`` gets, for each, the
+        position of its key's first row."""
+        call, instance, layout = self.call, self.instance, self.layout
+        assert layout is not None
+        loop, execute, keyed = self._row_loop, instance.execute, self.keyed
+        reset, live_safe = layout.reset, layout.live_safe
+        call.processing_ms, call.watermark_ms = processing_ms, None
+        call.timers, call.clear = binding, self._clear_fn
+        self._binding = binding
+        try:
+            for key, s, e in zip(keys, starts, ends):
+                next_key()
+                reset(instance)
+                call.key, call.keyed = key, keyed
+                n = len(out)
+                loop(events[s:e], s, execute, out, src, self, call, key)
+                if not live_safe(instance):  # (storing it could fail: it must fail here as anywhere)
+                    self._encoded(key)
+                made = len(out) - n
+                if made == 1:
+                    at_key.append(s)
+                elif made:
+                    at_key.extend([s] * made)
+        finally:
+            self._leave()
+
+    def _encoded(self, key: Any) -> tuple:
+        """The instance's attribute row (an attribute the state encoding refuses: the error,
+        naming the function and the key)."""
+        assert self.layout is not None
+        try:
+            return self.layout.encode(self.instance)
+        except KeyedSQLError as exc:
+            raise type(exc)(f"function '{self.spec.name}', key {key!r}: {exc}") from None
 
     def stays_live(self) -> bool:
         """May the key left live by ``run_function(hold=True)`` run its timers without storing

@@ -191,6 +191,16 @@ class KeyBinding:
         self._variables: dict[str, TtlVariable] = {}
         self._timers: TimerService | None = None
 
+    def repoint(self) -> None:
+        """Ready for the store's next key (a task keeps one binding, re-pointed at each key,
+        instead of making one per key): what was cached of the last key is dropped."""
+        if self._variables:
+            self._variables = {}
+        if self._timers is not None:
+            self._timers = None
+            self.__dict__.pop("register", None)
+            self.__dict__.pop("delete", None)
+
     def load_attributes(self) -> Any:
         e = self.store.get_attributes()
         if e is None:

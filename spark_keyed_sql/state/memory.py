@@ -23,6 +23,13 @@ class MemoryKeyState:
         self.attributes: tuple | None = None  # attribute-state row of a StatefulFunction
         self.attributes_expire: int | None = None
 
+    def reset(self) -> MemoryKeyState:
+        """Empty again, for the next key of a one-shot pass (whose state is never kept)."""
+        self.vars.clear()
+        self.timers.clear()
+        self.attributes = self.attributes_expire = None
+        return self
+
     def is_empty(self) -> bool:
         return not self.vars and not self.timers and self.attributes is None
 

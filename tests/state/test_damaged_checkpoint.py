@@ -99,7 +99,7 @@ def test_damaged_commit_record_is_named_and_nothing_runs(spark, ks_auto, tmp_pat
     with open(commit, "w") as f:
         f.write(bad)
     rows_before = spark.read.parquet(out).count()
-    with pytest.raises(CheckpointError, match=rf"commit file \S*commits/0\.json is damaged .*Restore the checkpoint") as info:
+    with pytest.raises(CheckpointError, match=r"commit file \S*commits/0\.json is damaged .*Restore the checkpoint") as info:
         ks_auto.run(sql, checkpoint=cp, output=out)
     assert "Traceback" not in str(info.value)
     assert sorted(os.listdir(os.path.join(cp, "bulk", "commits"))) == ["0.json"]  # nothing committed

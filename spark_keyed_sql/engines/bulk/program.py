@@ -61,6 +61,9 @@ class KeyPass:
         self.rows_format = runner.rows_format
         self.keyed, self.ttl_ms = plan.keyed, plan.spec.ttl_ms
         self.build_rows = rows_builder(self.rows_format, self.names)
+        # one binding for the task, re-pointed at each key's state (not one made per key)
+        self._store = MemoryKeyStore(MemoryKeyState())
+        self._binding = KeyBinding(self._store, self._clock, self.ttl_ms)
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -70,7 +73,10 @@ class KeyPass:
         return self.now
 
     def binding(self, ks: MemoryKeyState) -> KeyBinding:
-        return KeyBinding(MemoryKeyStore(ks), self._clock, self.ttl_ms)  # (memory_binding, one call less per key)
+        """The task's binding, pointed at ``ks`` (valid until the next key's)."""
+        self._store.ks = ks
+        self._binding.repoint()
+        return self._binding
 
     def due_until(self) -> tuple[bool, int | None]:
         """Whether any timer can be due in this batch, and by when (None: every one, at end of
@@ -135,8 +141,8 @@ class KeyPass:
                     src.extend([None] * (len(out) - before))
         if ks.timers:
             live = self._fire_due(key, ks, binding, live, out, src)
-        if live:
-            runner.release(key, binding)
+        if live:  # a one-shot batch keeps no state: the key ends without being stored
+            (runner.discard if self.end_of_input else runner.release)(key, binding)
 
     def run_group(self, kv: tuple, ks: MemoryKeyState, rows: Any, count: int, first: Callable[[], dict], out: list, src: list) -> None:
         """A KeyedProcessor's key of a one-shot batch, its ``rows`` cut from the batch already
@@ -197,6 +203,9 @@ class BulkProgram:
         keys = plan.key_columns
         build_events = event_builder(list(plan.event_names))
         crashed_here = False
+        fresh = MemoryKeyState()
+        spec = plan.spec
+        fresh_keys = key_pass.function and not self.has_initial and not spec.has_timers and not spec.has_ttl
         for rb, starts in key_runs(batches, keys, HASH if self.hashed else None):
             rb = pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
             n = rb.num_rows
@@ -218,9 +227,14 @@ class BulkProgram:
             out: list[Any] = []
             src: list[Any] = []
             at_key: list[int] = []
+            if fresh_keys:  # the common case in one call: no initial state, timers or TTL
+                ukeys = [user_key(kv, plan.keyed) for kv in key_values]
+                runner.run_fresh_keys(ukeys, starts.tolist(), ends, events, key_pass.binding(fresh), fresh.reset,  # type: ignore[arg-type]
+                                      self.now_ms, out, src, at_key)
+                key_values = []
             for s0, e, kv in zip(starts.tolist(), ends, key_values):
                 s = s0
-                ks = MemoryKeyState()
+                ks = fresh.reset()  # (a one-shot batch starts every key afresh and keeps nothing)
                 if kinds is not None:
                     while s < e and kinds[s] != InputKind.EVENT:
                         key_pass.initial(kv, ks, {c[len(INIT_PREFIX) :]: rb.column(c)[s].as_py() for c in init_cols})
@@ -238,6 +252,9 @@ class BulkProgram:
                 if not crashed_here:
                     crash_point("processing")
                     crashed_here = True
+            if not crashed_here:
+                crash_point("processing")
+                crashed_here = True
             if out:
                 yield output_batch(rb, keys, plan.passthrough, out, at_key, src, arrow_schema)
         runner.close()

@@ -1,0 +1,104 @@
+"""A one-shot bulk batch of a StatefulFunction without timers or TTL runs its keys in one call
+(``KeyedRunner.run_fresh_keys``): every key from __init__'s state, rows in order, nothing kept,
+and an attribute the state encoding refuses still fails, naming function and key. Run
+in-process through BulkProgram over Arrow batches (the Python side of a task); the oracle is
+plain Python."""
+
+import random
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
+
+from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql.api.errors import StateEncodingError, UserFunctionError
+from spark_keyed_sql.engines.base import output_schema
+from spark_keyed_sql.engines.bulk.program import BulkProgram
+from spark_keyed_sql.runtime.plan import KeyedPlan
+from spark_keyed_sql.runtime.spec import FunctionSpec
+
+SRC = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.DoubleType())])
+
+
+class Running(StatefulFunction):
+    n: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.seen = []  # mutable, encoded: not live-safe, so each key is checked by encoding
+
+    def execute(self, e):
+        self.n += 1
+        self.seen.append(e["v"])
+        if e["v"] < 0:
+            self.ctx.clear_state()  # the next row of the key starts over
+            return None
+        return [(self.n, self.ctx.get_key(), len(self.seen))]
+
+
+class Unstorable(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.handle = None
+
+    def execute(self, e):
+        if self.ctx.get_key() == "bad":
+            self.handle = open  # a builtin function: no safe encoding
+        return [(1,)]
+
+
+def run(cls, returns, rows, batch_rows=7):
+    spec = FunctionSpec.build("f", cls, returns, {})
+    plan = KeyedPlan(spec, ["k"], ["v"])
+    out = output_schema(SRC, plan)
+    rows = sorted(rows, key=lambda r: r[0])  # what combine hands a task: key-sorted
+    batches = [pa.RecordBatch.from_arrays([pa.array([r[0] for r in rows[s:s + batch_rows]]),
+                                           pa.array([r[1] for r in rows[s:s + batch_rows]], pa.float64())], names=["k", "v"])
+               for s in range(0, len(rows), batch_rows)]
+    got = []
+    for b in BulkProgram(plan, out, now_ms=0)(iter(batches)):
+        got += [tuple(r.values()) for r in b.to_pylist()]
+    return got
+
+
+def test_each_key_starts_from_init_and_clear_state_starts_it_over():
+    rng = random.Random(3)
+    rows = [(f"k{rng.randrange(12)}", float(rng.choice([1, 2, -1, 3]))) for _ in range(120)]
+    got = run(Running, "n bigint, key string, seen bigint", rows)
+    expected = []
+    for k in sorted({r[0] for r in rows}):
+        n, seen = 0, 0
+        for _, v in [r for r in sorted(rows, key=lambda r: r[0]) if r[0] == k]:
+            n, seen = n + 1, seen + 1
+            if v < 0:
+                n, seen = 0, 0
+                continue
+            expected.append((k, n, k, seen))
+    assert got == expected  # key-sorted input: output in the same order
+
+
+def test_an_attribute_the_encoding_refuses_fails_naming_function_and_key():
+    rows = [("a", 1.0), ("bad", 1.0), ("c", 1.0)]
+    with pytest.raises(StateEncodingError, match=r"function 'f', key 'bad': .*handle"):
+        run(Unstorable, "one bigint", rows)
+
+
+def test_a_failing_row_names_the_key_and_the_row():
+    class Boom(StatefulFunction):
+        def execute(self, e):
+            if e["v"] == 13.0:
+                raise ValueError("unlucky")
+            return [(1,)]
+
+    with pytest.raises(UserFunctionError, match=r"function 'f' failed for key 'x' on row \{'v': 13\.0\}"):
+        run(Boom, "one bigint", [("w", 1.0), ("x", 2.0), ("x", 13.0), ("y", 1.0)])
+
+
+def test_keys_split_across_batches_and_nothing_kept_between_keys():
+    """Keys split across Arrow batches are gathered whole (key_runs), and the instance a key
+    leaves behind never leaks into the next key."""
+    rows = [("a", float(i)) for i in range(10)] + [("b", 1.0)]
+    got = run(Running, "n bigint, key string, seen bigint", rows, batch_rows=3)
+    assert [g for g in got if g[0] == "b"] == [("b", 1, "b", 1)]
+    assert [g[1] for g in got if g[0] == "a"] == list(range(1, 11))
