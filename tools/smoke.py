@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,34 +34,45 @@ def _run(py: Path, args: list[str], log) -> int:
 def main(argv: list[str]) -> int:
     wanted = set(argv)
     VENVS.mkdir(exist_ok=True)
+    pairs = [(s, p) for s, p in SMOKE if not wanted or s in wanted]
+    jobs = [(f"Spark {s} / Python {p}", s, p) for s, p in pairs]
+    if not wanted:
+        jobs.append(("no PySpark (KeyedTester)", None, NEWEST[1]))
+    # the next venv is built (pip: downloads, wheels) while the tests of the one before run
+    builder = ThreadPoolExecutor(max_workers=1)
+    logs = {name: open(VENVS / f"smoke-{'no-pyspark' if s is None else f'spark{s}-py{p}'}.log", "w") for name, s, p in jobs}
+
+    def build(name: str, spark: str | None, python: str) -> Path:
+        if spark is None:
+            return make_venv(None, python, extras="test", name="nospark", log=logs[name])
+        return make_venv(spark, python, extras="spark,test", log=logs[name])
+
+    futures = {name: builder.submit(build, name, s, p) for name, s, p in jobs}
     results = []
-    for spark, python in SMOKE:
-        if wanted and spark not in wanted:
-            continue
+    for name, spark, python in jobs:
         t0 = time.time()
-        log_path = VENVS / f"smoke-spark{spark}-py{python}.log"
-        with open(log_path, "w") as log:
-            print(f"[smoke] Spark {spark} / Python {python}: venv ...", flush=True)
-            py = make_venv(spark, python, extras="spark,test", log=log)
+        log = logs[name]
+        try:
+            py = futures[name].result()
+        except Exception as exc:  # noqa: BLE001 - reported with the rest
+            print(f"[smoke] {name}: venv FAILED: {exc}", flush=True)
+            results.append((name, 1, log.name))
+            continue
+        if spark is None:
+            code = _run(py, ["--noconftest", "tests/smoke/test_without_pyspark.py"], log)
+        else:
             tests = ["tests/smoke/test_smoke.py", "tests/test_readme.py"]
             if (spark, python) in (OLDEST, NEWEST):
                 tests.append("tests/test_packaging.py")
             code = _run(py, ["-m", "not slow and not cluster", *tests], log)
-        results.append((f"Spark {spark} / Python {python}", code, time.time() - t0, log_path))
-        print(f"[smoke] Spark {spark} / Python {python}: {'passed' if code == 0 else 'FAILED'} in {time.time() - t0:.0f} s",
-              flush=True)
-    if not wanted:
-        t0 = time.time()
-        log_path = VENVS / "smoke-no-pyspark.log"
-        with open(log_path, "w") as log:
-            py = make_venv(None, NEWEST[1], extras="test", name="nospark", log=log)
-            code = _run(py, ["--noconftest", "tests/smoke/test_without_pyspark.py"], log)
-        results.append(("no PySpark (KeyedTester)", code, time.time() - t0, log_path))
-        print(f"[smoke] no PySpark: {'passed' if code == 0 else 'FAILED'} in {time.time() - t0:.0f} s", flush=True)
+        log.flush()
+        results.append((name, code, log.name))
+        print(f"[smoke] {name}: {'passed' if code == 0 else 'FAILED'} (tests {time.time() - t0:.0f} s)", flush=True)
+    builder.shutdown()
     failed = [r for r in results if r[1] != 0]
-    for name, _, _, log_path in failed:
+    for name, _, log_path in failed:
         print(f"\n[smoke] {name} FAILED; the end of {log_path}:")
-        print("".join(log_path.read_text().splitlines(keepends=True)[-60:]))
+        print("".join(Path(log_path).read_text().splitlines(keepends=True)[-60:]))
     return 1 if failed else 0
 
 
