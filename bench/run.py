@@ -45,8 +45,12 @@ W1_OUT = "user_id string, ts timestamp, n bigint, total double"
 
 
 SLOW_PATHS = {
-    "ks.sql engine=tws", "table function", "plain UDTF PARTITION BY", "transformWithState rows (hand-written)",
-    "transformWithStateInPandas (hand-written)", "applyInPandasWithState (hand-written)",
+    "ks.sql engine=tws",
+    "table function",
+    "plain UDTF PARTITION BY",
+    "transformWithState rows (hand-written)",
+    "transformWithStateInPandas (hand-written)",
+    "applyInPandasWithState (hand-written)",
 }
 
 
@@ -58,8 +62,15 @@ class OverBudget(Exception):
 
 
 def digest(df: DataFrame) -> tuple[int, int]:
-    cols = [F.round(F.col(f.name), 6).alias(f.name) if f.dataType.simpleString() == "double" else F.col(f.name) for f in df.schema.fields]
-    r = df.select(*cols).agg(F.count(F.lit(1)), F.sum(F.hash(*[F.col(f.name) for f in df.schema.fields]).cast("decimal(38,0)"))).collect()[0]
+    cols = [
+        F.round(F.col(f.name), 6).alias(f.name) if f.dataType.simpleString() == "double" else F.col(f.name)
+        for f in df.schema.fields
+    ]
+    r = (
+        df.select(*cols)
+        .agg(F.count(F.lit(1)), F.sum(F.hash(*[F.col(f.name) for f in df.schema.fields]).cast("decimal(38,0)")))
+        .collect()[0]
+    )
     return int(r[0]), int(r[1] or 0)
 
 
@@ -86,7 +97,9 @@ def make_events(spark: SparkSession, keys: int, rows: int) -> DataFrame:
     df = spark.range(rows).select(
         F.concat(F.lit("u"), (F.col("id") % keys).cast("string")).alias("user_id"),
         # per key: one event per minute, with a 45-minute pause every 7th (sessions in W3)
-        F.timestamp_seconds(F.lit(1_700_000_000) + (F.floor(F.col("id") / keys) * 60) + F.floor(F.col("id") / keys / 7) * 2700).alias("ts"),
+        F.timestamp_seconds(
+            F.lit(1_700_000_000) + (F.floor(F.col("id") / keys) * 60) + F.floor(F.col("id") / keys / 7) * 2700
+        ).alias("ts"),
         ((F.col("id") * 7919) % 1000 / 10.0).alias("value"),
     )
     path = os.path.join(tempfile.gettempdir(), f"ks-bench-{keys}-{rows}")
@@ -111,8 +124,13 @@ def as_stream(spark: SparkSession, df: DataFrame, build: Callable[[DataFrame], D
     before = spark.conf.get(key)
     spark.conf.set(key, "unsaferow")
     try:
-        q = (stream.writeStream.format("parquet").option("path", f"{out}/data").option("checkpointLocation", f"{out}/cp")
-             .trigger(availableNow=True).start())
+        q = (
+            stream.writeStream.format("parquet")
+            .option("path", f"{out}/data")
+            .option("checkpointLocation", f"{out}/cp")
+            .trigger(availableNow=True)
+            .start()
+        )
     finally:
         spark.conf.set(key, before)
     if not q.awaitTermination(budget):
@@ -160,7 +178,11 @@ def floor_aggregate(df: DataFrame) -> DataFrame:
                     a[0] += 1
                     a[1] += v
         yield pa.RecordBatch.from_arrays(
-            [pa.array(list(acc), pa.string()), pa.array([a[0] for a in acc.values()], pa.int64()), pa.array([a[1] for a in acc.values()], pa.float64())],
+            [
+                pa.array(list(acc), pa.string()),
+                pa.array([a[0] for a in acc.values()], pa.int64()),
+                pa.array([a[1] for a in acc.values()], pa.float64()),
+            ],
             names=["user_id", "n", "total"],
         )
 
@@ -193,22 +215,34 @@ def pandas_per_key(df: DataFrame) -> DataFrame:
                 totals.append(float(rows["value"].sum()))
 
         for b in batches:
-            t = pa.Table.from_batches([b]) if pending is None else pa.concat_tables([pending, pa.Table.from_batches([b])])
+            t = (
+                pa.Table.from_batches([b])
+                if pending is None
+                else pa.concat_tables([pending, pa.Table.from_batches([b])])
+            )
             keys = t.column("user_id").to_numpy(zero_copy_only=False)
             last = int(np.flatnonzero(keys != keys[-1])[-1]) + 1 if (keys != keys[-1]).any() else 0
             if last:
                 run(t, last)
             pending = t.slice(last)
             if len(users) >= 10_000:
-                yield pa.RecordBatch.from_arrays([pa.array(users, pa.string()), pa.array(ns, pa.int64()), pa.array(totals, pa.float64())],
-                                                 names=["user_id", "n", "total"])
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(users, pa.string()), pa.array(ns, pa.int64()), pa.array(totals, pa.float64())],
+                    names=["user_id", "n", "total"],
+                )
                 users, ns, totals = [], [], []
         if pending is not None and pending.num_rows:
             run(pending, pending.num_rows)
-        yield pa.RecordBatch.from_arrays([pa.array(users, pa.string()), pa.array(ns, pa.int64()), pa.array(totals, pa.float64())],
-                                         names=["user_id", "n", "total"])
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(users, pa.string()), pa.array(ns, pa.int64()), pa.array(totals, pa.float64())],
+            names=["user_id", "n", "total"],
+        )
 
-    return df.repartition("user_id").sortWithinPartitions("user_id").mapInArrow(fn, "user_id string, n bigint, total double")
+    return (
+        df.repartition("user_id")
+        .sortWithinPartitions("user_id")
+        .mapInArrow(fn, "user_id string, n bigint, total double")
+    )
 
 
 def plain_udtf(spark: SparkSession) -> DataFrame:
@@ -254,7 +288,9 @@ def workloads(spark: SparkSession, ks: KeyedSQL, df: DataFrame) -> dict[str, dic
             "mapInArrow floor (hand-written)": lambda: floor_counter(df),
             "ks.sql engine=bulk": lambda: ks.sql(w1_sql.format(e="bulk")),
             "ks.sql engine=tws": lambda: ks.sql(w1_sql.format(e="tws")),
-            "table function": lambda: spark.sql("SELECT user_id, ts, n, total FROM bench_counter_ts(TABLE(bench_events), key => 'user_id', order_by => 'ts')"),
+            "table function": lambda: spark.sql(
+                "SELECT user_id, ts, n, total FROM bench_counter_ts(TABLE(bench_events), key => 'user_id', order_by => 'ts')"
+            ),
             "plain UDTF PARTITION BY": lambda: plain_udtf(spark),
             "transformWithState rows (hand-written)": lambda: df.groupBy("user_id").transformWithState(
                 CounterTWSRows(), W1_OUT, "Append", "None"
@@ -262,24 +298,42 @@ def workloads(spark: SparkSession, ks: KeyedSQL, df: DataFrame) -> dict[str, dic
             "transformWithStateInPandas (hand-written)": lambda: df.groupBy("user_id").transformWithStateInPandas(
                 CounterTWSPandas(), W1_OUT, "Append", "None"
             ),
-            "applyInPandasWithState (hand-written)": lambda: as_stream(spark, df, lambda s: s.groupBy("user_id").applyInPandasWithState(
-                counter_apply_in_pandas_with_state, W1_OUT, "n long, total double", "append", "NoTimeout"
-            ), BUDGET),
+            "applyInPandasWithState (hand-written)": lambda: as_stream(
+                spark,
+                df,
+                lambda s: s.groupBy("user_id").applyInPandasWithState(
+                    counter_apply_in_pandas_with_state, W1_OUT, "n long, total double", "append", "NoTimeout"
+                ),
+                BUDGET,
+            ),
             "KeyedTester (pure Python)": "tester:w1",
         },
         "W2 per-key aggregate (row out per key)": {
-            "native Spark SQL (GROUP BY)": lambda: spark.sql("SELECT user_id, count(*) AS n, sum(value) AS total FROM bench_events GROUP BY user_id"),
+            "native Spark SQL (GROUP BY)": lambda: spark.sql(
+                "SELECT user_id, count(*) AS n, sum(value) AS total FROM bench_events GROUP BY user_id"
+            ),
             "mapInArrow floor (hand-written)": lambda: floor_aggregate(df),
             "ks.sql engine=bulk": lambda: ks.sql(w2_sql.format(e="bulk")),
             "mapInArrow + a pandas frame per key (hand-written)": lambda: pandas_per_key(df),
-            "ks.sql engine=bulk, rows_format=numpy": lambda: ks.sql(w2_sql.replace("bench_aggregate", "bench_aggregate_np").format(e="bulk")),
+            "ks.sql engine=bulk, rows_format=numpy": lambda: ks.sql(
+                w2_sql.replace("bench_aggregate", "bench_aggregate_np").format(e="bulk")
+            ),
             "ks.sql engine=tws": lambda: ks.sql(w2_sql.format(e="tws")),
             "transformWithStateInPandas (hand-written)": lambda: df.groupBy("user_id").transformWithStateInPandas(
                 AggregateTWSPandas(), "user_id string, n bigint, total double", "Append", "None"
             ),
-            "applyInPandasWithState (hand-written)": lambda: as_stream(spark, df, lambda s: s.groupBy("user_id").applyInPandasWithState(
-                aggregate_apply_in_pandas_with_state, "user_id string, n bigint, total double", "n long, total double", "append", "NoTimeout"
-            ), BUDGET),
+            "applyInPandasWithState (hand-written)": lambda: as_stream(
+                spark,
+                df,
+                lambda s: s.groupBy("user_id").applyInPandasWithState(
+                    aggregate_apply_in_pandas_with_state,
+                    "user_id string, n bigint, total double",
+                    "n long, total double",
+                    "append",
+                    "NoTimeout",
+                ),
+                BUDGET,
+            ),
         },
         "W3 sessions closed by event-time timers": {
             "native Spark SQL (session_window)": lambda: spark.sql(
@@ -287,7 +341,9 @@ def workloads(spark: SparkSession, ks: KeyedSQL, df: DataFrame) -> dict[str, dic
                 f"GROUP BY user_id, session_window(ts, '{int(GAP.total_seconds() // 60)} minutes')"
             ),
             "ks.sql engine=bulk": lambda: ks.sql(w3_sql),
-            "table function": lambda: spark.sql("SELECT * FROM bench_sessions(TABLE(bench_events), key => 'user_id', order_by => 'ts')"),
+            "table function": lambda: spark.sql(
+                "SELECT * FROM bench_sessions(TABLE(bench_events), key => 'user_id', order_by => 'ts')"
+            ),
         },
     }
 
@@ -386,7 +442,9 @@ def rss_mb(field: str = "VmRSS") -> dict[str, float]:
 
 
 def _state_sql(src: str, engine: str, max_files: int | None = None) -> str:
-    options = ([] if engine == "auto" else [f"engine = '{engine}'"]) + ([f"max_files_per_trigger = {max_files}"] if max_files else [])
+    options = ([] if engine == "auto" else [f"engine = '{engine}'"]) + (
+        [f"max_files_per_trigger = {max_files}"] if max_files else []
+    )
     opts = f" OPTIONS ({', '.join(options)})" if options else ""
     return f"SELECT user_id, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE bench_counter(value) ORDER BY ts{opts}"
 
@@ -394,11 +452,17 @@ def _state_sql(src: str, engine: str, max_files: int | None = None) -> str:
 def _write_keys(spark: SparkSession, path: str, keys: int, rows: int, seed: int, files: int = 1) -> None:
     """``rows`` events over ``keys`` keys (one per key, in order, when rows == keys; else random keys)."""
     ids = F.col("id") if rows == keys else F.floor(F.rand(seed) * keys).cast("long")
-    (spark.range(rows).select(
-        F.concat(F.lit("u"), ids.cast("string")).alias("user_id"),
-        F.timestamp_seconds(F.lit(1_800_000_000 + seed * 1_000_000) + F.col("id")).alias("ts"),
-        ((F.col("id") * 7919) % 1000 / 10.0).alias("value"),
-    ).repartition(files).write.mode("append").parquet(path))
+    (
+        spark.range(rows)
+        .select(
+            F.concat(F.lit("u"), ids.cast("string")).alias("user_id"),
+            F.timestamp_seconds(F.lit(1_800_000_000 + seed * 1_000_000) + F.col("id")).alias("ts"),
+            ((F.col("id") * 7919) % 1000 / 10.0).alias("value"),
+        )
+        .repartition(files)
+        .write.mode("append")
+        .parquet(path)
+    )
 
 
 def state_growth(spark: SparkSession, ks: KeyedSQL, sizes: tuple[int, ...], budget: float, tws_max: int) -> list[dict]:
@@ -413,8 +477,11 @@ def state_growth(spark: SparkSession, ks: KeyedSQL, sizes: tuple[int, ...], budg
             row: dict[str, Any] = {"engine": engine, "keys": n}
             out.append(row)
             if engine == "tws" and n > tws_max:
-                row["note"] = (f"not filled: at the measured {rate:,.0f} keys/s the fill would take ~{n / rate / 60:.0f} min"
-                               if rate else "not filled (per-key round trips)")
+                row["note"] = (
+                    f"not filled: at the measured {rate:,.0f} keys/s the fill would take ~{n / rate / 60:.0f} min"
+                    if rate
+                    else "not filled (per-key round trips)"
+                )
                 continue
             d = tempfile.mkdtemp(prefix="ks-bench-growth-")
             try:
@@ -437,7 +504,9 @@ def state_growth(spark: SparkSession, ks: KeyedSQL, sizes: tuple[int, ...], budg
     return out
 
 
-def many_batches(spark: SparkSession, ks: KeyedSQL, engine: str, keys: int, batches: int, rows: int, budget: float) -> dict:
+def many_batches(
+    spark: SparkSession, ks: KeyedSQL, engine: str, keys: int, batches: int, rows: int, budget: float
+) -> dict:
     """``batches`` micro-batches of ``rows`` rows through ks.start on a checkpoint holding
     ``keys`` keys of state (filled by ks.run first): per-batch times from Spark's progress."""
     d = tempfile.mkdtemp(prefix="ks-bench-batches-")
@@ -486,35 +555,67 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=None, help="rows per run (default 2,000,000)")
     ap.add_argument("--budget", type=float, default=None, help="seconds before a path is cancelled")
     ap.add_argument("--out", default="BENCHMARKS.md")
-    ap.add_argument("--sections", default="workloads,crossover,growth,batches",
-                    help="which sections to run (comma-separated: workloads, crossover, growth, batches)")
-    ap.add_argument("--state-keys", type=int, default=None, help="keys of state for the crossover (default: the largest --keys)")
-    ap.add_argument("--growth-sizes", default=None, help="keys of state for the state-growth table (default 100000,1000000,10000000)")
-    ap.add_argument("--tws-max-keys", type=int, default=1_000_000, help="largest state the growth table fills through tws")
-    ap.add_argument("--batch-keys", type=int, default=None, help="keys of state for the many-batches table (default 1,000,000)")
+    ap.add_argument(
+        "--sections",
+        default="workloads,crossover,growth,batches",
+        help="which sections to run (comma-separated: workloads, crossover, growth, batches)",
+    )
+    ap.add_argument(
+        "--state-keys", type=int, default=None, help="keys of state for the crossover (default: the largest --keys)"
+    )
+    ap.add_argument(
+        "--growth-sizes",
+        default=None,
+        help="keys of state for the state-growth table (default 100000,1000000,10000000)",
+    )
+    ap.add_argument(
+        "--tws-max-keys", type=int, default=1_000_000, help="largest state the growth table fills through tws"
+    )
+    ap.add_argument(
+        "--batch-keys", type=int, default=None, help="keys of state for the many-batches table (default 1,000,000)"
+    )
     ap.add_argument("--batches", default=None, help="micro-batches per engine there, as bulk,tws (default 500,200)")
-    ap.add_argument("--skip-paths", default="",
-                    help="comma-separated path names not to run in this invocation (e.g. 'plain UDTF PARTITION BY')")
-    ap.add_argument("--slow-max-keys", type=int, default=None,
-                    help="skip the per-key-round-trip paths (tws, UDTFs, hand-written transformWithState*) above this many keys")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="run each workload path this many times and report its fastest run (2: every path warm, "
-                         "not only those after another path of the same operator)")
+    ap.add_argument(
+        "--skip-paths",
+        default="",
+        help="comma-separated path names not to run in this invocation (e.g. 'plain UDTF PARTITION BY')",
+    )
+    ap.add_argument(
+        "--slow-max-keys",
+        type=int,
+        default=None,
+        help="skip the per-key-round-trip paths (tws, UDTFs, hand-written transformWithState*) above this many keys",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each workload path this many times and report its fastest run (2: every path warm, "
+        "not only those after another path of the same operator)",
+    )
     a = ap.parse_args()
     sections = set(a.sections.split(","))
     skip_paths = {p.strip() for p in a.skip_paths.split(",") if p.strip()}
     keys = [int(k) for k in (a.keys or ("1000,10000" if a.quick else "1000,100000,1000000")).split(",")]
     rows = a.rows or (200_000 if a.quick else 2_000_000)
     budget = a.budget or (120.0 if a.quick else 600.0)
-    growth_sizes = (tuple(int(k) for k in a.growth_sizes.split(",")) if a.growth_sizes
-                    else (10_000, 100_000) if a.quick else STATE_SIZES)
+    growth_sizes = (
+        tuple(int(k) for k in a.growth_sizes.split(","))
+        if a.growth_sizes
+        else (10_000, 100_000)
+        if a.quick
+        else STATE_SIZES
+    )
     batch_keys = a.batch_keys or (100_000 if a.quick else 1_000_000)
     n_bulk, n_tws = (int(x) for x in (a.batches or ("50,20" if a.quick else "500,200")).split(","))
     global BUDGET
     BUDGET = budget
 
-    spark = local_session("spark-keyed-sql bench", shuffle_partitions=8,
-                          conf={"spark.sql.streaming.numRecentProgressUpdates": str(max(n_bulk, n_tws) + 10)})
+    spark = local_session(
+        "spark-keyed-sql bench",
+        shuffle_partitions=8,
+        conf={"spark.sql.streaming.numRecentProgressUpdates": str(max(n_bulk, n_tws) + 10)},
+    )
     ks = KeyedSQL(spark)
     ks.register("bench_counter", Counter, returns="n bigint, total double")
     ks.register("bench_counter_ts", CounterTs, returns="ts timestamp, n bigint, total double")
@@ -523,7 +624,7 @@ def main() -> None:
     ks.register("bench_sessions", Sessions, returns="session_start timestamp, events bigint")
 
     results: list[tuple] = []
-    for k in (keys if "workloads" in sections else []):
+    for k in keys if "workloads" in sections else []:
         df = make_events(spark, k, rows)
         for wname, paths in workloads(spark, ks, df).items():
             reference = None
@@ -534,7 +635,17 @@ def main() -> None:
                     results.append((k, wname, pname, None, "not run in this invocation (--skip-paths)", None, None))
                     continue
                 if a.slow_max_keys is not None and k > a.slow_max_keys and pname in SLOW_PATHS:
-                    results.append((k, wname, pname, None, f"skipped above {a.slow_max_keys:,} keys (per-key round trips; keeps the run under an hour)", None, None))
+                    results.append(
+                        (
+                            k,
+                            wname,
+                            pname,
+                            None,
+                            f"skipped above {a.slow_max_keys:,} keys (per-key round trips; keeps the run under an hour)",
+                            None,
+                            None,
+                        )
+                    )
                     continue
                 try:
                     if isinstance(path, str):  # KeyedTester: no Spark at all
@@ -562,22 +673,48 @@ def main() -> None:
                 ok = d == reference
                 if pname.startswith("mapInArrow floor"):
                     floor_t = t
-                results.append((k, wname, pname, t, "same rows as native" if ok else f"DIFFERENT rows: {d} vs {reference}", native_t, floor_t))
+                results.append(
+                    (
+                        k,
+                        wname,
+                        pname,
+                        t,
+                        "same rows as native" if ok else f"DIFFERENT rows: {d} vs {reference}",
+                        native_t,
+                        floor_t,
+                    )
+                )
     costs = {}
     if "crossover" in sections:
         state_keys = a.state_keys or max(keys)
         make_events(spark, state_keys, rows)
         costs = {e: stream_costs(spark, ks, state_keys, rows, e, budget) for e in ("bulk", "tws")}
     growth = state_growth(spark, ks, growth_sizes, budget, a.tws_max_keys) if "growth" in sections else []
-    batches = ([many_batches(spark, ks, e, batch_keys, n, INCREMENT, budget * 4) for e, n in (("bulk", n_bulk), ("tws", n_tws))]
-               if "batches" in sections else [])
+    batches = (
+        [
+            many_batches(spark, ks, e, batch_keys, n, INCREMENT, budget * 4)
+            for e, n in (("bulk", n_bulk), ("tws", n_tws))
+        ]
+        if "batches" in sections
+        else []
+    )
     mem = peak_rss_mb()
     write_report(a.out, results, rows, keys, costs, mem, a.quick, growth, batches, a.repeat)
     spark.stop()
 
 
-def write_report(path: str, results: list[tuple], rows: int, keys: list[int], costs: dict, mem: dict, quick: bool,
-                 growth: list[dict], batches: list[dict], repeat: int = 1) -> None:
+def write_report(
+    path: str,
+    results: list[tuple],
+    rows: int,
+    keys: list[int],
+    costs: dict,
+    mem: dict,
+    quick: bool,
+    growth: list[dict],
+    batches: list[dict],
+    repeat: int = 1,
+) -> None:
     import multiprocessing
 
     try:
@@ -591,8 +728,11 @@ def write_report(path: str, results: list[tuple], rows: int, keys: list[int], co
         f"Machine: {multiprocessing.cpu_count()} cores, {mem_total:.0f} GiB, {platform.platform()}; Python {platform.python_version()}, "
         f"PySpark {pyspark.__version__}, local[2], 8 shuffle partitions. {rows:,} rows per run.",
         "",
-        ("Each time is one Spark action over the path's full output (count + hash digest); the digest is" if repeat == 1 else
-         f"Each time is the fastest of {repeat} runs of one Spark action over the path's full output (count + hash digest); the digest is"),
+        (
+            "Each time is one Spark action over the path's full output (count + hash digest); the digest is"
+            if repeat == 1
+            else f"Each time is the fastest of {repeat} runs of one Spark action over the path's full output (count + hash digest); the digest is"
+        ),
         "compared with native Spark SQL's before the time is reported. Ratios: time / native time, and",
         "time / the hand-written mapInArrow floor (the practical Python floor). µs/row over floor: the",
         "path's wall-clock time above the floor's, per input row (2 cores), i.e. what the path adds per row.",
@@ -605,9 +745,12 @@ def write_report(path: str, results: list[tuple], rows: int, keys: list[int], co
         native = next((r[3] for r in rs if r[3] is not None and r[2].startswith("native")), None)
         floor = next((r[3] for r in rs if r[3] is not None and r[2].startswith("mapInArrow floor")), None)
         base = floor if floor is not None else native
-        lines += [f"## {w} — {k:,} keys", "",
-                  f"| path | time (s) | rows/s | × native | × floor | µs/row over {'floor' if floor is not None else 'native'} | check |",
-                  "|---|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            f"## {w} — {k:,} keys",
+            "",
+            f"| path | time (s) | rows/s | × native | × floor | µs/row over {'floor' if floor is not None else 'native'} | check |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
         for _, _, p, t, check, _, _ in rs:
             if t is None:
                 lines.append(f"| {p} | — | — | — | — | — | {check} |")
@@ -635,7 +778,9 @@ def write_report(path: str, results: list[tuple], rows: int, keys: list[int], co
             first = f"{c['first']:.1f}" if "first" in c else "—"
             lines.append(f"| {e} | {first} | " + " | ".join(cells) + " |" + (f" {c['error']}" if "error" in c else ""))
     lines += growth_lines(growth) + batch_lines(batches)
-    lines += ["", "## Peak memory of the whole run (VmHWM)", ""] + [f"- {k}: {v:,.0f} MiB" for k, v in mem.items()] + [""]
+    lines += (
+        ["", "## Peak memory of the whole run (VmHWM)", ""] + [f"- {k}: {v:,.0f} MiB" for k, v in mem.items()] + [""]
+    )
     with open(path, "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
@@ -644,12 +789,17 @@ def write_report(path: str, results: list[tuple], rows: int, keys: list[int], co
 def growth_lines(growth: list[dict]) -> list[str]:
     if not growth:
         return []
-    lines = ["", "## State growth: one 1,000-row increment on a checkpoint holding N keys", "",
-             f"`ks.run` (W1's counter): a first run over N rows (one per key) fills the state, then one run adds {INCREMENT:,} rows",
-             "of random keys. Time of that increment, and the largest resident memory seen during it (local mode:",
-             "the driver JVM is the executor too).", "",
-             "| engine | keys of state | fill (s) | +1,000 rows (s) | × the smallest state | driver JVM (MiB) | Python workers (MiB) | keys touched | note |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "",
+        "## State growth: one 1,000-row increment on a checkpoint holding N keys",
+        "",
+        f"`ks.run` (W1's counter): a first run over N rows (one per key) fills the state, then one run adds {INCREMENT:,} rows",
+        "of random keys. Time of that increment, and the largest resident memory seen during it (local mode:",
+        "the driver JVM is the executor too).",
+        "",
+        "| engine | keys of state | fill (s) | +1,000 rows (s) | × the smallest state | driver JVM (MiB) | Python workers (MiB) | keys touched | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for engine in GROWTH_ENGINES:
         rows = [g for g in growth if g["engine"] == engine]
         first = next((g.get("increment") for g in rows if g.get("increment")), None)
@@ -657,10 +807,16 @@ def growth_lines(growth: list[dict]) -> list[str]:
             inc = g.get("increment")
             peak = g.get("peak", {})
             lines.append(
-                f"| {engine} | {g['keys']:,} | {g['fill']:.1f} | " if "fill" in g else f"| {engine} | {g['keys']:,} | — | "
+                f"| {engine} | {g['keys']:,} | {g['fill']:.1f} | "
+                if "fill" in g
+                else f"| {engine} | {g['keys']:,} | — | "
             )
-            lines[-1] += (f"{inc:.2f} | {inc / first:.2f} | {peak.get('driver JVM', 0):,.0f} | {peak.get('python workers (max)', 0):,.0f} | "
-                          f"{g.get('keys_touched', '')} | {g.get('note', '')} |" if inc else f"— | — | — | — | — | {g.get('note', '')} |")
+            lines[-1] += (
+                f"{inc:.2f} | {inc / first:.2f} | {peak.get('driver JVM', 0):,.0f} | {peak.get('python workers (max)', 0):,.0f} | "
+                f"{g.get('keys_touched', '')} | {g.get('note', '')} |"
+                if inc
+                else f"— | — | — | — | — | {g.get('note', '')} |"
+            )
     return lines
 
 
@@ -669,13 +825,18 @@ def batch_lines(batches: list[dict]) -> list[str]:
         return []
     import statistics
 
-    lines = ["", "## Many small batches: 1,000-row micro-batches through ks.start on a checkpoint holding N keys", "",
-             "W1's counter over a file source, one 1,000-row file per micro-batch (`max_files_per_trigger = 1`), after",
-             "a `ks.run` filled the state. Per-batch time is Spark's `triggerExecution` for the batch. The last",
-             "columns compare the median of batches 6-15 with the median of the last ten (the history must not",
-             "make later batches slower).", "",
-             "| engine | keys of state | batches | total (s) | median (s) | p95 (s) | batches 6-15 (median, s) | last 10 (median, s) | last / early | note |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "",
+        "## Many small batches: 1,000-row micro-batches through ks.start on a checkpoint holding N keys",
+        "",
+        "W1's counter over a file source, one 1,000-row file per micro-batch (`max_files_per_trigger = 1`), after",
+        "a `ks.run` filled the state. Per-batch time is Spark's `triggerExecution` for the batch. The last",
+        "columns compare the median of batches 6-15 with the median of the last ten (the history must not",
+        "make later batches slower).",
+        "",
+        "| engine | keys of state | batches | total (s) | median (s) | p95 (s) | batches 6-15 (median, s) | last 10 (median, s) | last / early | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for b in batches:
         t = b.get("times") or []
         if len(t) < 20:
@@ -683,8 +844,10 @@ def batch_lines(batches: list[dict]) -> list[str]:
             continue
         p95 = sorted(t)[int(0.95 * (len(t) - 1))]
         early, late = statistics.median(t[5:15]), statistics.median(t[-10:])
-        lines.append(f"| {b['engine']} | {b['keys']:,} | {len(t)} | {b['total']:.1f} | {statistics.median(t):.2f} | {p95:.2f} | "
-                     f"{early:.2f} | {late:.2f} | {late / early:.2f} | {b.get('note', '')} |")
+        lines.append(
+            f"| {b['engine']} | {b['keys']:,} | {len(t)} | {b['total']:.1f} | {statistics.median(t):.2f} | {p95:.2f} | "
+            f"{early:.2f} | {late:.2f} | {late / early:.2f} | {b.get('note', '')} |"
+        )
     return lines
 
 

@@ -58,19 +58,31 @@ def _child(repeat: int, data: str) -> dict:
     w1 = "SELECT user_id, ts, n, total FROM bench_events GROUP BY KEY user_id WITH STATE bench_counter(value) ORDER BY ts OPTIONS (engine = '{e}')"
     w2 = "SELECT user_id, n, total FROM bench_events GROUP BY KEY user_id WITH STATE bench_aggregate(value) OPTIONS (engine = '{e}')"
     paths = {
-        "W1": {"native Spark SQL (window)": lambda: spark.sql(
-            "SELECT user_id, ts, count(*) OVER w AS n, sum(value) OVER w AS total FROM bench_events "
-            "WINDOW w AS (PARTITION BY user_id ORDER BY ts ROWS UNBOUNDED PRECEDING)"),
-               **{f"ks.sql engine={e}": (lambda e=e: ks.sql(w1.format(e=e))) for e in engines}},
-        "W2": {"native Spark SQL (GROUP BY)": lambda: spark.sql(
-            "SELECT user_id, count(*) AS n, sum(value) AS total FROM bench_events GROUP BY user_id"),
-               **{f"ks.sql engine={e}": (lambda e=e: ks.sql(w2.format(e=e))) for e in engines}},
+        "W1": {
+            "native Spark SQL (window)": lambda: spark.sql(
+                "SELECT user_id, ts, count(*) OVER w AS n, sum(value) OVER w AS total FROM bench_events "
+                "WINDOW w AS (PARTITION BY user_id ORDER BY ts ROWS UNBOUNDED PRECEDING)"
+            ),
+            **{f"ks.sql engine={e}": (lambda e=e: ks.sql(w1.format(e=e))) for e in engines},
+        },
+        "W2": {
+            "native Spark SQL (GROUP BY)": lambda: spark.sql(
+                "SELECT user_id, count(*) AS n, sum(value) AS total FROM bench_events GROUP BY user_id"
+            ),
+            **{f"ks.sql engine={e}": (lambda e=e: ks.sql(w2.format(e=e))) for e in engines},
+        },
     }
 
     def digest(df):
-        cols = [F.round(F.col(f.name), 6).alias(f.name) if f.dataType.simpleString() == "double" else F.col(f.name)
-                for f in df.schema.fields]
-        r = df.select(*cols).agg(F.count(F.lit(1)), F.sum(F.hash(*[F.col(f.name) for f in df.schema.fields]).cast("decimal(38,0)"))).collect()[0]
+        cols = [
+            F.round(F.col(f.name), 6).alias(f.name) if f.dataType.simpleString() == "double" else F.col(f.name)
+            for f in df.schema.fields
+        ]
+        r = (
+            df.select(*cols)
+            .agg(F.count(F.lit(1)), F.sum(F.hash(*[F.col(f.name) for f in df.schema.fields]).cast("decimal(38,0)")))
+            .collect()[0]
+        )
         return int(r[0]), int(r[1] or 0)
 
     out: dict = {"pyspark": pyspark.__version__, "python": sys.version.split()[0], "workloads": {}}
@@ -97,10 +109,15 @@ def _child(repeat: int, data: str) -> dict:
 # ------------------------------------------------------------------ the driver
 def _report(runs: dict[str, dict], repeat: int) -> str:
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"Run {when}: `python bench/versions.py --spark {','.join(runs)} --repeat {repeat}` (fastest of {repeat} "
-             f"per path), {KEYS:,} keys, {ROWS:,} rows, local[2], every path's whole output to the `noop` sink.", "",
-             "| workload | path | " + " | ".join(f"Spark {r['pyspark']} (Python {r['python']})" for r in runs.values()) + " |",
-             "|---|---|" + "---|" * len(runs)]
+    lines = [
+        f"Run {when}: `python bench/versions.py --spark {','.join(runs)} --repeat {repeat}` (fastest of {repeat} "
+        f"per path), {KEYS:,} keys, {ROWS:,} rows, local[2], every path's whole output to the `noop` sink.",
+        "",
+        "| workload | path | "
+        + " | ".join(f"Spark {r['pyspark']} (Python {r['python']})" for r in runs.values())
+        + " |",
+        "|---|---|" + "---|" * len(runs),
+    ]
     for workload in ("W1", "W2"):
         names: list[str] = []
         for r in runs.values():
@@ -135,13 +152,18 @@ def main(argv: list[str]) -> int:
         py = make_venv(spark, python, extras="spark", name=f"bench-spark{spark}-py{python}", log=subprocess.DEVNULL)
         env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "VIRTUAL_ENV")}
         env["PYSPARK_PYTHON"] = str(py)
-        res = subprocess.run([str(py), __file__, "--child", "--repeat", str(args.repeat), "--data", args.data], cwd=ROOT,
-                             env=env, capture_output=True, text=True)
+        res = subprocess.run(
+            [str(py), __file__, "--child", "--repeat", str(args.repeat), "--data", args.data],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         line = next((ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if res.returncode or line is None:
             print(res.stdout[-3000:], res.stderr[-3000:])
             return 1
-        runs[spark] = json.loads(line[len("RESULT "):])
+        runs[spark] = json.loads(line[len("RESULT ") :])
         print(f"[bench-versions] Spark {spark}: {runs[spark]['workloads']}", flush=True)
     section = _report(runs, args.repeat)
     text = REPORT.read_text()

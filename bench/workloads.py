@@ -19,7 +19,13 @@ except ImportError:  # Spark 3.5: no transformWithState; its hand-written paths 
 from spark_keyed_sql import KeyedProcessor, StatefulFunction
 
 __all__ = [
-    "Counter", "Aggregate", "AggregateColumns", "Sessions", "GAP", "counter_apply_in_pandas_with_state", "aggregate_apply_in_pandas_with_state",
+    "Counter",
+    "Aggregate",
+    "AggregateColumns",
+    "Sessions",
+    "GAP",
+    "counter_apply_in_pandas_with_state",
+    "aggregate_apply_in_pandas_with_state",
 ]
 
 GAP = dt.timedelta(minutes=30)

@@ -19,8 +19,18 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "UsageError", "main", "split_statements", "statement_spans", "udf_specs",
-           "read_sql_file", "register_udfs"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "UsageError",
+    "main",
+    "split_statements",
+    "statement_spans",
+    "udf_specs",
+    "read_sql_file",
+    "register_udfs",
+]
 
 _UDF_COMMENT = re.compile(r"^\s*--\s*udf:\s*(?P<spec>.+?)\s*$", re.M)
 _UDF = re.compile(r"^(?P<name>\w+)\s*=\s*(?P<target>[\w.]+:\w+)(?:\s+returns\s+(?P<returns>.+))?$")
@@ -129,11 +139,15 @@ def _session(master: str | None):
     if master is None and _under_spark_submit():
         spark = SparkSession.builder.appName("spark-keyed-sql").getOrCreate()  # spark-submit's master and conf
     elif master is None or master.startswith("local"):
-        return local_session("spark-keyed-sql", master=master or "local[2]", log_level="WARN" if _DEBUG else "ERROR", quiet=not _DEBUG)
+        return local_session(
+            "spark-keyed-sql", master=master or "local[2]", log_level="WARN" if _DEBUG else "ERROR", quiet=not _DEBUG
+        )
     else:
         spark = (
-            SparkSession.builder.appName("spark-keyed-sql").master(master)
-            .config("spark.ui.showConsoleProgress", "false").getOrCreate()
+            SparkSession.builder.appName("spark-keyed-sql")
+            .master(master)
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
         )
     spark.sparkContext.setLogLevel("WARN" if _DEBUG else "ERROR")
     configure_session(spark)
@@ -222,7 +236,11 @@ def _describe(exc: BaseException) -> str:
 
     if isinstance(exc, KeyedSQLError):
         return str(exc)
-    return _first_line(exc) if not isinstance(exc, (OSError, LookupError, ValueError, TypeError)) else f"{type(exc).__name__}: {_first_line(exc)}"
+    return (
+        _first_line(exc)
+        if not isinstance(exc, (OSError, LookupError, ValueError, TypeError))
+        else f"{type(exc).__name__}: {_first_line(exc)}"
+    )
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any, list[tuple[str, int, int]]]:
@@ -290,7 +308,12 @@ def cmd_state_migrate(args: argparse.Namespace) -> int:
     ks = KeyedSQL(_session(args.master))
     register_udfs(ks, udf_specs("", args.udf), os.getcwd())
     info = ks.migrate_state(
-        args.src, args.dst, function=args.function, to_function=args.to_function, transform=args.transform, partitions=args.partitions
+        args.src,
+        args.dst,
+        function=args.function,
+        to_function=args.to_function,
+        transform=args.transform,
+        partitions=args.partitions,
     )
     print(f"migrated {info['keys']} keys at batch {info['batch_id']} into {args.dst} ({info['partitions']} partitions)")
     return 0
@@ -309,8 +332,14 @@ def cmd_state_unlock(args: argparse.Namespace) -> int:
         print(f"removed an unreadable lock from {args.checkpoint}")
     else:
         beat = holder.get("heartbeat_ms")
-        when = datetime.datetime.fromtimestamp(beat / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if beat else "?"
-        print(f"removed the lock of process {holder.get('pid')} on {holder.get('host')} (last heartbeat {when}) from {args.checkpoint}")
+        when = (
+            datetime.datetime.fromtimestamp(beat / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+            if beat
+            else "?"
+        )
+        print(
+            f"removed the lock of process {holder.get('pid')} on {holder.get('host')} (last heartbeat {when}) from {args.checkpoint}"
+        )
     return 0
 
 
@@ -327,16 +356,31 @@ def build_parser() -> argparse.ArgumentParser:
     from .engines import AUTO, engine_names
 
     p = argparse.ArgumentParser(prog="spark-keyed-sql", description="Keyed, stateful Python functions in Spark SQL.")
-    p.add_argument("--master", default=None, help="Spark master (default local[2]; e.g. spark://host:7077, or sc://host:15002 for Spark Connect)")
-    p.add_argument("--debug", action="store_true", help="on failure, the full trace; Spark's own log lines and this package's log (DEBUG)")
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[2]; e.g. spark://host:7077, or sc://host:15002 for Spark Connect)",
+    )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="on failure, the full trace; Spark's own log lines and this package's log (DEBUG)",
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("file", help="a .sql file: statements separated by ';', the keyed query last")
-        sp.add_argument("--udf", action="append", default=[], metavar="NAME=module:Class",
-                        help="register a class as NAME (repeatable; '-- udf:' comments in the file do the same)")
-        sp.add_argument("--engine", default=AUTO, choices=[AUTO, *engine_names()], help="execution engine (default auto)")
+        sp.add_argument(
+            "--udf",
+            action="append",
+            default=[],
+            metavar="NAME=module:Class",
+            help="register a class as NAME (repeatable; '-- udf:' comments in the file do the same)",
+        )
+        sp.add_argument(
+            "--engine", default=AUTO, choices=[AUTO, *engine_names()], help="execution engine (default auto)"
+        )
 
     run = sub.add_parser("run", help="run a SQL file; with --checkpoint/--output as an incremental batch (ks.run)")
     common(run)
@@ -361,7 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
     mig = ssub.add_parser("migrate", help="rewrite state into a new checkpoint (ks.migrate_state)")
     mig.add_argument("src")
     mig.add_argument("dst")
-    mig.add_argument("--udf", action="append", default=[], metavar="NAME=module:Class", help="the target function's class")
+    mig.add_argument(
+        "--udf", action="append", default=[], metavar="NAME=module:Class", help="the target function's class"
+    )
     mig.add_argument("--function", help="the source function, when the checkpoint holds several")
     mig.add_argument("--to-function", help="the target function's registered name (a rename)")
     mig.add_argument("--transform", help="SQL over a view named 'state' that evolves the schema")

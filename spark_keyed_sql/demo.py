@@ -54,7 +54,9 @@ def _demo(path: Path) -> int:
     except JavaMissingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    events = spark.read.csv(str(path), header=True, schema="user_id string, value double, ts timestamp, category string")
+    events = spark.read.csv(
+        str(path), header=True, schema="user_id string, value double, ts timestamp, category string"
+    )
     events.createOrReplaceTempView("events")
     ks = KeyedSQL(spark)
     ks.register("session_counter", UserSessionFunction, returns="session_count long, total_value double")

@@ -47,7 +47,9 @@ def _log4j_config() -> str:
         lines += [f"logger.ks{i}.name = {name}", f"logger.ks{i}.level = {lvl}"]
     text = "\n".join(lines) + "\n"
     # one file per content, reused by every session (not one more temp file per start)
-    path = os.path.join(tempfile.gettempdir(), f"spark-keyed-sql-log4j2-{hashlib.sha1(text.encode()).hexdigest()[:12]}.properties")
+    path = os.path.join(
+        tempfile.gettempdir(), f"spark-keyed-sql-log4j2-{hashlib.sha1(text.encode()).hexdigest()[:12]}.properties"
+    )
     if not os.path.exists(path):
         fd, tmp = tempfile.mkstemp(prefix="spark-keyed-sql-log4j2-", suffix=".tmp")
         with os.fdopen(fd, "w") as f:

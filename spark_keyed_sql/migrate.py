@@ -42,10 +42,14 @@ def migrate_state(
     fs.probe(dst, "destination checkpoint")
     meta = read_metadata(src, spark)
     if meta is None:
-        raise MigrationError(f"checkpoint {src!r} has no spark-keyed-sql metadata (was it written by ks.start / ks.run?)")
+        raise MigrationError(
+            f"checkpoint {src!r} has no spark-keyed-sql metadata (was it written by ks.start / ks.run?)"
+        )
     ops = meta["operators"]
     if function is None and len(ops) > 1:
-        raise MigrationError(f"checkpoint {src!r} holds several functions {[o['function'] for o in ops]}; pass function=...")
+        raise MigrationError(
+            f"checkpoint {src!r} holds several functions {[o['function'] for o in ops]}; pass function=..."
+        )
     op = next((o for o in ops if function is None or o["function"].lower() == function.lower()), None)
     if op is None:
         raise MigrationError(f"checkpoint {src!r} has no function {function!r}")
@@ -71,7 +75,9 @@ def migrate_state(
     lower = {c.lower() for c in state.columns}
     missing_keys = [k for k in op["keys"] if k.lower() not in lower]
     if missing_keys:
-        raise MigrationError(f"{where}: key column(s) {missing_keys} missing from the state (columns: {', '.join(state.columns)})")
+        raise MigrationError(
+            f"{where}: key column(s) {missing_keys} missing from the state (columns: {', '.join(state.columns)})"
+        )
 
     # the state's files, then Spark's position files, then the state's commit and our metadata:
     # a destination without a commit is not a checkpoint anyone continues from
@@ -83,8 +89,16 @@ def migrate_state(
     engine = migration_target()
     fs.mkdirs(dst)
     written = engine.layout.write(spark, dst, op, target, state, timers, position, partitions, where, copy_positions)
-    new_op = dict(op) | {"function": target.name, "engine": engine.name, "partitions": partitions,
-                         "class": f"{target.cls.__module__}.{target.cls.__qualname__}"}
+    new_op = dict(op) | {
+        "function": target.name,
+        "engine": engine.name,
+        "partitions": partitions,
+        "class": f"{target.cls.__module__}.{target.cls.__qualname__}",
+    }
     write_metadata(dst, [new_op if o is op else o for o in ops], spark)
-    return {"keys": written["keys"], "batch_id": position.version, "spark_batch": position.spark_batch,
-            "partitions": written["partitions"]}
+    return {
+        "keys": written["keys"],
+        "batch_id": position.version,
+        "spark_batch": position.spark_batch,
+        "partitions": written["partitions"],
+    }

@@ -82,7 +82,9 @@ class KeyedSQL:
             self._changes += use_this_python(spark)
         self._changes += ship_package(spark)
         self._guide_plain_sql()
-        log.debug("KeyedSQL on %s, engine %s; changed: %s", self.features.describe(), engine, self._changes or "nothing")
+        log.debug(
+            "KeyedSQL on %s, engine %s; changed: %s", self.features.describe(), engine, self._changes or "nothing"
+        )
 
     def side_effects(self) -> list[str]:
         """What this KeyedSQL changed in the session and the process, one line each."""
@@ -157,8 +159,14 @@ class KeyedSQL:
                 raise SchemaError(
                     f"{function}: {what} column(s) {missing} not in the source (columns: {', '.join(df.columns)})"
                 )
-        plan = KeyedPlan(spec, [columns[k.lower()] for k in keys], [columns[c.lower()] for c in arg_cols], order, initial_state,
-                         clock_offset_ms=session_offset_ms(self.spark))
+        plan = KeyedPlan(
+            spec,
+            [columns[k.lower()] for k in keys],
+            [columns[c.lower()] for c in arg_cols],
+            order,
+            initial_state,
+            clock_offset_ms=session_offset_ms(self.spark),
+        )
         eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, features=self.features)
         return translating(eng.apply(df, plan))
 
@@ -182,7 +190,9 @@ class KeyedSQL:
         default = self.default_engine
         if default == AUTO and checkpoint:
             default = engine_of(self.spark, checkpoint) or default  # continue on the engine that wrote it
-        statement = plan_statement(self.spark, tree, self.function, lambda step: bind(step, mode), default_engine=default, mode=mode)
+        statement = plan_statement(
+            self.spark, tree, self.function, lambda step: bind(step, mode), default_engine=default, mode=mode
+        )
         return statement, explain
 
     def sql(self, query: str) -> DataFrame:
@@ -295,6 +305,11 @@ class KeyedSQL:
         source_fn = function or (meta["operators"][0]["function"] if meta and meta["operators"] else None)
         target = self.function(to_function or source_fn or "")
         return migrate_state(
-            self.spark, src_checkpoint, dst_checkpoint, target, function=function, transform=transform, partitions=partitions
+            self.spark,
+            src_checkpoint,
+            dst_checkpoint,
+            target,
+            function=function,
+            transform=transform,
+            partitions=partitions,
         )
-

@@ -31,7 +31,12 @@ def ship_class(cls: type) -> None:
         if mod is None or klass.__module__ in ("__main__", "builtins"):
             continue
         path = getattr(mod, "__file__", None) or ""
-        if not path or "site-packages" in path or "dist-packages" in path or klass.__module__.startswith("spark_keyed_sql"):
+        if (
+            not path
+            or "site-packages" in path
+            or "dist-packages" in path
+            or klass.__module__.startswith("spark_keyed_sql")
+        ):
             continue
         if path.startswith(sys.base_prefix) or path.startswith(sys.prefix):
             continue  # the standard library

@@ -79,7 +79,9 @@ class KeyedTester:
         where = f"KeyedTester({self.spec.name}) initial_state"
         pairs = initial_state.items() if isinstance(initial_state, Mapping) else initial_state
         if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
-            raise KeyedSQLError(f"{where}: give a {{key: row}} dict or (key, row) pairs, got {type(initial_state).__name__}")
+            raise KeyedSQLError(
+                f"{where}: give a {{key: row}} dict or (key, row) pairs, got {type(initial_state).__name__}"
+            )
         for pair in pairs:
             if not isinstance(pair, tuple) or len(pair) != 2:
                 raise KeyedSQLError(f"{where}: expected a (key, row) pair, got {pair!r}")
@@ -87,7 +89,9 @@ class KeyedTester:
             if hasattr(row, "asDict"):
                 row = row.asDict(recursive=True)
             if not isinstance(row, Mapping):
-                raise KeyedSQLError(f"{where}: the row for key {key!r} must be a dict of state columns, got {type(row).__name__}")
+                raise KeyedSQLError(
+                    f"{where}: the row for key {key!r} must be a dict of state columns, got {type(row).__name__}"
+                )
             slot = (True, key)
             self._runner(True).initial_state(key, dict(row), self._binding(slot))
             self._gc(slot)
@@ -128,7 +132,9 @@ class KeyedTester:
                 else:
                     items = st.map_items()
                     if items:
-                        out[name] = {k: to_user(v, d.type) for k, v in sorted(items, key=lambda kv: (kv[0] is None, kv[0]))}
+                        out[name] = {
+                            k: to_user(v, d.type) for k, v in sorted(items, key=lambda kv: (kv[0] is None, kv[0]))
+                        }
             return out
         finally:
             self._gc(slot)
@@ -154,7 +160,9 @@ class KeyedTester:
             ks = self._keys[slot]
             ks.timers.discard(t)
             out.extend(
-                self._runner(slot[0]).fire_timer(slot[1], t, self._binding(slot), self._processing_ms, self._watermark_ms)
+                self._runner(slot[0]).fire_timer(
+                    slot[1], t, self._binding(slot), self._processing_ms, self._watermark_ms
+                )
             )
             self._gc(slot)
 
@@ -167,4 +175,3 @@ class KeyedTester:
         """Move the event-time watermark to ``ts``; fire event-time timers at or before it."""
         self._watermark_ms = to_epoch_ms(ts)
         return self._fire(self._watermark_ms)
-

@@ -53,7 +53,9 @@ def ads(rng: random.Random) -> tuple[list[dict], list[dict]]:
         if r < 0.4:  # clicked within 10 minutes
             clicks.append({"impression_id": f"i{i:03d}", "ts": _fmt(t + dt.timedelta(seconds=rng.randrange(1, 600)))})
         elif r < 0.5:  # clicked too late: the impression has expired
-            clicks.append({"impression_id": f"i{i:03d}", "ts": _fmt(t + dt.timedelta(seconds=rng.randrange(601, 3600)))})
+            clicks.append(
+                {"impression_id": f"i{i:03d}", "ts": _fmt(t + dt.timedelta(seconds=rng.randrange(601, 3600)))}
+            )
     return sorted(imps, key=lambda r: r["ts"]), sorted(clicks, key=lambda r: r["ts"])
 
 
@@ -61,11 +63,20 @@ def transactions(rng: random.Random) -> tuple[list[dict], list[dict]]:
     tx, customers = [], []
     for i in range(200):
         t = T0 + dt.timedelta(seconds=rng.randrange(0, 6 * 3600))
-        tx.append({"tx_id": f"t{i:03d}", "customer_id": f"c{rng.randrange(10)}", "amount": round(rng.uniform(1, 500), 2),
-                   "merchant": rng.choice(["acme", "globex", "initech", "umbrella"]), "ts": _fmt(t)})
+        tx.append(
+            {
+                "tx_id": f"t{i:03d}",
+                "customer_id": f"c{rng.randrange(10)}",
+                "amount": round(rng.uniform(1, 500), 2),
+                "merchant": rng.choice(["acme", "globex", "initech", "umbrella"]),
+                "ts": _fmt(t),
+            }
+        )
     for c in range(9):  # customer c9's details never arrive: its transactions stay pending
         t = T0 + dt.timedelta(seconds=rng.randrange(0, 6 * 3600))
-        customers.append({"customer_id": f"c{c}", "name": f"Customer {c}", "tier": rng.choice(["gold", "silver"]), "ts": _fmt(t)})
+        customers.append(
+            {"customer_id": f"c{c}", "name": f"Customer {c}", "tier": rng.choice(["gold", "silver"]), "ts": _fmt(t)}
+        )
     return sorted(tx, key=lambda r: r["ts"]), sorted(customers, key=lambda r: r["ts"])
 
 

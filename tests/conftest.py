@@ -114,4 +114,6 @@ def _engine_markers(request):
         return
     for m in request.node.iter_markers("notyet"):
         if engine in m.args:
-            request.applymarker(pytest.mark.xfail(strict=True, reason=f"engine '{engine}': {m.kwargs.get('reason', '')}"))
+            request.applymarker(
+                pytest.mark.xfail(strict=True, reason=f"engine '{engine}': {m.kwargs.get('reason', '')}")
+            )

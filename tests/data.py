@@ -1,4 +1,5 @@
 """Deterministic generated inputs for the tests."""
+
 import datetime as dt
 import random
 from contextlib import contextmanager
@@ -40,7 +41,9 @@ def by_key_in_ts_order(rows, key="user_id"):
 def write_parquet(spark, rows, path):
     """Append ``rows`` (make_events dicts) to a Parquet directory as one file."""
     cols = ("user_id", "value", "amount", "merchant", "ts")
-    spark.createDataFrame([tuple(r[c] for c in cols) for r in rows], SCHEMA).coalesce(1).write.mode("append").parquet(path)
+    spark.createDataFrame([tuple(r[c] for c in cols) for r in rows], SCHEMA).coalesce(1).write.mode("append").parquet(
+        path
+    )
 
 
 @contextmanager

@@ -1,5 +1,6 @@
 """Small StatefulFunction classes shared by the tests (and by the crash and cluster child
 processes, which put this directory on their path)."""
+
 from spark_keyed_sql import StatefulFunction
 
 

@@ -1,4 +1,5 @@
 """KeyedProcessor classes used by the tests."""
+
 from spark_keyed_sql import KeyedProcessor, ListState, MapState, ValueState
 
 
@@ -27,7 +28,7 @@ class LatestTransaction(KeyedProcessor):
 
     latest = ValueState("amount double, ts timestamp, merchant string")
     seen = ValueState("bigint", default=0)
-    returns = ("latest_amount double, latest_merchant string, seen bigint")
+    returns = "latest_amount double, latest_merchant string, seen bigint"
 
     def process(self, key, rows):
         last = rows.sort_values("ts").iloc[-1]

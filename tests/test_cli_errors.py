@@ -1,5 +1,6 @@
 """The CLI answers every failure with one ``error:`` line (our errors add the user's frames
 below it), naming lines of the SQL file; ``--debug`` gives the full trace."""
+
 import textwrap
 
 import pytest
@@ -33,7 +34,9 @@ def test_statement_spans_give_file_lines():
 def test_missing_csv_is_one_line_naming_the_path(spark, tmp_path, capsys):
     missing = tmp_path / "nope.csv"
     sql = tmp_path / "q.sql"
-    sql.write_text(f"-- a view over a file that is not there\nCREATE OR REPLACE TEMP VIEW ev AS SELECT * FROM csv.`{missing}`;\nSELECT * FROM ev\n")
+    sql.write_text(
+        f"-- a view over a file that is not there\nCREATE OR REPLACE TEMP VIEW ev AS SELECT * FROM csv.`{missing}`;\nSELECT * FROM ev\n"
+    )
     rc, out, err = _run(capsys, "run", str(sql))
     assert rc == 2 and out == ""
     assert len(err.strip().splitlines()) == 1, err
@@ -93,12 +96,18 @@ def test_unreadable_file_is_one_line(capsys, tmp_path):
     assert rc == 2 and err.strip() == f"error: cannot read {tmp_path / 'missing.sql'}: No such file or directory"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["run", "{empty}"], "holds no SQL statement"),
-    (["run", "{query}", "--checkpoint", "/tmp/cp"], "--checkpoint needs --output"),
-    (["run", "{query}", "--udf", "nonsense"], "--udf / '-- udf:' expects NAME=module:Class"),
-    (["run", "{query}", "--udf", "f=no_such_module_xyz:Cls"], "cannot load no_such_module_xyz:Cls for function 'f'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "{empty}"], "holds no SQL statement"),
+        (["run", "{query}", "--checkpoint", "/tmp/cp"], "--checkpoint needs --output"),
+        (["run", "{query}", "--udf", "nonsense"], "--udf / '-- udf:' expects NAME=module:Class"),
+        (
+            ["run", "{query}", "--udf", "f=no_such_module_xyz:Cls"],
+            "cannot load no_such_module_xyz:Cls for function 'f'",
+        ),
+    ],
+)
 def test_usage_errors_exit_2_with_one_line(spark, tmp_path, capsys, argv, message):
     """docs/cli.md: every failure is one `error:` line and exit status 2 (usage errors too)."""
     (tmp_path / "empty.sql").write_text("-- nothing here\n")

@@ -1,5 +1,6 @@
 """Every code block of the docs runs: docs/sql.md's Python setup, then each SQL example;
 docs/state.md's blocks on top of that setup; the CLI synopsis against the parser."""
+
 import ast
 import re
 import shutil
@@ -105,12 +106,19 @@ def test_state_page_examples_run(spark, ks_auto):
     assert {r[:3] for r in read_sql[1]} == first
 
     all_changes, batch1 = changes
-    assert {(r[0], r[1], r[2], r[-1]) for r in batch1} == {("u1", "session_count", "upsert", 1), ("u1", "total_value", "upsert", 1)}
-    assert {(r[0], r[1], r[-1]) for r in all_changes} >= {(u, v, 0) for u in ("u1", "U2", "u2") for v in ("session_count", "total_value")}
+    assert {(r[0], r[1], r[2], r[-1]) for r in batch1} == {
+        ("u1", "session_count", "upsert", 1),
+        ("u1", "total_value", "upsert", 1),
+    }
+    assert {(r[0], r[1], r[-1]) for r in all_changes} >= {
+        (u, v, 0) for u in ("u1", "U2", "u2") for v in ("session_count", "total_value")
+    }
     assert [tuple(r) for r in changes_sql[0]] == [tuple(r) for r in batch1]
 
     # INITIAL STATE: u1 starts from saved_state's (10, 100.0), the others from nothing
-    assert sorted(boot[0]) == sorted([("u1", 11, 101.0), ("u1", 12, 103.0), ("u1", 13, 106.0), ("U2", 1, 5.0), ("u2", 1, 4.0)])
+    assert sorted(boot[0]) == sorted(
+        [("u1", 11, 101.0), ("u1", 12, 103.0), ("u1", 13, 106.0), ("U2", 1, 5.0), ("u2", 1, 4.0)]
+    )
 
     ks = scope["ks"]
     assert {r[:3] for r in ks.read_state("/tmp/spark-keyed-sql-docs/chk/sessions-8").collect()} == latest
@@ -157,9 +165,12 @@ def test_api_rows_format_example_matches_a_plain_python_sum(spark, ks):
     rows = [("a", 1.5), ("a", None), ("b", float("nan")), ("a", 2.0), ("c", None), ("b", 4.0)]
     spark.createDataFrame(rows, "user_id string, amount double").createOrReplaceTempView("api_np_events")
     ks.register("api_np_totals", scope["SpendTotals"])
-    got = {r.user_id: (r.n, r.total) for r in ks.sql(
-        "SELECT user_id, n, total FROM api_np_events GROUP BY KEY user_id WITH STATE api_np_totals(amount)"
-    ).collect()}
+    got = {
+        r.user_id: (r.n, r.total)
+        for r in ks.sql(
+            "SELECT user_id, n, total FROM api_np_events GROUP BY KEY user_id WITH STATE api_np_totals(amount)"
+        ).collect()
+    }
     want: dict = {}
     for k, v in rows:
         n, t = want.get(k, (0, 0.0))

@@ -1,6 +1,7 @@
 """The reference pages name what the code accepts, no more and no less: docs/sql.md's OPTIONS
 table against the options the rewriter accepts and the engines it can choose, docs/api.md's
 typed-state table against the accessor methods. No Spark needed."""
+
 import inspect
 import re
 from pathlib import Path
@@ -62,7 +63,10 @@ def public_methods(cls: type) -> set[str]:
 
 
 def test_api_page_lists_every_typed_state_accessor():
-    rows = {re.match(r"`(\w+)\(", decl).group(1): cell for decl, cell in table_rows(section("api.md", "Typed state: `ValueState`, `ListState`, `MapState`"))}
+    rows = {
+        re.match(r"`(\w+)\(", decl).group(1): cell
+        for decl, cell in table_rows(section("api.md", "Typed state: `ValueState`, `ListState`, `MapState`"))
+    }
     for name, accessor in (("ValueState", ValueAccessor), ("ListState", ListAccessor), ("MapState", MapAccessor)):
         documented = set(re.findall(r"`(\w+)\(", rows[name]))
         assert documented == public_methods(accessor), name

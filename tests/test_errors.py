@@ -1,4 +1,5 @@
 """Bad input gets a clear error naming what was wrong and where."""
+
 import os
 import shutil
 import subprocess
@@ -144,7 +145,10 @@ def test_user_exception_in_tester_is_typed():
 def test_output_not_matching_returns(spark, ks, bad_df, path):
     ks.register("wrong_keys", WrongKeys, returns="n bigint, m bigint")
     ks.register("wrong_type", WrongType, returns="n bigint")
-    for name, pattern in (("wrong_keys", r"key\(s\) \['zzz'\] that are not columns"), ("wrong_type", r"column 'n': expected BIGINT, got str")):
+    for name, pattern in (
+        ("wrong_keys", r"key\(s\) \['zzz'\] that are not columns"),
+        ("wrong_type", r"column 'n': expected BIGINT, got str"),
+    ):
         with pytest.raises(OutputSchemaError, match=pattern) as info:
             if path == "apply":
                 ks.apply(bad_df, name, key="user_id").collect()
@@ -209,6 +213,7 @@ def test_register_errors(ks):
         ks.register("bad_type", Boom, returns="n bigintt")
     with pytest.raises(RegistrationError, match="not a subclass of StatefulFunction or KeyedProcessor"):
         ks.register("not_a_class", dict, returns="n bigint")
+
     class Strict(StatefulFunction):
         def __init__(self, threshold):
             super().__init__()
@@ -217,7 +222,9 @@ def test_register_errors(ks):
         def execute(self, e):
             return None
 
-    with pytest.raises(RegistrationError, match=r"Strict\(\*\*\{'nope': 1\}\) failed .* unexpected keyword argument 'nope'"):
+    with pytest.raises(
+        RegistrationError, match=r"Strict\(\*\*\{'nope': 1\}\) failed .* unexpected keyword argument 'nope'"
+    ):
         ks.register("bad_kwargs", Strict, returns="n bigint", nope=1)
     assert issubclass(RegistrationError, KeyedSQLError)
 
@@ -285,7 +292,11 @@ def test_sql_actions_raise_user_function_error_with_users_frame(spark, ks, bad_d
     df = ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE boom(value)")
     assert isinstance(df, DataFrame)
     frame = f'{os.path.abspath(__file__)}", line {_line_of(Boom, "negative value")}, in execute'
-    for action in (df.collect, lambda: df.filter("n > 0").select("n").toPandas(), lambda: df.groupBy("user_id").count().count()):
+    for action in (
+        df.collect,
+        lambda: df.filter("n > 0").select("n").toPandas(),
+        lambda: df.groupBy("user_id").count().count(),
+    ):
         with pytest.raises(UserFunctionError) as info:
             action()
         err = info.value
@@ -315,7 +326,10 @@ def test_processor_error_names_key_row_count_and_first_row(spark, ks):
     with pytest.raises(UserFunctionError) as info:
         ks.sql("SELECT * FROM bad_frames GROUP BY KEY user_id WITH STATE frame_boom(value) ORDER BY seq").collect()
     first = str(info.value).splitlines()[0]
-    assert first == "function 'frame_boom' failed for key 'u7' on 2 row(s), first {'value': 5.0}: ValueError: a negative value", first
+    assert (
+        first
+        == "function 'frame_boom' failed for key 'u7' on 2 row(s), first {'value': 5.0}: ValueError: a negative value"
+    ), first
 
 
 class FrameWrongType(KeyedProcessor):
@@ -327,13 +341,18 @@ class FrameWrongType(KeyedProcessor):
 
 def test_processor_wrong_output_type_names_function_key_and_column(spark, ks, bad_df):
     ks.register("frame_wrong", FrameWrongType)
-    with pytest.raises(OutputSchemaError, match=r"function 'frame_wrong' \(key '(u1|u7|u2)', 1 row\(s\), first .*column 'total': expected DOUBLE, got str"):
+    with pytest.raises(
+        OutputSchemaError,
+        match=r"function 'frame_wrong' \(key '(u1|u7|u2)', 1 row\(s\), first .*column 'total': expected DOUBLE, got str",
+    ):
         ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE frame_wrong(value)").collect()
 
 
 def test_sql_output_schema_error_is_top(spark, ks, bad_df):
     ks.register("wrong_type", WrongType, returns="n bigint")
-    with pytest.raises(OutputSchemaError, match=r"function 'wrong_type' .* column 'n': expected BIGINT, got str") as info:
+    with pytest.raises(
+        OutputSchemaError, match=r"function 'wrong_type' .* column 'n': expected BIGINT, got str"
+    ) as info:
         ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE wrong_type(value)").show()
     assert len(str(info.value).splitlines()) == 1
 
@@ -347,13 +366,19 @@ def test_tiny_input_runs_few_tasks_in_a_default_session(spark, ks_auto, bad_df):
     spark.conf.set("spark.sql.shuffle.partitions", "200")
     try:
         sc.setJobGroup("ks-few-tasks", "tiny input")
-        rows = ks_auto.sql("SELECT * FROM bad_events WHERE value > 0 GROUP BY KEY user_id WITH STATE boom(value)").collect()
+        rows = ks_auto.sql(
+            "SELECT * FROM bad_events WHERE value > 0 GROUP BY KEY user_id WITH STATE boom(value)"
+        ).collect()
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", old)
         sc.setLocalProperty("spark.jobGroup.id", None)
     assert sorted((r["user_id"], r["n"]) for r in rows) == [("u1", 1), ("u2", 1)]
     tracker = sc.statusTracker()
-    stages = [s for j in tracker.getJobIdsForGroup("ks-few-tasks") for s in (tracker.getJobInfo(j).stageIds if tracker.getJobInfo(j) else [])]
+    stages = [
+        s
+        for j in tracker.getJobIdsForGroup("ks-few-tasks")
+        for s in (tracker.getJobInfo(j).stageIds if tracker.getJobInfo(j) else [])
+    ]
     tasks = [tracker.getStageInfo(s).numTasks for s in stages if tracker.getStageInfo(s)]
     assert tasks and max(tasks) <= 4, tasks
 
@@ -381,13 +406,18 @@ def test_nanosecond_parquet_gets_a_hint(spark, ks_auto, tmp_path):
 
     ks_auto.register("boom", Boom, returns="n bigint")
     path = tmp_path / "nanos.parquet"
-    pd.DataFrame({"user_id": ["u1"], "value": [1.0], "ts": pd.to_datetime(["2024-01-01 00:00:00.123456789"])}).to_parquet(path)
-    with pytest.raises(KeyedSQLError, match=r"(PARQUET_TYPE_ILLEGAL|Illegal Parquet type).*NANOS.*coerce_timestamps='us'.*nanosAsLong=true"):
+    pd.DataFrame(
+        {"user_id": ["u1"], "value": [1.0], "ts": pd.to_datetime(["2024-01-01 00:00:00.123456789"])}
+    ).to_parquet(path)
+    with pytest.raises(
+        KeyedSQLError,
+        match=r"(PARQUET_TYPE_ILLEGAL|Illegal Parquet type).*NANOS.*coerce_timestamps='us'.*nanosAsLong=true",
+    ):
         ks_auto.sql(f"SELECT * FROM parquet.`{path}` GROUP BY KEY user_id WITH STATE boom(value)")
     # the remedy the hint gives works
-    pd.DataFrame({"user_id": ["u1"], "value": [1.0], "ts": pd.to_datetime(["2024-01-01 00:00:00.123456789"])}).to_parquet(
-        path, coerce_timestamps="us", allow_truncated_timestamps=True
-    )
+    pd.DataFrame(
+        {"user_id": ["u1"], "value": [1.0], "ts": pd.to_datetime(["2024-01-01 00:00:00.123456789"])}
+    ).to_parquet(path, coerce_timestamps="us", allow_truncated_timestamps=True)
     rows = ks_auto.sql(f"SELECT * FROM parquet.`{path}` GROUP BY KEY user_id WITH STATE boom(value)").collect()
     assert [(r["user_id"], r["n"]) for r in rows] == [("u1", 1)]
 
@@ -400,11 +430,16 @@ def test_started_query_raises_user_function_error(spark, ks, tmp_path):
     ks.register("boom", Boom, returns="n bigint")
     src = tmp_path / "src"
     spark.createDataFrame([("u1", 1.0), ("u7", -3.5)], "user_id string, value double").write.parquet(str(src))
-    q = ks.start(f"SELECT * FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE boom(value)",
-                 checkpoint=str(tmp_path / "ck"), sink=f"memory:boom_{ks.default_engine}")
+    q = ks.start(
+        f"SELECT * FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE boom(value)",
+        checkpoint=str(tmp_path / "ck"),
+        sink=f"memory:boom_{ks.default_engine}",
+    )
     assert isinstance(q, StreamingQuery)
     try:
-        with pytest.raises(UserFunctionError, match=r"^function 'boom' failed for key 'u7' on row \{'value': -3\.5\}: ValueError"):
+        with pytest.raises(
+            UserFunctionError, match=r"^function 'boom' failed for key 'u7' on row \{'value': -3\.5\}: ValueError"
+        ):
             q.processAllAvailable()
         assert isinstance(q.exception(), UserFunctionError)
     finally:

@@ -5,6 +5,7 @@
 
 and ``api`` imports nothing from Spark. Outside ``engines/`` nothing names an engine: no module
 compares with an engine's name or imports an engine's own module. No Spark needed."""
+
 import ast
 from pathlib import Path
 
@@ -61,15 +62,23 @@ def test_imports_point_down_the_layers():
         mine = layer_of(module_name(path))
         for target, line in imports(path):
             if layer_of(target) > mine:
-                offences.append(f"{path.relative_to(PACKAGE)}:{line} imports {target} ({LAYERS[mine] if mine < TOP else 'top'} -> "
-                                f"{LAYERS[layer_of(target)] if layer_of(target) < TOP else 'top'})")
+                offences.append(
+                    f"{path.relative_to(PACKAGE)}:{line} imports {target} ({LAYERS[mine] if mine < TOP else 'top'} -> "
+                    f"{LAYERS[layer_of(target)] if layer_of(target) < TOP else 'top'})"
+                )
     assert offences == [], "\n".join(offences)
 
 
 def test_api_imports_no_spark():
     for path in (PACKAGE / "api").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             assert not any(n.startswith(("pyspark", "py4j")) for n in names), f"{path.name} imports {names}"
 
 
@@ -90,5 +99,7 @@ def test_engine_names_appear_only_in_the_engines():
             if isinstance(node, ast.Compare):
                 for side in [node.left, *node.comparators]:
                     if isinstance(side, ast.Constant) and side.value in ENGINES:
-                        offences.append(f"{path.relative_to(PACKAGE)}:{node.lineno} compares with engine name {side.value!r}")
+                        offences.append(
+                            f"{path.relative_to(PACKAGE)}:{node.lineno} compares with engine name {side.value!r}"
+                        )
     assert offences == [], "\n".join(offences)

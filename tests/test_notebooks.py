@@ -9,6 +9,7 @@ plot, that a PNG is there (pixels differ across matplotlib versions and fonts). 
 
 After an intended change, refresh the committed outputs with ``make notebooks-refresh``
 (``KS_NOTEBOOKS_REFRESH=1`` for this test file) and review the diff."""
+
 import os
 import re
 from pathlib import Path
@@ -57,8 +58,13 @@ def _execute(path: Path):
     from nbclient import NotebookClient
 
     book = nbformat.read(str(path), as_version=4)
-    NotebookClient(book, timeout=600, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        book,
+        timeout=600,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
     return nbformat, book
 
 
@@ -84,7 +90,11 @@ def test_plots_are_inline():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_and_reproduces_its_outputs(path):
-    committed = [comparable(c) for c in pytest.importorskip("nbformat").read(str(path), as_version=4).cells if c.cell_type == "code"]
+    committed = [
+        comparable(c)
+        for c in pytest.importorskip("nbformat").read(str(path), as_version=4).cells
+        if c.cell_type == "code"
+    ]
     nbformat, book = _execute(path)
     fresh = [comparable(c) for c in book.cells if c.cell_type == "code"]
     errors = [text for cell in fresh for kind, text in cell if kind == "error"]
@@ -96,4 +106,6 @@ def test_notebook_runs_and_reproduces_its_outputs(path):
         nbformat.write(book, str(path))
         return
     for i, (want, got) in enumerate(zip(committed, fresh, strict=True)):
-        assert got == want, f"{path.name}, code cell {i}: outputs differ from the committed ones (make notebooks-refresh if intended)"
+        assert got == want, (
+            f"{path.name}, code cell {i}: outputs differ from the committed ones (make notebooks-refresh if intended)"
+        )

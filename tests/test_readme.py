@@ -1,5 +1,6 @@
 """The README's quick start runs as pasted: a new Python process with a clean environment (no
 PYSPARK_PYTHON, the venv not activated, only the venv's interpreter named), as a new user runs it."""
+
 import os
 import re
 import subprocess
@@ -18,7 +19,9 @@ def test_quick_start_runs_in_a_clean_environment(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
     if os.environ.get("JAVA_HOME"):
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
-    res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     rows = [line.split("|")[1:-1] for line in res.stdout.splitlines() if line.startswith("|") and "user_id" not in line]
     got = [(r[0].strip(), int(r[1]), float(r[2])) for r in rows]

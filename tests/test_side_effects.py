@@ -1,5 +1,6 @@
 """What KeyedSQL(spark) changes in the session is listed by side_effects(), and skipped with
 configure=False."""
+
 import pytest
 from keyed_functions import Count
 
@@ -43,4 +44,6 @@ def test_tws_without_the_rocksdb_store_says_what_to_set(spark, bare_conf):
     ks.register("se_count", Count, returns="n bigint")
     spark.createDataFrame([("u1", 1.0)], "user_id string, value double").createOrReplaceTempView("se_events")
     with pytest.raises(KeyedSQLError, match=r"engine 'tws' .*needs the RocksDB state store.*configure=False"):
-        ks.sql("SELECT * FROM se_events GROUP BY KEY user_id WITH STATE se_count(value) OPTIONS (engine = 'tws')").collect()
+        ks.sql(
+            "SELECT * FROM se_events GROUP BY KEY user_id WITH STATE se_count(value) OPTIONS (engine = 'tws')"
+        ).collect()

@@ -1,5 +1,6 @@
 """Every sql_examples/ file runs the way the CLI runs it, and its rows equal an oracle computed
 here in plain Python from the same CSV files."""
+
 import csv
 import datetime as dt
 import os
@@ -139,7 +140,9 @@ def test_ad_click_join(spark):
         clicks[c["impression_id"]].append(c["ts"])
     expected = []
     for imp in load("ad_impressions"):
-        in_time = sorted(t for t in clicks[imp["impression_id"]] if dt.timedelta(0) <= t - imp["ts"] <= dt.timedelta(minutes=10))
+        in_time = sorted(
+            t for t in clicks[imp["impression_id"]] if dt.timedelta(0) <= t - imp["ts"] <= dt.timedelta(minutes=10)
+        )
         if in_time:
             expected.append((imp["impression_id"], imp["ad"], "clicked", int((in_time[0] - imp["ts"]).total_seconds())))
         else:
@@ -170,7 +173,9 @@ def test_enrichment_join(spark):
         after = [t for t in txs if t["ts"] >= info["ts"]]
         for t in before + after:  # waiting ones are released first, in arrival order
             spend[t["merchant"]] = round(spend[t["merchant"]] + float(t["amount"]), 2)
-            expected.append((c, t["tx_id"], float(t["amount"]), t["merchant"], info["name"], info["tier"], spend[t["merchant"]]))
+            expected.append(
+                (c, t["tx_id"], float(t["amount"]), t["merchant"], info["name"], info["tier"], spend[t["merchant"]])
+            )
     got = run_example(spark, "flink/enrichment_join.sql")
     assert got == sorted(expected, key=lambda r: (r[0], r[1]))
     assert not any(c == "c9" for c, *_ in got)
@@ -198,7 +203,14 @@ def test_event_time_sessions(spark):
 # ------------------------------------------------------------------ the CLI itself
 def _cli(*args, cwd=ROOT):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    return subprocess.run([sys.executable, "-m", "spark_keyed_sql.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "spark_keyed_sql.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
 
 
 def test_cli_help_documents_every_command():

@@ -5,6 +5,7 @@ Spark's file system layer resolves such a URI; Python's ``os`` does not: a check
 or state file that reaches the disk under the mounted directory went through Spark's layer, and
 one opened with ``os``/``open`` either fails or lands beside the working directory as
 ``./viewfs:/ks/...``, which :func:`assert_nothing_written_on_the_side` looks for."""
+
 from __future__ import annotations
 
 import glob

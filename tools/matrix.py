@@ -31,8 +31,10 @@ START, END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 
 
 def _versions(py: Path) -> dict[str, str]:
-    code = ("import importlib.metadata as m, sys; print(sys.version.split()[0]); "
-            "[print(m.version(p)) for p in ('pyspark', 'pandas', 'pyarrow', 'numpy', 'sqlglot')]")
+    code = (
+        "import importlib.metadata as m, sys; print(sys.version.split()[0]); "
+        "[print(m.version(p)) for p in ('pyspark', 'pandas', 'pyarrow', 'numpy', 'sqlglot')]"
+    )
     out = subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True).stdout.split()
     return dict(zip(["python", "pyspark", "pandas", "pyarrow", "numpy", "sqlglot"], out))
 
@@ -41,8 +43,12 @@ def _counts(junit: Path) -> dict[str, int]:
     root = ET.parse(junit).getroot()
     suites = [root] if root.tag == "testsuite" else list(root)
     total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
-    failed = [f"{c.get('classname')}::{c.get('name')}" for s in suites for c in s.iter("testcase")
-              if c.find("failure") is not None or c.find("error") is not None]
+    failed = [
+        f"{c.get('classname')}::{c.get('name')}"
+        for s in suites
+        for c in s.iter("testcase")
+        if c.find("failure") is not None or c.find("error") is not None
+    ]
     total["passed"] = total["tests"] - total["failures"] - total["errors"] - total["skipped"]
     total["failed_tests"] = failed  # type: ignore[assignment]
     return total
@@ -58,19 +64,44 @@ def run_pair(spark: str, python: str) -> dict:
         py = make_venv(spark, python, extras="dev", log=log)
         env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "VIRTUAL_ENV")}
         env["PYSPARK_PYTHON"] = str(py)
-        code = subprocess.run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow and not cluster",
-                               f"--junitxml={junit}"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
-    result = {"spark": spark, "python": python, "exit_code": code, "minutes": round((time.time() - t0) / 60, 1),
-              "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "versions": _versions(py)}
+        code = subprocess.run(
+            [
+                str(py),
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                "not slow and not cluster",
+                f"--junitxml={junit}",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        ).returncode
+    result = {
+        "spark": spark,
+        "python": python,
+        "exit_code": code,
+        "minutes": round((time.time() - t0) / 60, 1),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": _versions(py),
+    }
     if junit.exists():
         result.update(_counts(junit))
     return result
 
 
 def write_table(results: list[dict]) -> None:
-    lines = ["| Spark | Python | passed | failed | skipped (not on this Spark, or by marker) | PySpark, pandas, pyarrow, numpy | run |",
-             "|---|---|---|---|---|---|---|"]
-    for r in sorted(results, key=lambda r: (tuple(map(int, r["spark"].split("."))), tuple(map(int, r["python"].split("."))))):
+    lines = [
+        "| Spark | Python | passed | failed | skipped (not on this Spark, or by marker) | PySpark, pandas, pyarrow, numpy | run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(
+        results, key=lambda r: (tuple(map(int, r["spark"].split("."))), tuple(map(int, r["python"].split("."))))
+    ):
         v = r.get("versions", {})
         failed = r.get("failures", 0) + r.get("errors", 0)
         lines.append(
@@ -105,8 +136,11 @@ def main(argv: list[str]) -> int:
         print(f"[matrix] Spark {spark} / Python {python} ...", flush=True)
         r = run_pair(spark, python)
         failed += r["exit_code"] != 0
-        print(f"[matrix] Spark {spark} / Python {python}: {r.get('passed')} passed, "
-              f"{r.get('failures', 0) + r.get('errors', 0)} failed, {r.get('skipped')} skipped in {r['minutes']} min", flush=True)
+        print(
+            f"[matrix] Spark {spark} / Python {python}: {r.get('passed')} passed, "
+            f"{r.get('failures', 0) + r.get('errors', 0)} failed, {r.get('skipped')} skipped in {r['minutes']} min",
+            flush=True,
+        )
         for t in r.get("failed_tests", [])[:20]:
             print(f"           FAILED {t}", flush=True)
         results = [x for x in results if (x["spark"], x["python"]) != (spark, python)] + [r]

@@ -27,8 +27,13 @@ __all__ = ["main"]
 def _run(py: Path, args: list[str], log) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
     env["PYSPARK_PYTHON"] = str(py)
-    return subprocess.run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=ROOT, env=env,
-                          stdout=log, stderr=subprocess.STDOUT).returncode
+    return subprocess.run(
+        [str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    ).returncode
 
 
 def main(argv: list[str]) -> int:
@@ -40,7 +45,9 @@ def main(argv: list[str]) -> int:
         jobs.append(("no PySpark (KeyedTester)", None, NEWEST[1]))
     # the next venv is built (pip: downloads, wheels) while the tests of the one before run
     builder = ThreadPoolExecutor(max_workers=1)
-    logs = {name: open(VENVS / f"smoke-{'no-pyspark' if s is None else f'spark{s}-py{p}'}.log", "w") for name, s, p in jobs}
+    logs = {
+        name: open(VENVS / f"smoke-{'no-pyspark' if s is None else f'spark{s}-py{p}'}.log", "w") for name, s, p in jobs
+    }
 
     def build(name: str, spark: str | None, python: str) -> Path:
         if spark is None:

@@ -32,8 +32,12 @@ def find_python(minor: str) -> str | None:
     candidates += sorted(glob.glob(os.path.join(root, "versions", f"{minor}.*", "bin", f"python{minor}")), reverse=True)
     for c in candidates:
         try:
-            out = subprocess.run([c, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
-                                 text=True, timeout=60)
+            out = subprocess.run(
+                [c, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except OSError:
             continue
         if out.returncode == 0 and out.stdout.strip() == minor:
@@ -41,8 +45,16 @@ def find_python(minor: str) -> str | None:
     return None
 
 
-def make_venv(spark: str | None, python: str, *, extras: str = "dev", name: str | None = None,
-              constraints: str | None = None, packages: list[str] | None = None, log=None) -> Path:
+def make_venv(
+    spark: str | None,
+    python: str,
+    *,
+    extras: str = "dev",
+    name: str | None = None,
+    constraints: str | None = None,
+    packages: list[str] | None = None,
+    log=None,
+) -> Path:
     """A fresh venv with PySpark ``spark`` (a minor: the newest patch; None: no PySpark at all),
     this project installed editable with ``extras``, and ``packages`` beside it. Returns its
     python. ``constraints``: a pip constraints file (the lowest bounds' run)."""

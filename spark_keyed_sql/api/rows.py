@@ -72,7 +72,10 @@ class ColumnRows:
         """The same rows as the pandas DataFrame ``rows_format = "pandas"`` gives."""
         import pandas as pd
 
-        return pd.DataFrame({name: pd.Series(values, copy=False) for name, values in self._columns.items()}, index=pd.RangeIndex(self._n))
+        return pd.DataFrame(
+            {name: pd.Series(values, copy=False) for name, values in self._columns.items()},
+            index=pd.RangeIndex(self._n),
+        )
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{name}: {values.dtype}" for name, values in self._columns.items())

@@ -287,7 +287,15 @@ _PY_TO_SQL: dict[Any, SqlType] = {
     _dt.date: AtomicType("date"),
     decimal.Decimal: DecimalType(38, 18),
 }
-_PY_NAMES = {"bool": bool, "int": int, "float": float, "str": str, "bytes": bytes, "datetime": _dt.datetime, "date": _dt.date}
+_PY_NAMES = {
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "str": str,
+    "bytes": bytes,
+    "datetime": _dt.datetime,
+    "date": _dt.date,
+}
 
 
 def python_type_to_sql(annotation: Any, where: str = "") -> SqlType:
@@ -303,7 +311,9 @@ def python_type_to_sql(annotation: Any, where: str = "") -> SqlType:
         try:
             return parse_type(text)
         except SchemaError as exc:
-            raise SchemaError(f"{where}: annotation {annotation!r} is neither a Python type nor a DDL type ({exc})") from None
+            raise SchemaError(
+                f"{where}: annotation {annotation!r} is neither a Python type nor a DDL type ({exc})"
+            ) from None
     if annotation in _PY_TO_SQL:
         return _PY_TO_SQL[annotation]
     origin = typing.get_origin(annotation)
@@ -318,7 +328,9 @@ def python_type_to_sql(annotation: Any, where: str = "") -> SqlType:
         non_none = [a for a in args if a is not type(None)]
         if len(non_none) == 1:
             return python_type_to_sql(non_none[0], where)
-    raise SchemaError(f"{where}: annotation {annotation!r} has no Spark SQL type; use int, float, str, bool, datetime, list[T], dict[K, V] or a DDL string")
+    raise SchemaError(
+        f"{where}: annotation {annotation!r} has no Spark SQL type; use int, float, str, bool, datetime, list[T], dict[K, V] or a DDL string"
+    )
 
 
 # ---------------------------------------------------------------- value checking
@@ -335,7 +347,9 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
     if isinstance(t, AtomicType):
         n = t.name
         if n == "boolean":
-            if isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")):
+            if isinstance(value, bool) or (
+                type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool")
+            ):
                 return bool(value)
             raise _fail(where, t, value)
         if n in _INT_RANGES:
@@ -388,7 +402,9 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
     if isinstance(t, MapType):
         if isinstance(value, dict):
             if None in value:  # Spark (and Arrow) maps have no NULL keys: say so here, on every path
-                raise StateTypeError(f"{where}: a map key cannot be None (Spark maps have no NULL keys); got {short_repr(value)}")
+                raise StateTypeError(
+                    f"{where}: a map key cannot be None (Spark maps have no NULL keys); got {short_repr(value)}"
+                )
             return {coerce(k, t.key, f"{where} key"): coerce(v, t.value, f"{where}[{k!r}]") for k, v in value.items()}
         raise _fail(where, t, value)
     if isinstance(t, StructType):
@@ -435,7 +451,9 @@ def struct_to_tuple(value: Any, t: StructType, where: str) -> tuple:
         return tuple(coerce(value.get(f.name), f.type, f"{where}.{f.name}") for f in t.fields)
     if isinstance(value, (tuple, list)):
         if len(value) != len(t.fields):
-            raise StateTypeError(f"{where}: expected {len(t.fields)} values ({', '.join(t.names)}), got {len(value)}: {value!r}")
+            raise StateTypeError(
+                f"{where}: expected {len(t.fields)} values ({', '.join(t.names)}), got {len(value)}: {value!r}"
+            )
         return tuple(coerce(v, f.type, f"{where}.{f.name}") for v, f in zip(value, t.fields))
     raise _fail(where, t, value)
 

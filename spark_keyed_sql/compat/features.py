@@ -102,4 +102,3 @@ def features(spark: Any | None = None) -> SparkFeatures:
 
 def require(spark: Any | None, feature: Feature, where: str = "") -> None:
     features(spark).require(feature, where)
-

@@ -27,7 +27,9 @@ def record_dtypes() -> RecordDtypes:
     import numpy as np
     import pandas as pd
 
-    probe = pd.DataFrame.from_records([{"t": dt.datetime(2000, 1, 1), "s": "a"}, {"t": None, "s": None}], columns=["t", "s"])
+    probe = pd.DataFrame.from_records(
+        [{"t": dt.datetime(2000, 1, 1), "s": "a"}, {"t": None, "s": None}], columns=["t", "s"]
+    )
     unit = np.datetime_data(probe["t"].dtype)[0]
     string = probe["s"].dtype
     return RecordDtypes(unit, string, string == np.dtype(object))

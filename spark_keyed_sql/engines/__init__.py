@@ -71,7 +71,12 @@ def require_engine(name: str, features: SparkFeatures, where: str = "") -> Engin
 
 
 def choose(
-    requested: str, *, streaming: bool, spec: FunctionSpec, features: SparkFeatures, per_batch_ok: bool = False,
+    requested: str,
+    *,
+    streaming: bool,
+    spec: FunctionSpec,
+    features: SparkFeatures,
+    per_batch_ok: bool = False,
 ) -> Engine:
     """The engine that runs a keyed step.
 
@@ -102,8 +107,13 @@ def choose(
         return c.streams_as_dataframe or (per_batch_ok and not connect and c.streams_per_batch)
 
     engine = next((e for e in available(features) if can(e)), None)
-    log.debug("auto engine for %s (streaming=%s, on %s): %s", spec.name, streaming, features.describe(),
-              engine.name if engine else None)
+    log.debug(
+        "auto engine for %s (streaming=%s, on %s): %s",
+        spec.name,
+        streaming,
+        features.describe(),
+        engine.name if engine else None,
+    )
     if engine is None:
         # only an engine this Spark lacks could run the step: name what it needs
         wanted = next(e for e in _PREFERENCE if can(e))

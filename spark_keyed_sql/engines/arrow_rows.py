@@ -40,8 +40,17 @@ def pylist(col: Any) -> list:
     return col.to_pylist()
 
 
-_COMPARABLE = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
-               pa.types.is_boolean, pa.types.is_timestamp, pa.types.is_date, pa.types.is_decimal)
+_COMPARABLE = (
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_binary,
+    pa.types.is_boolean,
+    pa.types.is_timestamp,
+    pa.types.is_date,
+    pa.types.is_decimal,
+)
 
 
 def comparable(t: Any) -> bool:
@@ -78,7 +87,9 @@ def concat(batches: list[Any]) -> Any:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
-def key_runs(batches: Iterator[Any], key_columns: list[str], hash_column: str | None = None) -> Iterator[tuple[Any, np.ndarray]]:
+def key_runs(
+    batches: Iterator[Any], key_columns: list[str], hash_column: str | None = None
+) -> Iterator[tuple[Any, np.ndarray]]:
     """(batch, key run starts) with every key's rows in one batch: a key whose rows continue in
     the next Arrow batch is held back and joined to it (its state is only handled whole).
 

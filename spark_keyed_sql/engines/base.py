@@ -131,7 +131,9 @@ class StateLayout(ABC):
     checkpoint's metadata (None for a checkpoint written by plain Spark)."""
 
     @abstractmethod
-    def read(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None) -> DataFrame:
+    def read(
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None
+    ) -> DataFrame:
         """One row per key: key columns, one column per state variable / attribute, batch_id."""
 
     @abstractmethod

@@ -153,9 +153,14 @@ class DataFrameStreamRun(StreamRun):
             if progress is not None:
                 for p in recent[seen:]:
                     ops = p.get("stateOperators", [])
-                    progress({"batch_id": p.get("batchId"), "input_rows": p.get("numInputRows", 0),
-                              "keys_touched": sum(o.get("numRowsUpdated", 0) for o in ops),
-                              "state_rows": sum(o.get("numRowsTotal", 0) for o in ops)})
+                    progress(
+                        {
+                            "batch_id": p.get("batchId"),
+                            "input_rows": p.get("numInputRows", 0),
+                            "keys_touched": sum(o.get("numRowsUpdated", 0) for o in ops),
+                            "state_rows": sum(o.get("numRowsTotal", 0) for o in ops),
+                        }
+                    )
                 seen = len(recent)
             if self.job.has_timers and len(recent) > 1 and recent[-1]["numInputRows"] == 0:
                 q.stop()

@@ -23,7 +23,9 @@ def _locate(spark: SparkSession, checkpoint: str, function: str | None) -> tuple
     return op_index, op, get_engine((op or {}).get("engine") or LEGACY_ENGINE)
 
 
-def read_state(spark: SparkSession, checkpoint: str, function: str | None = None, batch_id: int | None = None) -> DataFrame:
+def read_state(
+    spark: SparkSession, checkpoint: str, function: str | None = None, batch_id: int | None = None
+) -> DataFrame:
     """One row per key of the checkpoint's state: key columns, one column per state variable /
     attribute, and ``batch_id`` (the newest committed batch, or ``batch_id``)."""
     op_index, op, engine = _locate(spark, checkpoint, function)
@@ -31,7 +33,11 @@ def read_state(spark: SparkSession, checkpoint: str, function: str | None = None
 
 
 def read_state_changes(
-    spark: SparkSession, checkpoint: str, function: str | None = None, from_batch: int | None = None, to_batch: int | None = None
+    spark: SparkSession,
+    checkpoint: str,
+    function: str | None = None,
+    from_batch: int | None = None,
+    to_batch: int | None = None,
 ) -> DataFrame:
     """The change feed between committed batches: key columns, ``variable``, ``change``
     ('upsert' | 'delete'), ``new_value`` (JSON), ``batch_id``."""

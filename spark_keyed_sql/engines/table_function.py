@@ -45,7 +45,9 @@ def make_table_function(spec: FunctionSpec) -> type:
 
     class KeyedTableFunction:
         @staticmethod
-        def analyze(table: AnalyzeArgument, key: AnalyzeArgument | None = None, order_by: AnalyzeArgument | None = None) -> AnalyzeResult:
+        def analyze(
+            table: AnalyzeArgument, key: AnalyzeArgument | None = None, order_by: AnalyzeArgument | None = None
+        ) -> AnalyzeResult:
             if not table.isTable:
                 raise SchemaError(f"{fn}: the first argument must be TABLE(<table or query>)")
             source: T.StructType = table.dataType  # type: ignore[assignment]
@@ -62,9 +64,13 @@ def make_table_function(spec: FunctionSpec) -> type:
             clash = [f.name for f in returns_fields if f.name.lower() in taken]
             if clash:
                 raise SchemaError(f"{fn}: returns column(s) {clash} have the same name as key columns")
-            out = T.StructType([T.StructField(names[k.lower()].name, names[k.lower()].dataType, True) for k in keys] + returns_fields)
+            out = T.StructType(
+                [T.StructField(names[k.lower()].name, names[k.lower()].dataType, True) for k in keys] + returns_fields
+            )
             ordering = [OrderingColumn(quote(names[k.lower()].name)) for k in keys] + [
-                OrderingColumn(quote(names[o.column.lower()].name), ascending=o.ascending, overrideNullsFirst=o.nulls_first)
+                OrderingColumn(
+                    quote(names[o.column.lower()].name), ascending=o.ascending, overrideNullsFirst=o.nulls_first
+                )
                 for o in order
             ]
             if not keys:

@@ -35,7 +35,13 @@ def _plain_column(values: list) -> Any:
     if int in kinds and not all(_INT64_MIN <= v <= _INT64_MAX for v in values if type(v) is int):
         return None  # an int beyond int64: pandas' own rules
     try:
-        if kinds == {float} or kinds == {float, _NONE} or kinds == {int, _NONE} or kinds == {float, int} or kinds == {float, int, _NONE}:
+        if (
+            kinds == {float}
+            or kinds == {float, _NONE}
+            or kinds == {int, _NONE}
+            or kinds == {float, int}
+            or kinds == {float, int, _NONE}
+        ):
             return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
         if kinds == {int}:
             return np.array(values, dtype=np.int64)
@@ -43,7 +49,11 @@ def _plain_column(values: list) -> Any:
             return np.array(values, dtype=bool)
         if kinds == {str} or kinds == {str, _NONE}:
             out = np.empty(len(values), dtype=object)
-            out[:] = values if kinds == {str} or record_dtypes().string_is_object else [np.nan if v is None else v for v in values]
+            out[:] = (
+                values
+                if kinds == {str} or record_dtypes().string_is_object
+                else [np.nan if v is None else v for v in values]
+            )
             return out
     except OverflowError:  # (not expected after the range check)
         return None
@@ -61,8 +71,11 @@ def rows_builder(fmt: str, names: list[str]) -> Callable[[list[dict]], Any]:
             columns = {c: _plain_column([e.get(c) for e in events]) for c in names} if events else {}
             if not events or any(a is None for a in columns.values()):
                 frame = _frame(events, names)
-                columns = {c: a if a is not None else frame[c].to_numpy() for c, a in columns.items()} if events else {
-                    c: frame[c].to_numpy() for c in names}
+                columns = (
+                    {c: a if a is not None else frame[c].to_numpy() for c, a in columns.items()}
+                    if events
+                    else {c: frame[c].to_numpy() for c in names}
+                )
             return ColumnRows(columns, len(events))
 
         return numpy

@@ -148,7 +148,9 @@ def _collect(result: Any, schema: StructType | None, where: Where, out: list, to
             "a pandas DataFrame or an iterable of dicts/tuples"
         )
     if not top:
-        raise OutputSchemaError(f"{resolve_where(where)} yielded a nested {type(result).__name__}; yield dicts or tuples")
+        raise OutputSchemaError(
+            f"{resolve_where(where)} yielded a nested {type(result).__name__}; yield dicts or tuples"
+        )
     for item in result:
         _collect(item, schema, where, out, top=False)
 
@@ -171,7 +173,11 @@ def snapshot(value: Any) -> Any:
     if t is list:
         return [snapshot(v) for v in value]
     if t is tuple:
-        return tuple(snapshot(v) for v in value) if any(isinstance(v, _MUTABLE) or type(v) is tuple for v in value) else value
+        return (
+            tuple(snapshot(v) for v in value)
+            if any(isinstance(v, _MUTABLE) or type(v) is tuple for v in value)
+            else value
+        )
     if t is set:
         return {snapshot(v) for v in value}
     if t is bytearray:
@@ -206,8 +212,9 @@ def _row(value: Any, schema: StructType | None, where: Where) -> Any:
             )
         return from_tuple(value)
     except StateTypeError as exc:
-        raise OutputSchemaError(f"{resolve_where(where)} returned {short_repr(value)} that does not match returns ({schema.field_ddl()}): {exc}") from None
-
+        raise OutputSchemaError(
+            f"{resolve_where(where)} returned {short_repr(value)} that does not match returns ({schema.field_ddl()}): {exc}"
+        ) from None
 
 
 def rows_as_dicts(rows: list[tuple], schema: StructType | None) -> list[Any]:

@@ -294,7 +294,9 @@ class _Handle:
     def getListState(self, stateName: str, schema: Any, ttlDurationMs: int | None = None) -> Any:
         return self._var(self._declared.list(stateName, schema, ttlDurationMs), stateName)
 
-    def getMapState(self, stateName: str, userKeySchema: Any, valueSchema: Any, ttlDurationMs: int | None = None) -> Any:
+    def getMapState(
+        self, stateName: str, userKeySchema: Any, valueSchema: Any, ttlDurationMs: int | None = None
+    ) -> Any:
         return self._var(self._declared.map(stateName, userKeySchema, valueSchema, ttlDurationMs), stateName)
 
     def _ctx(self, op: str) -> Any:
@@ -430,8 +432,11 @@ def adapt_processor(name: str, obj: Any, kwargs: dict[str, Any], style: str | No
     declared = _Declared(where)
     probe: list[Any] = []
     # built, init, then close, as Spark does with the driver's pre-init copy
-    steps = (("building it", lambda: probe.append(make())), ("init(handle)", lambda: probe[0].init(_Handle(declared))),
-             ("close()", lambda: probe[0].close()))
+    steps = (
+        ("building it", lambda: probe.append(make())),
+        ("init(handle)", lambda: probe[0].init(_Handle(declared))),
+        ("close()", lambda: probe[0].close()),
+    )
     for step, call in steps:
         try:
             call()

@@ -72,7 +72,6 @@ def _event_maker(event_map: tuple[tuple[str, str], ...]) -> Callable[[list[dict]
     return generated_function(src, "make", env, "event map")
 
 
-
 _NO_ACCESSORS: dict[str, Any] = {}  # a class without state variables (never written to)
 
 
@@ -97,7 +96,9 @@ class KeyedRunner:
         self.rows_format = check_rows_format(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else "pandas"
         self._normalize = normalizer(self.spec.returns)
         # a [tuple] of the returns' width goes straight to the generated converter
-        self._from_tuple, self._width = (tuple_converter(self.spec.returns), len(self.spec.returns.fields)) if self.spec.returns else (None, 0)
+        self._from_tuple, self._width = (
+            (tuple_converter(self.spec.returns), len(self.spec.returns.fields)) if self.spec.returns else (None, 0)
+        )
         self._row_loop = row_loop(self.spec.returns)  # a StatefulFunction's rows, generated per returns
         # a key's state may stay in the live instance between its events and its timers of the
         # same pass when storing and reloading it would change nothing (no TTL to re-check on load)
@@ -121,9 +122,12 @@ class KeyedRunner:
             else:
                 self.layout.decode_into(self.instance, row)
         else:  # (an empty mapping still says a key is being run)
-            bind_accessors(self.instance, {
-                name: ACCESSORS[d.kind](d, binding.variable(d)) for name, d in self.descriptors.items()
-            } if self.descriptors else _NO_ACCESSORS)
+            bind_accessors(
+                self.instance,
+                {name: ACCESSORS[d.kind](d, binding.variable(d)) for name, d in self.descriptors.items()}
+                if self.descriptors
+                else _NO_ACCESSORS,
+            )
         call.key, call.keyed = key, self.keyed
 
     def _hold_or_end(self, key: Any, binding: KeyBinding, hold: bool) -> bool:
@@ -192,7 +196,9 @@ class KeyedRunner:
     def _checked(self, key: Any, where: Where, result: Any) -> list[Any]:
         """User code's result as output rows (a generator's user code runs here)."""
         try:
-            return normalize_output(result, self.spec.returns, lambda: f"function '{self.spec.name}' (key {key!r}, {resolve_where(where)})")
+            return normalize_output(
+                result, self.spec.returns, lambda: f"function '{self.spec.name}' (key {key!r}, {resolve_where(where)})"
+            )
         except OutputSchemaError:
             raise
         except Exception as exc:
@@ -210,8 +216,17 @@ class KeyedRunner:
 
     # ------------------------------------------------------------ entry points
     def run_function(
-        self, key: Any, events: list[dict], binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None,
-        out: list, src: list, src0: int = 0, *, hold: bool = False,
+        self,
+        key: Any,
+        events: list[dict],
+        binding: KeyBinding,
+        processing_ms: int | None,
+        watermark_ms: int | None,
+        out: list,
+        src: list,
+        src0: int = 0,
+        *,
+        hold: bool = False,
     ) -> bool:
         """A StatefulFunction over one key's events, in order: output rows (tuples in returns
         order) appended to ``out`` and, for each, the position of the event that produced it
@@ -234,8 +249,17 @@ class KeyedRunner:
                 self._end(key, binding)
 
     def run_fresh_keys(
-        self, keys: list, starts: list[int], ends: list[int], events: list[dict], binding: KeyBinding,
-        next_key: Callable[[], None], processing_ms: int | None, out: list, src: list, at_key: list,
+        self,
+        keys: list,
+        starts: list[int],
+        ends: list[int],
+        events: list[dict],
+        binding: KeyBinding,
+        next_key: Callable[[], None],
+        processing_ms: int | None,
+        out: list,
+        src: list,
+        at_key: list,
     ) -> None:
         """Keys of a one-shot batch for a StatefulFunction without timers or TTL: each key from
         the state ``__init__`` makes, its rows ``events[starts[i]:ends[i]]`` in order, its state
@@ -299,8 +323,15 @@ class KeyedRunner:
         src.extend([i] * len(produced))
 
     def run_processor(
-        self, key: Any, rows: Any, count: int, first: Any, binding: KeyBinding, processing_ms: int | None,
-        watermark_ms: int | None, out: list,
+        self,
+        key: Any,
+        rows: Any,
+        count: int,
+        first: Any,
+        binding: KeyBinding,
+        processing_ms: int | None,
+        watermark_ms: int | None,
+        out: list,
     ) -> None:
         """A KeyedProcessor's ``process(key, rows)`` with ``rows`` the key's frame (or records);
         ``first()`` gives its first event for an error message."""
@@ -355,12 +386,21 @@ class KeyedRunner:
             return out
         columns = [n for n, _ in event_map] if event_map is not None else (list(events[0].keys()) if events else [])
         arg = rows_builder(self.rows_format, columns)(events)
-        self.run_processor(key, arg, len(events), lambda: events[0] if events else None, binding, processing_ms, watermark_ms, out)
+        self.run_processor(
+            key, arg, len(events), lambda: events[0] if events else None, binding, processing_ms, watermark_ms, out
+        )
         return out
 
     def fire_timer(
-        self, key: Any, expiry_ms: int, binding: KeyBinding, processing_ms: int | None = None, watermark_ms: int | None = None,
-        *, live: bool = False, hold: bool = False,
+        self,
+        key: Any,
+        expiry_ms: int,
+        binding: KeyBinding,
+        processing_ms: int | None = None,
+        watermark_ms: int | None = None,
+        *,
+        live: bool = False,
+        hold: bool = False,
     ) -> list[Any]:
         """``on_timer`` for one timer. ``live``: the key was held by the previous call (its state
         is in the instance); ``hold``: keep it live again if nothing would change (see
@@ -407,6 +447,8 @@ class KeyedRunner:
                 for name, v in state_row.items():
                     self.instance.__dict__[name] = self._seed_value(name, v)
             else:
-                self._call(key, f"initial state {short_repr(state_row, 300)}", self.instance.on_initial_state, key, state_row)
+                self._call(
+                    key, f"initial state {short_repr(state_row, 300)}", self.instance.on_initial_state, key, state_row
+                )
         finally:
             self._end(key, binding)

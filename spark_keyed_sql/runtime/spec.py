@@ -56,8 +56,7 @@ class FunctionSpec:
             raise
         except Exception as exc:
             raise RegistrationError(
-                f"{self.cls.__name__}(**{self.kwargs!r}) failed for function '{self.name}': "
-                f"{type(exc).__name__}: {exc}"
+                f"{self.cls.__name__}(**{self.kwargs!r}) failed for function '{self.name}': {type(exc).__name__}: {exc}"
             ) from exc
         attach_context(inst)
         # reading an instance's __dict__ (attach_context, the state layout) leaves CPython 3.11
@@ -75,7 +74,13 @@ class FunctionSpec:
 
     @classmethod
     def build(
-        cls, name: str, klass: Any, returns: str | StructType | None, kwargs: dict[str, Any], *, require_returns: bool = True
+        cls,
+        name: str,
+        klass: Any,
+        returns: str | StructType | None,
+        kwargs: dict[str, Any],
+        *,
+        require_returns: bool = True,
     ) -> FunctionSpec:
         if not isinstance(name, str) or not _NAME.match(name):
             raise RegistrationError(f"function name {name!r} is not a valid SQL identifier (letters, digits, _)")
@@ -133,7 +138,9 @@ class FunctionSpec:
         return spec
 
     def with_ttl(self, ttl_ms: int | None) -> FunctionSpec:
-        return FunctionSpec(self.name, self.cls, self.returns, self.kwargs, ttl_ms if ttl_ms is not None else self.ttl_ms)
+        return FunctionSpec(
+            self.name, self.cls, self.returns, self.kwargs, ttl_ms if ttl_ms is not None else self.ttl_ms
+        )
 
 
 def _overrides(klass: type, method: str) -> bool:

@@ -81,9 +81,15 @@ class KeyedSpark(Spark):
             return bool(nxt) and nxt.token_type not in _KEY_AS_COLUMN_FOLLOWERS
 
         def _parse_group(self, skip_group_by_token: bool = False) -> exp.Expression | None:  # type: ignore[override]
-            if not skip_group_by_token and self._match(TokenType.GROUP_BY, advance=False) and self._no_keys_before_with_state():
-                self.raise_error("Expected a key expression after GROUP BY KEY, e.g. GROUP BY KEY user_id WITH STATE fn(...)",
-                                 token=self._tokens[self._index + 2])
+            if (
+                not skip_group_by_token
+                and self._match(TokenType.GROUP_BY, advance=False)
+                and self._no_keys_before_with_state()
+            ):
+                self.raise_error(
+                    "Expected a key expression after GROUP BY KEY, e.g. GROUP BY KEY user_id WITH STATE fn(...)",
+                    token=self._tokens[self._index + 2],
+                )
             if not skip_group_by_token and self._match(TokenType.GROUP_BY, advance=False) and self._next_is_key():
                 self._advance()  # GROUP BY
                 self._advance()  # KEY
@@ -96,8 +102,13 @@ class KeyedSpark(Spark):
         def _no_keys_before_with_state(self) -> bool:
             """GROUP BY KEY WITH STATE ...: the key list left out (not a column named key)."""
             t = self._tokens[self._index + 1 : self._index + 4]
-            return (len(t) == 3 and t[0].text.upper() == "KEY" and t[0].token_type != TokenType.STRING
-                    and t[1].token_type == TokenType.WITH and t[2].text.upper() == "STATE")
+            return (
+                len(t) == 3
+                and t[0].text.upper() == "KEY"
+                and t[0].token_type != TokenType.STRING
+                and t[1].token_type == TokenType.WITH
+                and t[2].text.upper() == "STATE"
+            )
 
         def _next_is_key(self) -> bool:
             index = self._index
@@ -179,7 +190,9 @@ class KeyedSpark(Spark):
                     if self._curr.text.upper() == "WITH" and self._next and self._next.text.upper() == "STATE":
                         self.raise_error("Only one WITH STATE per SELECT; nest the second in a subquery or CTE")
                     if word in _UNFINISHED_PARTS:
-                        self.raise_error(f"Expected {_UNFINISHED_PARTS[word]} after WITH STATE {group.function.name}(...)")
+                        self.raise_error(
+                            f"Expected {_UNFINISHED_PARTS[word]} after WITH STATE {group.function.name}(...)"
+                        )
                     return
 
         def _once(self, group: KeyedGroup, arg: str, token) -> None:

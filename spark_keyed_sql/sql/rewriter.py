@@ -49,7 +49,9 @@ def _interval_ms(e: exp.Expression | None) -> int | None:
         return parse_interval_ms(e.this)
     if isinstance(e, exp.Interval):
         unit = e.args.get("unit")
-        return parse_interval_ms(f"{e.this.name if isinstance(e.this, exp.Literal) else e.this.sql()} {unit.name if unit else ''}")
+        return parse_interval_ms(
+            f"{e.this.name if isinstance(e.this, exp.Literal) else e.this.sql()} {unit.name if unit else ''}"
+        )
     raise KeyedQueryError(f"cannot read interval {e.sql(dialect='spark')}")
 
 
@@ -140,8 +142,14 @@ class _Outer:
 
 
 class _Planner:
-    def __init__(self, spark: SparkSession, functions: Callable[[str], FunctionSpec], default_engine: str, mode: RunMode,
-                 bind: Callable[[KeyedStep], None]):
+    def __init__(
+        self,
+        spark: SparkSession,
+        functions: Callable[[str], FunctionSpec],
+        default_engine: str,
+        mode: RunMode,
+        bind: Callable[[KeyedStep], None],
+    ):
         self.spark = spark
         self.functions = functions  # name -> FunctionSpec (raises UnknownFunctionError)
         self.default_engine = default_engine
@@ -174,7 +182,9 @@ class _Planner:
         if not source.df.isStreaming:
             bad = sorted(set(call.options) & STREAMING_ONLY_OPTIONS)
             if bad:
-                raise KeyedQueryError(f"option(s) {bad} of {call.where} only apply to a streaming source; the source is a batch query")
+                raise KeyedQueryError(
+                    f"option(s) {bad} of {call.where} only apply to a streaming source; the source is a batch query"
+                )
         outer = self._outer(sel, call, source)
         engine = self._engine(sel, call, source)
         step = self._step(group, call, source, outer, engine)
@@ -252,8 +262,19 @@ class _Planner:
             order_exprs.append(o.this)
             nf = o.args.get("nulls_first")
             order_specs.append(OrderSpec(f"__ks_o{i}", not o.args.get("desc"), None if nf is None else bool(nf)))
-        return _Call(fname, spec, options, group.alias_name or fname, key_names, key_exprs, arg_names, arg_exprs,
-                     order_exprs, order_specs, where)
+        return _Call(
+            fname,
+            spec,
+            options,
+            group.alias_name or fname,
+            key_names,
+            key_exprs,
+            arg_names,
+            arg_exprs,
+            order_exprs,
+            order_specs,
+            where,
+        )
 
     def _outer(self, sel: exp.Select, call: _Call, source: _Source) -> _Outer:
         """Resolve every column the select list, HAVING and ORDER BY name: a key, an output of
@@ -323,7 +344,9 @@ class _Planner:
                 resolve(col, allow_select_alias=True)
         clash = [n for n in passthrough if n.lower() in ret_lower]
         if clash:
-            raise KeyedQueryError(f"source column(s) {clash} have the same name as outputs of {fname}; qualify with {call.alias}.")
+            raise KeyedQueryError(
+                f"source column(s) {clash} have the same name as outputs of {fname}; qualify with {call.alias}."
+            )
         # a key column asked for by name is the key itself, not a pass-through copy
         return _Outer(expressions, where, order, [p for p in passthrough if p.lower() not in key_lower])
 
@@ -366,8 +389,10 @@ class _Planner:
 
         keys = [column(k, f"__ks_k{i}") for i, k in enumerate(call.key_exprs)]
         args = [column(a, f"__ks_a{i}") for i, a in enumerate(call.arg_exprs)]
-        order = [OrderSpec(column(o, f"__ks_o{i}"), spec.ascending, spec.nulls_first)
-                 for i, (o, spec) in enumerate(zip(call.order_exprs, call.order_specs))]
+        order = [
+            OrderSpec(column(o, f"__ks_o{i}"), spec.ascending, spec.nulls_first)
+            for i, (o, spec) in enumerate(zip(call.order_exprs, call.order_specs))
+        ]
         through = [column(exp.column(_q(p)), f"__ks_p{i}") for i, p in enumerate(outer.passthrough)]
         if event_time is not None:
             source.check(event_time, "EVENT TIME")
@@ -381,9 +406,18 @@ class _Planner:
             initial_df = self._initial_state(group.args["initial_state"], call.key_names, call.fname, keys)
             initial_source = render(group.args["initial_state"])
         plan = KeyedPlan(
-            call.spec, keys, args, order, initial_df, str(call.options.get("output_mode", "Append")).capitalize(),
-            call.arg_names, through, et, _interval_ms(group.args.get("watermark")),
-            partitions=call.options.get("state_partitions"), clock_offset_ms=session_offset_ms(self.spark),
+            call.spec,
+            keys,
+            args,
+            order,
+            initial_df,
+            str(call.options.get("output_mode", "Append")).capitalize(),
+            call.arg_names,
+            through,
+            et,
+            _interval_ms(group.args.get("watermark")),
+            partitions=call.options.get("state_partitions"),
+            clock_offset_ms=session_offset_ms(self.spark),
         )
         columns = [f"{_quoted(k)} AS {_quoted(n)}" for k, n in zip(keys, call.key_names)]
         columns += [_quoted(r) for r in call.returns]
@@ -409,7 +443,9 @@ class _Planner:
             initial_source=initial_source,
         )
 
-    def _initial_state(self, source: exp.Expression, key_names: list[str], fname: str, key_columns: list[str]) -> DataFrame:
+    def _initial_state(
+        self, source: exp.Expression, key_names: list[str], fname: str, key_columns: list[str]
+    ) -> DataFrame:
         q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
         df = self.spark.sql(render(q))
         lower = {c.lower(): c for c in df.columns}
@@ -426,7 +462,9 @@ class _Planner:
 
     @staticmethod
     def _outer_select(sel: exp.Select, call: _Call, outer: _Outer, step: KeyedStep) -> exp.Select:
-        select = exp.Select(expressions=outer.expressions).from_(exp.Table(this=_q(step.view), alias=exp.TableAlias(this=_q(call.alias))))
+        select = exp.Select(expressions=outer.expressions).from_(
+            exp.Table(this=_q(step.view), alias=exp.TableAlias(this=_q(call.alias)))
+        )
         if outer.where is not None:
             select.set("where", outer.where)
         if outer.order is not None:

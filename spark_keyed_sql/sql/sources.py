@@ -37,6 +37,7 @@ def plain_sql_guide(name: str) -> type:
     PlainSqlGuide.__name__ = PlainSqlGuide.__qualname__ = f"{name}_via_ks_sql"
     return PlainSqlGuide
 
+
 _view_ids = itertools.count()
 
 
@@ -100,7 +101,12 @@ class Sources:
             if fmt in ("parquet", "json", "csv", "orc") and not table.catalog:
                 path = table.name
                 view = self._file_stream(
-                    f"{fmt}:{path}:{max_files}", fmt, {}, lambda f=fmt, p=path: getattr(self.spark.read, f)(p).schema, path, max_files
+                    f"{fmt}:{path}:{max_files}",
+                    fmt,
+                    {},
+                    lambda f=fmt, p=path: getattr(self.spark.read, f)(p).schema,
+                    path,
+                    max_files,
                 )
                 alias = table.args.get("alias") or exp.TableAlias(this=_q(path.rsplit("/", 1)[-1] or "src"))
             elif not table.db and self._is_temp_view(table.name):

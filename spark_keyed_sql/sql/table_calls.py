@@ -54,8 +54,10 @@ def _call_of(table: exp.Table) -> exp.Anonymous | None:
 
 def _literal(call: exp.Anonymous, name: str, value: exp.Expression) -> str:
     if not (isinstance(value, exp.Literal) and value.is_string):
-        raise KeyedQueryError(f"{call.name}(TABLE(...), {name} => ...): {name} must be a string literal such as '{name}_column', "
-                              f"got {value.sql(dialect=KeyedSpark)}")
+        raise KeyedQueryError(
+            f"{call.name}(TABLE(...), {name} => ...): {name} must be a string literal such as '{name}_column', "
+            f"got {value.sql(dialect=KeyedSpark)}"
+        )
     return value.this
 
 
@@ -71,11 +73,15 @@ def _source(call: exp.Anonymous) -> exp.Expression:
         return exp.Subquery(this=inner.copy(), alias=exp.TableAlias(this=exp.to_identifier(f"__ks_{call.name}_input")))
     if isinstance(inner, exp.Column):
         parts = [p.copy() for p in inner.parts]
-        return exp.Table(this=parts[-1], db=parts[-2] if len(parts) > 1 else None, catalog=parts[-3] if len(parts) > 2 else None)
+        return exp.Table(
+            this=parts[-1], db=parts[-2] if len(parts) > 1 else None, catalog=parts[-3] if len(parts) > 2 else None
+        )
     if isinstance(inner, exp.Table):
         return inner.copy()
-    raise KeyedQueryError(f"{call.name}: TABLE(...) takes a table, a view, a directory (parquet.`/dir`) or a subquery, "
-                          f"got {inner.sql(dialect=KeyedSpark)}")
+    raise KeyedQueryError(
+        f"{call.name}: TABLE(...) takes a table, a view, a directory (parquet.`/dir`) or a subquery, "
+        f"got {inner.sql(dialect=KeyedSpark)}"
+    )
 
 
 def _expand(table: exp.Table, call: exp.Anonymous) -> exp.Expression:
@@ -83,11 +89,15 @@ def _expand(table: exp.Table, call: exp.Anonymous) -> exp.Expression:
     named: dict[str, str] = {}
     for arg in call.expressions[1:]:
         if not isinstance(arg, exp.Kwarg):
-            raise KeyedQueryError(f"{fn}(TABLE(...), ...): arguments after TABLE(...) are named, e.g. key => 'user_id', "
-                                  f"order_by => 'ts'; got {arg.sql(dialect=KeyedSpark)}")
+            raise KeyedQueryError(
+                f"{fn}(TABLE(...), ...): arguments after TABLE(...) are named, e.g. key => 'user_id', "
+                f"order_by => 'ts'; got {arg.sql(dialect=KeyedSpark)}"
+            )
         name = arg.this.name.lower()
         if name not in TABLE_CALL_ARGUMENTS:
-            raise KeyedQueryError(f"{fn}(TABLE(...), ...): unknown argument {arg.this.name!r}; known: {', '.join(TABLE_CALL_ARGUMENTS)}")
+            raise KeyedQueryError(
+                f"{fn}(TABLE(...), ...): unknown argument {arg.this.name!r}; known: {', '.join(TABLE_CALL_ARGUMENTS)}"
+            )
         named[name] = _literal(call, name, arg.expression)
     try:
         keys = parse_column_list(named.get("key"), "key")
@@ -96,11 +106,17 @@ def _expand(table: exp.Table, call: exp.Anonymous) -> exp.Expression:
     order = None
     if named.get("order_by", "").strip():
         try:
-            order = sqlglot.parse_one(f"SELECT 1 ORDER BY {named['order_by']}", read=KeyedSpark).args["order"].expressions
+            order = (
+                sqlglot.parse_one(f"SELECT 1 ORDER BY {named['order_by']}", read=KeyedSpark).args["order"].expressions
+            )
         except Exception:  # noqa: BLE001 - sqlglot's own message is about the made-up SELECT
-            raise KeyedQueryError(f"{fn}: order_by {named['order_by']!r} is not a list of columns with ASC/DESC") from None
+            raise KeyedQueryError(
+                f"{fn}: order_by {named['order_by']!r} is not a list of columns with ASC/DESC"
+            ) from None
     key_columns = [exp.column(k, quoted=True) for k in keys]
-    group = KeyedGroup(keys=key_columns, keyed=bool(keys), function=exp.Anonymous(this=fn, expressions=[exp.Star()]), order=order)
+    group = KeyedGroup(
+        keys=key_columns, keyed=bool(keys), function=exp.Anonymous(this=fn, expressions=[exp.Star()]), order=order
+    )
     select = exp.select(*[k.copy() for k in key_columns], exp.Column(this=exp.Star(), table=exp.to_identifier(fn)))
     select = select.from_(_source(call))
     select.set("group", group)

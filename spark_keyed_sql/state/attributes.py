@@ -101,7 +101,9 @@ class AttributeLayout:
         values = []
         for n in self.names:
             if n not in instance.__dict__:
-                raise StateTypeError(f"attribute {self.owner}.{n} was deleted; keyed state attributes must stay defined")
+                raise StateTypeError(
+                    f"attribute {self.owner}.{n} was deleted; keyed state attributes must stay defined"
+                )
             v = instance.__dict__[n]
             where = f"attribute {self.owner}.{n}"
             if n in self.typed:

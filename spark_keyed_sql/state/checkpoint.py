@@ -59,6 +59,7 @@ def check_compatible(checkpoint: str, operators: list[dict[str, Any]], spark: An
     old = read_metadata(checkpoint, spark)
     if old is None:
         return
+
     def shape(ops: list[dict]) -> list[tuple]:
         return [(o["function"], tuple(o["keys"])) for o in ops]
 

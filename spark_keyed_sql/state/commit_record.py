@@ -151,8 +151,10 @@ class CommitRecord:
                 base_version=int(d["base_version"]),
                 base_rows=int(d["base_rows"]),
                 base_bytes=int(d["base_bytes"]),
-                deltas=tuple(DeltaEntry(int(e["version"]), tuple(e["dirs"]), int(e["changed"]), int(e["bytes"]))
-                             for e in d["deltas"]),
+                deltas=tuple(
+                    DeltaEntry(int(e["version"]), tuple(e["dirs"]), int(e["changed"]), int(e["bytes"]))
+                    for e in d["deltas"]
+                ),
                 stores={str(k): tuple(int(p) for p in v) for k, v in d["stores"].items()},
                 spark_batch=d["spark_batch"],
                 watermark_ms=d["watermark_ms"],

@@ -81,14 +81,13 @@ def _encode_items(v: dict, where: str) -> list:
     return [[encode_value(k, f"{where} key"), encode_value(x, f"{where}[{k!r}]")] for k, x in v.items()]
 
 
-
 def decode_value(e: Any) -> Any:
     if isinstance(e, list):
         return [decode_value(x) for x in e]
     if not isinstance(e, dict):
         return e
     if len(e) == 1:
-        (tag, body), = e.items()
+        ((tag, body),) = e.items()
         if tag.startswith("$"):
             return _decode_tagged(tag, body)
     return {k: decode_value(x) for k, x in e.items()}

@@ -42,7 +42,11 @@ def join(base: str, *parts: str) -> str:
 
 
 def _is_local_uri(path: str) -> bool:
-    return "://" not in path and not path.startswith(("dbfs:", "hdfs:", "s3a:", "s3:", "gs:", "abfss:", "viewfs:")) or path.startswith("file:")
+    return (
+        "://" not in path
+        and not path.startswith(("dbfs:", "hdfs:", "s3a:", "s3:", "gs:", "abfss:", "viewfs:"))
+        or path.startswith("file:")
+    )
 
 
 def _local(path: str) -> str:
@@ -76,7 +80,9 @@ class CheckpointFS:
             p = self._path(path)
             return p.getFileSystem(self.conf), p
         except Exception as exc:  # noqa: BLE001 - Spark/Hadoop's reason is kept in our message
-            raise FSError(f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}") from None
+            raise FSError(
+                f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}"
+            ) from None
 
     def _connect_local(self, path: str) -> str:
         if not _is_local_uri(path):
@@ -116,7 +122,9 @@ class CheckpointFS:
         try:
             fs.exists(p)
         except Exception as exc:  # noqa: BLE001
-            raise FSError(f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}") from None
+            raise FSError(
+                f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}"
+            ) from None
 
     # ------------------------------------------------------------------ queries
     def exists(self, path: str) -> bool:
@@ -164,7 +172,9 @@ class CheckpointFS:
             return []
         jvm = self.jvm
         # "{<path>,<path>,...}" (commons-lang3, on Spark's classpath; takes the array as one Object)
-        text = str(jvm.org.apache.commons.lang3.ArrayUtils.toString(jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses)))
+        text = str(
+            jvm.org.apache.commons.lang3.ArrayUtils.toString(jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses))
+        )
         head = str(fs.makeQualified(p).toString()).rstrip("/") + "/"
         names = text[1:-1].split("," + head)
         if names and names[0].startswith(head):

@@ -90,10 +90,17 @@ class CheckpointLock:
 
     # ------------------------------------------------------------------ content
     def _body(self) -> str:
-        return json.dumps({
-            "owner": self.token, "host": socket.gethostname(), "pid": os.getpid(), "query": self.query,
-            "started_ms": self.started_ms, "heartbeat_ms": _now_ms(),
-        }, sort_keys=True)
+        return json.dumps(
+            {
+                "owner": self.token,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "query": self.query,
+                "started_ms": self.started_ms,
+                "heartbeat_ms": _now_ms(),
+            },
+            sort_keys=True,
+        )
 
     def _garbage(self) -> None:
         """The lease file is not a lease (damaged, or half-written by a process that died): taken
@@ -103,7 +110,9 @@ class CheckpointLock:
         except (OSError, FileNotFoundError):
             return
         if age_s > self.TIMEOUT_S:
-            log.warning("lease file %s is not a lease (damaged or half-written, %.0f s old): taken over", self.path, age_s)
+            log.warning(
+                "lease file %s is not a lease (damaged or half-written, %.0f s old): taken over", self.path, age_s
+            )
             return
         raise CheckpointError(
             f"lease file {self.path} is not a lease (damaged, or being written, {age_s:.0f} s ago); if no query runs on "
@@ -170,8 +179,13 @@ class CheckpointLock:
                 missed = 0
             except Exception as exc:  # noqa: BLE001 - a missed beat is retried; the timeout is generous
                 missed += 1
-                log.warning("lease %s: heartbeat %d missed (%s); taken over by others after %.0f s without one",
-                            self.path, missed, exc, self.TIMEOUT_S)
+                log.warning(
+                    "lease %s: heartbeat %d missed (%s); taken over by others after %.0f s without one",
+                    self.path,
+                    missed,
+                    exc,
+                    self.TIMEOUT_S,
+                )
 
     def _lose(self, holder: dict | None) -> None:
         if self._stop.is_set():

@@ -19,7 +19,9 @@ def pick_operator(meta: dict | None, function: str | None, checkpoint: str) -> t
     None) for a checkpoint without this project's metadata (written by plain Spark)."""
     if meta is None:
         if function is not None:
-            raise CheckpointError(f"checkpoint {checkpoint!r} has no spark-keyed-sql metadata; cannot pick function {function!r}")
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r} has no spark-keyed-sql metadata; cannot pick function {function!r}"
+            )
         return 0, None
     ops = meta["operators"]
     if function is None:
@@ -30,7 +32,9 @@ def pick_operator(meta: dict | None, function: str | None, checkpoint: str) -> t
     for i, o in enumerate(ops):
         if o["function"].lower() == function.lower():
             return i, o
-    raise CheckpointError(f"checkpoint {checkpoint!r} has no function {function!r} (it has {[o['function'] for o in ops]})")
+    raise CheckpointError(
+        f"checkpoint {checkpoint!r} has no function {function!r} (it has {[o['function'] for o in ops]})"
+    )
 
 
 def state_changes(
@@ -61,15 +65,25 @@ def state_changes(
         cur = read(b).drop("batch_id")
         prev = read(b - 1).drop("batch_id") if b - 1 >= min_batch else None
         for var in variables:
-            c = cur.select(*keys, F.to_json(F.struct(F.col(var).alias(var))).alias("__new"), F.col(var).isNull().alias("__cnull"))
+            c = cur.select(
+                *keys, F.to_json(F.struct(F.col(var).alias(var))).alias("__new"), F.col(var).isNull().alias("__cnull")
+            )
             if prev is None:
                 frames.append(
-                    c.where(~F.col("__cnull")).select(*keys, F.lit(var).alias("variable"), F.lit("upsert").alias("change"),
-                                                       F.col("__new").alias("new_value"), F.lit(b).cast("long").alias("batch_id"))
+                    c.where(~F.col("__cnull")).select(
+                        *keys,
+                        F.lit(var).alias("variable"),
+                        F.lit("upsert").alias("change"),
+                        F.col("__new").alias("new_value"),
+                        F.lit(b).cast("long").alias("batch_id"),
+                    )
                 )
                 continue
-            p = prev.select(*[F.col(k).alias(f"__p_{k}") for k in keys], F.to_json(F.struct(F.col(var).alias(var))).alias("__old"),
-                            F.col(var).isNull().alias("__pnull"))
+            p = prev.select(
+                *[F.col(k).alias(f"__p_{k}") for k in keys],
+                F.to_json(F.struct(F.col(var).alias(var))).alias("__old"),
+                F.col(var).isNull().alias("__pnull"),
+            )
             cond = None
             for k in keys:
                 e = F.col(k).eqNullSafe(F.col(f"__p_{k}"))
@@ -78,14 +92,17 @@ def state_changes(
             key_out = [F.coalesce(F.col(k), F.col(f"__p_{k}")).alias(k) for k in keys]
             now_present = F.col("__new").isNotNull() & ~F.coalesce(F.col("__cnull"), F.lit(True))
             was_present = F.col("__old").isNotNull() & ~F.coalesce(F.col("__pnull"), F.lit(True))
-            change = (
-                F.when(now_present & (~was_present | (F.col("__new") != F.col("__old"))), F.lit("upsert"))
-                .when(~now_present & was_present, F.lit("delete"))
+            change = F.when(now_present & (~was_present | (F.col("__new") != F.col("__old"))), F.lit("upsert")).when(
+                ~now_present & was_present, F.lit("delete")
             )
             frames.append(
-                j.select(*key_out, F.lit(var).alias("variable"), change.alias("change"),
-                         F.when(now_present, F.col("__new")).alias("new_value"), F.lit(b).cast("long").alias("batch_id"))
-                .where(F.col("change").isNotNull())
+                j.select(
+                    *key_out,
+                    F.lit(var).alias("variable"),
+                    change.alias("change"),
+                    F.when(now_present, F.col("__new")).alias("new_value"),
+                    F.lit(b).cast("long").alias("batch_id"),
+                ).where(F.col("change").isNotNull())
             )
     out = frames[0]
     for f in frames[1:]:

@@ -94,14 +94,18 @@ class SnapshotStore:
     def commits(self) -> list[CommitRecord]:
         d = join(self.root, "commits")
         out = []
-        names = [n for n in self.fs.list(d) if n.endswith(".json") and not n.startswith(".") and n[: -len(".json")].isdigit()]
+        names = [
+            n for n in self.fs.list(d) if n.endswith(".json") and not n.startswith(".") and n[: -len(".json")].isdigit()
+        ]
         for name in names:
             if name not in self._seen:
                 path = join(d, name)
                 try:
                     text = self.fs.read_text(path)
                 except OSError as exc:
-                    raise CheckpointError(f"checkpoint {self.checkpoint!r}: commit file {path} is unreadable ({exc})") from None
+                    raise CheckpointError(
+                        f"checkpoint {self.checkpoint!r}: commit file {path} is unreadable ({exc})"
+                    ) from None
                 self._seen[name] = CommitRecord.from_json(text, int(name[: -len(".json")]), path)
             out.append(self._seen[name])
         for gone in set(self._seen) - set(names):
@@ -188,7 +192,9 @@ class SnapshotStore:
                     size = self.fs.size(path)
                     tail = self.fs.tail(path, 8)
                     footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else -1
-                    problem = None if size >= 12 and tail[4:] == b"PAR1" and 0 < footer <= size - 12 else "no Parquet footer"
+                    problem = (
+                        None if size >= 12 and tail[4:] == b"PAR1" and 0 < footer <= size - 12 else "no Parquet footer"
+                    )
                 except Exception as exc:  # noqa: BLE001 - any unreadable file is damage
                     problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 if problem:

@@ -65,8 +65,13 @@ def prepare_checkpoint(
             new["partitions"] = was["partitions"]  # chosen by migrate_state
     check_seed(checkpoint, operators, previous, lambda: _has_commits(spark, checkpoint))
     write_metadata(checkpoint, operators, spark)
-    log.debug("%s: checkpoint %s %s (%s)", where, checkpoint, "continued" if old else "started",
-              ", ".join(f"{o['function']} on {o['engine']}" for o in operators))
+    log.debug(
+        "%s: checkpoint %s %s (%s)",
+        where,
+        checkpoint,
+        "continued" if old else "started",
+        ", ".join(f"{o['function']} on {o['engine']}" for o in operators),
+    )
     return checkpoint
 
 

@@ -41,7 +41,9 @@ _OURS["MigrationError"] = MigrationError
 # our error's class name, then its message: a first line and the lines indented below it (the
 # user's frames, continuation lines of the cause's message)
 _LINE = re.compile(r"(?:spark_keyed_sql\.[\w.]+\.)?\b(" + "|".join(sorted(_OURS)) + r"): (.+(?:\n  .*)*)")
-_USER = re.compile(r"function '(?P<function>[^']*)' failed for key (?P<key>.+?) on (?P<where>.+?): (?P<cause>\w+: .*)$", re.M)
+_USER = re.compile(
+    r"function '(?P<function>[^']*)' failed for key (?P<key>.+?) on (?P<where>.+?): (?P<cause>\w+: .*)$", re.M
+)
 
 
 def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> BaseException:
@@ -76,7 +78,9 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
     Exception.__init__(err, message)
     if cls is UserFunctionError:
         m = _USER.match(message)
-        err.function, err.key, err.where, err.cause = (m["function"], m["key"], m["where"], m["cause"]) if m else (None, None, None, None)
+        err.function, err.key, err.where, err.cause = (
+            (m["function"], m["key"], m["where"], m["cause"]) if m else (None, None, None, None)
+        )
         err.frames = "\n".join(line for line in message.splitlines()[1:] if line.startswith("  "))
     err.spark_error = exc  # type: ignore[attr-defined]
     return err
@@ -84,7 +88,9 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
 
 from_stream_failure = from_spark_failure
 
-_MISMATCH = re.compile(r"PYTHON_VERSION_MISMATCH\].*?worker has different version:? (?P<worker>[\d.]+) than that in driver:? (?P<driver>[\d.]+)")
+_MISMATCH = re.compile(
+    r"PYTHON_VERSION_MISMATCH\].*?worker has different version:? (?P<worker>[\d.]+) than that in driver:? (?P<driver>[\d.]+)"
+)
 
 
 def _worker_python(exc: BaseException, worker: str, driver: str) -> BaseException:
@@ -101,10 +107,18 @@ def _worker_python(exc: BaseException, worker: str, driver: str) -> BaseExceptio
     err.spark_error = exc  # type: ignore[attr-defined]
     return err
 
+
 # pyspark classes whose objects the translation follows (classic and Spark Connect alike)
 _KINDS = {
-    "DataFrame", "GroupedData", "DataFrameWriter", "DataFrameWriterV2", "DataStreamWriter", "StreamingQuery",
-    "DataFrameNaFunctions", "DataFrameStatFunctions", "PandasCogroupedOps",
+    "DataFrame",
+    "GroupedData",
+    "DataFrameWriter",
+    "DataFrameWriterV2",
+    "DataStreamWriter",
+    "StreamingQuery",
+    "DataFrameNaFunctions",
+    "DataFrameStatFunctions",
+    "PandasCogroupedOps",
 }
 _CLASSES: dict[type, type] = {}
 _CLASSES_LOCK = threading.Lock()
@@ -182,7 +196,11 @@ def translating(obj: T) -> T:
     """``obj`` (a pyspark DataFrame, writer, grouped data or streaming query; anything else is
     returned as it is) with failures that carry our error raised as our error."""
     base = type(obj)
-    if getattr(base, "_ks_translating", False) or base.__name__ not in _KINDS or not base.__module__.startswith("pyspark."):
+    if (
+        getattr(base, "_ks_translating", False)
+        or base.__name__ not in _KINDS
+        or not base.__module__.startswith("pyspark.")
+    ):
         return obj
     try:
         obj.__class__ = _translating_class(base)

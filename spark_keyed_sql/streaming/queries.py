@@ -92,8 +92,13 @@ def run(
         except Exception as exc:  # noqa: BLE001 - Spark's StreamingQueryException, turned into ours
             raise from_stream_failure(exc, checkpoint) from None
         summary = stream.summary()
-        log.info("ks.run on checkpoint %s: %d batch(es), %d rows in, %d rows out", checkpoint, summary["batches"],
-                 summary["input_rows"], summary["output_rows"])
+        log.info(
+            "ks.run on checkpoint %s: %d batch(es), %d rows in, %d rows out",
+            checkpoint,
+            summary["batches"],
+            summary["input_rows"],
+            summary["output_rows"],
+        )
         return summary
     finally:
         if lock:
@@ -134,7 +139,9 @@ def _launch(
         has_timers=any(function(s.function).has_timers for s in steps),
         processing_timers=any(function(s.function).has_timers and s.plan.event_time is None for s in steps),
         progress=progress,
-        state_partitions=max((int(s.options["state_partitions"]) for s in steps if "state_partitions" in s.options), default=None),
+        state_partitions=max(
+            (int(s.options["state_partitions"]) for s in steps if "state_partitions" in s.options), default=None
+        ),
     )
     per_batch = statement.per_batch_steps if statement else []
     if not per_batch:

@@ -77,7 +77,13 @@ def test_coerce():
 
 @pytest.mark.parametrize(
     "text, ms",
-    [("30 minutes", 1_800_000), ("7 days", 604_800_000), ("INTERVAL 10 MINUTES", 600_000), ("1 hour 30 minutes", 5_400_000), (250, 250)],
+    [
+        ("30 minutes", 1_800_000),
+        ("7 days", 604_800_000),
+        ("INTERVAL 10 MINUTES", 600_000),
+        ("1 hour 30 minutes", 5_400_000),
+        (250, 250),
+    ],
 )
 def test_intervals(text, ms):
     assert parse_interval_ms(text) == ms

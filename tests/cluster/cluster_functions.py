@@ -1,5 +1,6 @@
 """Classes the cluster drivers register: the shared RunningTotal (tests/keyed_functions.py) as
 ``Running``, and a slowed-down one for the executor-loss test."""
+
 import os
 import sys
 

@@ -2,6 +2,7 @@
 engines and the table-function form, incremental ks.run (tws) with state carried, a ks.start
 stream into a memory sink, state read back, and what is refused (bulk streams). Prints JSON
 results for the test's oracle."""
+
 import atexit
 import json
 import os
@@ -30,7 +31,9 @@ def main(url: str, data: str) -> None:
     sql = "SELECT user_id, seq, n, total FROM events GROUP BY KEY user_id WITH STATE running(value) ORDER BY seq"
     out["batch_bulk"] = rows(ks.sql(sql + " OPTIONS (engine = 'bulk')"))
     out["batch_tws"] = rows(ks.sql(sql + " OPTIONS (engine = 'tws')"))
-    out["table_function"] = rows(ks.sql("SELECT user_id, n, total FROM running(TABLE(events), key => 'user_id', order_by => 'seq')"))
+    out["table_function"] = rows(
+        ks.sql("SELECT user_id, n, total FROM running(TABLE(events), key => 'user_id', order_by => 'seq')")
+    )
 
     work = tempfile.mkdtemp(prefix="ks-connect-")
     atexit.register(shutil.rmtree, work, True)  # removed when this child exits

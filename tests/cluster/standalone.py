@@ -1,5 +1,6 @@
 """A real Spark standalone cluster on loopback, from the installed pyspark: one master, two
 workers (``spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker``)."""
+
 from __future__ import annotations
 
 import json
@@ -36,10 +37,17 @@ class StandaloneCluster:
         return f"spark://127.0.0.1:{self.port}"
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
-        env = dict(os.environ, SPARK_HOME=os.path.dirname(pyspark.__file__), SPARK_WORKER_DIR=os.path.join(self.dir, name),
-                   SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
+        env = dict(
+            os.environ,
+            SPARK_HOME=os.path.dirname(pyspark.__file__),
+            SPARK_WORKER_DIR=os.path.join(self.dir, name),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_NO_DAEMONIZE="1",
+        )
         log = open(os.path.join(self.dir, f"{name}.log"), "w")
-        p = subprocess.Popen([SPARK_CLASS, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen(
+            [SPARK_CLASS, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(p)
         return p
 
@@ -57,8 +65,19 @@ class StandaloneCluster:
         return [a["name"] for a in state.get("activeapps", []) + state.get("completedapps", [])]
 
     def _spawn_worker(self, i: int) -> subprocess.Popen:
-        return self._spawn(f"worker{i}-{len(self.procs)}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                           "--cores", str(self.cores), "--memory", self.memory, "--webui-port", "0", self.url)
+        return self._spawn(
+            f"worker{i}-{len(self.procs)}",
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--webui-port",
+            "0",
+            self.url,
+        )
 
     def _wait_for_workers(self, timeout: float) -> None:
         deadline = time.time() + timeout
@@ -69,8 +88,16 @@ class StandaloneCluster:
             time.sleep(1)
 
     def start(self, timeout: float = 120) -> StandaloneCluster:
-        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
-                    "--webui-port", str(self.ui))
+        self._spawn(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui),
+        )
         self.workers = [self._spawn_worker(i) for i in range(self.n_workers)]
         self._wait_for_workers(timeout)
         return self

@@ -1,6 +1,7 @@
 """The SQL scenarios on a real Spark standalone cluster (master + 2 workers on loopback, from
 the installed pyspark): batch on both engines, incremental runs with state carried, state read
 back — all equal to a plain-Python oracle; the package reaches executors as a zip."""
+
 import json
 import os
 import random
@@ -63,11 +64,16 @@ def oracle(df):
 def test_sql_scenarios_on_standalone_cluster(cluster, tmp_path):
     frames = make_data(tmp_path)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    res = subprocess.run([sys.executable, str(HERE / "scenarios.py"), cluster.url, str(tmp_path)],
-                         capture_output=True, text=True, timeout=900, env=env)
+    res = subprocess.run(
+        [sys.executable, str(HERE / "scenarios.py"), cluster.url, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     line = next((x for x in res.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, res.stderr[-4000:]
-    got = json.loads(line[len("RESULT "):])
+    got = json.loads(line[len("RESULT ") :])
     assert ".zip" in got["executor_package"], got["executor_package"]  # shipped by KeyedSQL, not the venv
     batch_rows, _ = oracle(frames["a"])
     all_rows, all_state = oracle(pd.concat([frames["a"], frames["b"]]))
@@ -98,11 +104,18 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(cluster, tmp_path
     killed = False
     try:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-        proc = subprocess.Popen([sys.executable, str(HERE / "executor_loss.py"), cluster.url, str(data), str(work), engine],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "executor_loss.py"), cluster.url, str(data), str(work), engine],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         deadline = time.time() + 300
         while not (work / "started").exists():
-            assert proc.poll() is None and time.time() < deadline, proc.stderr.read()[-4000:] if proc.poll() is not None else "no start"
+            assert proc.poll() is None and time.time() < deadline, (
+                proc.stderr.read()[-4000:] if proc.poll() is not None else "no start"
+            )
             time.sleep(0.2)
         assert proc.poll() is None  # mid-query
         cluster.kill_worker(0)
@@ -115,7 +128,7 @@ def test_worker_killed_mid_query_then_results_equal_the_oracle(cluster, tmp_path
             proc.kill()
     line = next((x for x in stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, stderr[-4000:]
-    got = json.loads(line[len("RESULT "):])
+    got = json.loads(line[len("RESULT ") :])
     assert got["executors_alive"] == 1, got["executors_alive"]  # the loss happened while the app ran
     rows, state = oracle(pd.concat([frames["a"], frames["b"]]))
     assert got["rows"] == rows
@@ -130,7 +143,9 @@ def test_spark_submit_as_documented(cluster, tmp_path):
     import re
 
     root = HERE.parents[1]
-    block = re.search(r"### spark-submit.*?```bash\n(.*?)```", (root / "docs" / "operations.md").read_text(), re.S).group(1)
+    block = re.search(
+        r"### spark-submit.*?```bash\n(.*?)```", (root / "docs" / "operations.md").read_text(), re.S
+    ).group(1)
     before = cluster.applications()
     script = block.replace("spark://127.0.0.1:7077", cluster.url).replace("/tmp/ks-submit/", f"{tmp_path}/")
     res = subprocess.run(["bash", "-ec", script], cwd=root, capture_output=True, text=True, timeout=600)

@@ -2,6 +2,7 @@
 until everything is processed (or the harness kills it). Mode ``run``: an incremental
 ``ks.run``; mode ``start``: a continuous ``ks.start`` stream (processing-time trigger),
 stopped once all available input is processed."""
+
 import os
 import sys
 
@@ -21,7 +22,9 @@ SQL = (
 
 
 def main(engine: str, src: str, cp: str, out: str, mode: str = "run") -> None:
-    spark = local_session("crash child", shuffle_partitions=2, conf=child_conf(os.environ.get(VIEWFS_ENV), os.environ.get(CACHE_ENV)))
+    spark = local_session(
+        "crash child", shuffle_partitions=2, conf=child_conf(os.environ.get(VIEWFS_ENV), os.environ.get(CACHE_ENV))
+    )
     ks = KeyedSQL(spark)
     ks.register("running_total", RunningTotal, returns="n bigint, total double")
     sql = SQL.format(src=src, engine=engine)

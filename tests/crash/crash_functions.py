@@ -1,4 +1,5 @@
 """The crash child's class: the shared RunningTotal (tests/keyed_functions.py)."""
+
 import os
 import sys
 

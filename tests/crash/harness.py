@@ -1,5 +1,6 @@
 """Crash harness: run the child query, SIGKILL it at named fault points or at random times,
 restart from the same checkpoint, and at the end compare sink and state with an oracle."""
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,17 @@ VIEWFS_ENV = "SPARK_KEYED_SQL_TEST_VIEWFS"  # a local dir: child and checker mou
 CACHE_ENV = "SPARK_KEYED_SQL_TEST_CACHE"  # the bulk engine's local state directory of one incarnation
 
 
-def _child(engine: str, mode: str, src: str, cp: str, out: str, crash_at: str | None, crash_dir: str,
-           viewfs_root: str | None = None, cache_dir: str | None = None) -> subprocess.Popen:
+def _child(
+    engine: str,
+    mode: str,
+    src: str,
+    cp: str,
+    out: str,
+    crash_at: str | None,
+    crash_dir: str,
+    viewfs_root: str | None = None,
+    cache_dir: str | None = None,
+) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop(VIEWFS_ENV, None)
     env.pop(CACHE_ENV, None)
@@ -76,13 +86,29 @@ def _child(engine: str, mode: str, src: str, cp: str, out: str, crash_at: str | 
     if crash_at:
         env["SPARK_KEYED_SQL_CRASH_AT"] = crash_at
         env["SPARK_KEYED_SQL_CRASH_DIR"] = crash_dir
-    return subprocess.Popen([sys.executable, CHILD, engine, src, cp, out, mode], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, CHILD, engine, src, cp, out, mode],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
-def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_file: int = 60, seed: int = 7,
-        random_kills: int = 0, workdir: str | None = None, timeout: float = 300, mode: str = "run",
-        viewfs: bool = False) -> CrashReport:
+def run(
+    engine: str,
+    plan: list[str],
+    *,
+    files: int = 8,
+    keys: int = 30,
+    per_file: int = 60,
+    seed: int = 7,
+    random_kills: int = 0,
+    workdir: str | None = None,
+    timeout: float = 300,
+    mode: str = "run",
+    viewfs: bool = False,
+) -> CrashReport:
     """``plan``: fault specs ('point:n') used one per incarnation; then ``random_kills``
     incarnations killed after a random delay; then one incarnation runs to the end.
     ``mode``: ``run`` (incremental ks.run) or ``start`` (a continuous ks.start stream).
@@ -91,8 +117,19 @@ def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_fil
     if workdir is None:  # make crash: its own temp dir, removed afterwards (KS_CRASH_KEEP=1 keeps it)
         d = tempfile.mkdtemp(prefix="ks-crash-")
         try:
-            return run(engine, plan, files=files, keys=keys, per_file=per_file, seed=seed, random_kills=random_kills,
-                       workdir=d, timeout=timeout, mode=mode, viewfs=viewfs)
+            return run(
+                engine,
+                plan,
+                files=files,
+                keys=keys,
+                per_file=per_file,
+                seed=seed,
+                random_kills=random_kills,
+                workdir=d,
+                timeout=timeout,
+                mode=mode,
+                viewfs=viewfs,
+            )
         finally:
             if not os.environ.get("KS_CRASH_KEEP"):
                 shutil.rmtree(d, ignore_errors=True)
@@ -137,7 +174,9 @@ def run(engine: str, plan: list[str], *, files: int = 8, keys: int = 30, per_fil
     report.lost = len(expected_rows - set(counts))
     extra = set(counts) - expected_rows
     assert not extra, f"{engine}: rows no oracle has: {sorted(extra)[:5]}"
-    report.wrong_state = sum(1 for k, v in expected_state.items() if got_state.get(k) != v) + len(set(got_state) - set(expected_state))
+    report.wrong_state = sum(1 for k, v in expected_state.items() if got_state.get(k) != v) + len(
+        set(got_state) - set(expected_state)
+    )
     return report
 
 

@@ -1,6 +1,7 @@
 """Crash recovery by fault injection (the CI subset: one kill per named point per engine).
 `make crash` runs the full suite (20+ kills per engine, random times too) and writes its
 figures to docs/reliability.md."""
+
 import pytest
 from crash.harness import run
 
@@ -10,8 +11,15 @@ from crash.harness import run
 # the checkpoint: before_rebuild is planned on such an incarnation, an even index) and compacts
 # every 3 batches
 PLANS = {
-    "bulk": ["processing:3", "local_state_written:2", "before_rebuild:1", "state_written:2", "compaction_written:1",
-             "sink_write:2", "after_sink:2"],
+    "bulk": [
+        "processing:3",
+        "local_state_written:2",
+        "before_rebuild:1",
+        "state_written:2",
+        "compaction_written:1",
+        "sink_write:2",
+        "after_sink:2",
+    ],
     "tws": ["processing:10", "processing:25"],
 }
 
@@ -41,8 +49,16 @@ def test_kill_at_each_point_then_recover_exactly_once(engine, tmp_path):
 @pytest.mark.parametrize("where", ["viewfs", pytest.param("local", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("engine", sorted(START_PLANS))
 def test_kill_a_continuous_stream_then_recover_exactly_once(engine, where, tmp_path):
-    report = run(engine, START_PLANS[engine], files=4, keys=10, per_file=20, workdir=str(tmp_path), mode="start",
-                 viewfs=where == "viewfs")
+    report = run(
+        engine,
+        START_PLANS[engine],
+        files=4,
+        keys=10,
+        per_file=20,
+        workdir=str(tmp_path),
+        mode="start",
+        viewfs=where == "viewfs",
+    )
     assert sum(report.kills.values()) == len(START_PLANS[engine]), report
     assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
     assert report.rows_out == report.rows_expected

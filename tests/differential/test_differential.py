@@ -8,6 +8,7 @@ CI (make test) runs one fixed seed over a small selection of (class, path) pairs
 sets KS_DIFF_EXAMPLES for more seeds and KS_DIFF_ALL=1 for every pair. Pairs a path cannot run
 are marked with the reason (Ibis-style, as the `notyet` marker of the engine suite).
 """
+
 import datetime as dt
 import os
 import random
@@ -69,17 +70,37 @@ def oracle_whole(rows):
 
 
 CASES = {
-    "sage_sessions": Case(UserSessionFunction, "session_count bigint, total_value double", "value", oracle=lambda rows, k: oracle_sessions(rows)),
+    "sage_sessions": Case(
+        UserSessionFunction,
+        "session_count bigint, total_value double",
+        "value",
+        oracle=lambda rows, k: oracle_sessions(rows),
+    ),
     # a map's key cannot be NULL in Spark: the NULL-key group returns {None: n}
-    "sage_counter": Case(CounterFunction, "counts map<string, bigint>", "value", oracle=oracle_counter, map_by_key=True),
-    "sage_window": Case(WindowAggregator, "key string, window bigint, count bigint", "n, value", kwargs={"window_size": 10**12}),
-    "sage_features": Case(FeatureComputer, "features map<string, struct<mean double, count bigint, min double, max double>>", "value", map_by_key=True),
+    "sage_counter": Case(
+        CounterFunction, "counts map<string, bigint>", "value", oracle=oracle_counter, map_by_key=True
+    ),
+    "sage_window": Case(
+        WindowAggregator, "key string, window bigint, count bigint", "n, value", kwargs={"window_size": 10**12}
+    ),
+    "sage_features": Case(
+        FeatureComputer,
+        "features map<string, struct<mean double, count bigint, min double, max double>>",
+        "value",
+        map_by_key=True,
+    ),
     "sage_flexible": Case(FlexibleFunction, "key string, key_count bigint, global_count bigint", "value"),
-    "sage_flexible_unkeyed": Case(FlexibleFunction, "key string, key_count bigint, global_count bigint", "value", keyed=False),
-    "whole": Case(Whole, "last_ns array<bigint>, odd array<bigint>", "n, value", oracle=lambda rows, k: oracle_whole(rows)),
+    "sage_flexible_unkeyed": Case(
+        FlexibleFunction, "key string, key_count bigint, global_count bigint", "value", keyed=False
+    ),
+    "whole": Case(
+        Whole, "last_ns array<bigint>, odd array<bigint>", "n, value", oracle=lambda rows, k: oracle_whole(rows)
+    ),
     "typed": Case(Typed, "total double, recent_n array<bigint>, buckets map<bigint, bigint>", "n, value"),
     "ttl_typed": Case(TtlTyped, "total double, recent_n array<bigint>, buckets map<bigint, bigint>", "n, value"),
-    "event_sessions": Case(EventSessions, "who string, kind string, start timestamp, count bigint", "ts", event_time=True),
+    "event_sessions": Case(
+        EventSessions, "who string, kind string, start timestamp, count bigint", "ts", event_time=True
+    ),
     "ticker": Case(Ticker, "who string, kind string, seen bigint", "n", processing_timers=True),
 }
 # what CI runs (make fuzz: KS_DIFF_ALL=1 runs every case on every path)
@@ -127,7 +148,14 @@ def generate(seed: int, batches: int = 3, per_batch: int = 10) -> list[list[dict
         rows = []
         for _ in range(per_batch):
             minute = b * 45 + rng.choice([0, 0, 10, 20, 20, 40]) - (60 if rng.random() < 0.15 else 0)
-            rows.append({"k": rng.choice(KEYS), "n": n, "value": rng.choice([0.5, 1.25, -2.0, 3.0, 1e300, 7.75]), "ts": T0 + dt.timedelta(minutes=max(minute, 0))})
+            rows.append(
+                {
+                    "k": rng.choice(KEYS),
+                    "n": n,
+                    "value": rng.choice([0.5, 1.25, -2.0, 3.0, 1e300, 7.75]),
+                    "ts": T0 + dt.timedelta(minutes=max(minute, 0)),
+                }
+            )
             n += 1
         out.append(rows)
     return out
@@ -188,14 +216,18 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
     t = KeyedTester(case.cls, case.returns, **case.kwargs)
     args = [a.strip() for a in case.args.split(",")]
     outs, wm, late_wm = [], None, None
-    for rows in ([sum(batches, [])] if one_shot else batches):
+    for rows in [sum(batches, [])] if one_shot else batches:
         out = []
         now = dt.datetime.now(dt.timezone.utc)
         t._processing_ms = int(now.timestamp() * 1000)  # the batch's processing time, no timer fired yet
         t._watermark_ms = None if wm is None else int(wm.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
         groups = by_key(rows) if case.keyed else {"": ordered(rows)}
         for k, krows in groups.items():
-            kept = [r for r in krows if not (case.event_time and late_wm is not None and not one_shot and r["ts"] <= late_wm)]
+            kept = [
+                r
+                for r in krows
+                if not (case.event_time and late_wm is not None and not one_shot and r["ts"] <= late_wm)
+            ]
             if not kept:
                 continue
             events = [{a: r[a] for a in args} for r in kept]
@@ -246,7 +278,9 @@ def register(ks, name: str) -> None:
 
 
 def write_batch(spark, rows: list[dict], path: str) -> None:
-    spark.createDataFrame([(r["k"], r["n"], r["value"], r["ts"]) for r in rows], SCHEMA).coalesce(1).write.mode("append").parquet(path)
+    spark.createDataFrame([(r["k"], r["n"], r["value"], r["ts"]) for r in rows], SCHEMA).coalesce(1).write.mode(
+        "append"
+    ).parquet(path)
 
 
 def spark_one_shot(spark, ks, name: str, path: str, rows: list[dict]) -> list[tuple]:
@@ -345,9 +379,16 @@ def pairs():
 
 CI_PAIRS = {
     *((name, "tester") for name in CASES),
-    ("sage_sessions", "sql_tws"), ("typed", "sql_tws"), ("sage_features", "sql_tws"),
-    ("whole", "sql_bulk"), ("event_sessions", "sql_bulk"), ("sage_flexible_unkeyed", "sql_bulk"), ("ticker", "sql_bulk"),
-    ("sage_sessions", "table_function"), ("whole", "table_function"), ("sage_counter", "table_function"),
+    ("sage_sessions", "sql_tws"),
+    ("typed", "sql_tws"),
+    ("sage_features", "sql_tws"),
+    ("whole", "sql_bulk"),
+    ("event_sessions", "sql_bulk"),
+    ("sage_flexible_unkeyed", "sql_bulk"),
+    ("ticker", "sql_bulk"),
+    ("sage_sessions", "table_function"),
+    ("whole", "table_function"),
+    ("sage_counter", "table_function"),
     ("event_sessions", "run_bulk"),
 }
 

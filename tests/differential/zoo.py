@@ -1,6 +1,7 @@
 """The classes the differential test runs through every path: the SAGE seed's patterns (from
 tests/sage_patterns.py, verbatim), KeyedProcessors with Value/List/Map state and TTL, and
 processing- and event-time timers."""
+
 import datetime as dt
 
 from spark_keyed_sql import KeyedProcessor, ListState, MapState, StatefulFunction, ValueState
@@ -23,7 +24,11 @@ class Typed(KeyedProcessor):
             self.recent.put(kept)
             b = int(n) % 3
             self.by_bucket.put(b, (self.by_bucket.get(b) or 0) + 1)
-        yield {"total": self.total.get(), "recent_n": [r["n"] for r in self.recent.get()], "buckets": dict(self.by_bucket.items())}
+        yield {
+            "total": self.total.get(),
+            "recent_n": [r["n"] for r in self.recent.get()],
+            "buckets": dict(self.by_bucket.items()),
+        }
 
 
 class TtlTyped(Typed):

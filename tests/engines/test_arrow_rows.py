@@ -1,6 +1,7 @@
 """key_runs: every key's rows handed over together, in their order, whatever the Arrow batch
 boundaries, for input sorted by key or (bulk's hash-ordered one-shot batch) by a hash of the key
 that several keys may share. The oracle groups the rows in plain Python."""
+
 import random
 
 import pyarrow as pa
@@ -14,11 +15,16 @@ def _batches(rows, size):
     out = []
     for i in range(0, len(rows), size):
         part = rows[i : i + size]
-        out.append(pa.RecordBatch.from_arrays(
-            [pa.array([r[0] for r in part], pa.string()), pa.array([r[1] for r in part], pa.int64()),
-             pa.array([r[2] for r in part], pa.int64())],
-            names=["k", "h", "seq"],
-        ))
+        out.append(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array([r[0] for r in part], pa.string()),
+                    pa.array([r[1] for r in part], pa.int64()),
+                    pa.array([r[2] for r in part], pa.int64()),
+                ],
+                names=["k", "h", "seq"],
+            )
+        )
     return out
 
 

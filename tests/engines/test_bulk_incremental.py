@@ -2,6 +2,7 @@
 the keys with input, with a timer due, or with state expiring; its state changes are the only
 state it writes; a host that lost its local state is fed from the checkpoint; compaction keeps
 every retained version readable. Oracles are plain Python counts over the input."""
+
 import shutil
 
 import pytest

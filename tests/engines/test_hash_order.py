@@ -2,6 +2,7 @@
 (a radix sort in Spark) and regroups keys that share a hash in Python. Here the hash is narrowed
 to three values, so every Arrow batch holds keys sharing one, interleaved; the results must be
 what plain Python computes from the same rows."""
+
 import random
 
 import pytest
@@ -51,7 +52,12 @@ def narrow_hash(monkeypatch):
 def test_processor_keys_sharing_a_hash(spark, hashed_src, narrow_hash):
     ks = KeyedSQL(spark, engine="bulk")
     ks.register("hashed_totals", Totals)
-    got = [tuple(r) for r in ks.sql("SELECT k, t.n, t.total FROM hashed_src GROUP BY KEY k WITH STATE hashed_totals(v) AS t").collect()]
+    got = [
+        tuple(r)
+        for r in ks.sql(
+            "SELECT k, t.n, t.total FROM hashed_src GROUP BY KEY k WITH STATE hashed_totals(v) AS t"
+        ).collect()
+    ]
     want: dict = {}
     for k, _seq, v in hashed_src:
         n, t = want.get(k, (0, 0))
@@ -65,7 +71,9 @@ def test_function_keys_sharing_a_hash_keep_their_state_across_rows(spark, hashed
     restarted part way), and its running totals end at the key's sum."""
     ks = KeyedSQL(spark, engine="bulk")
     ks.register("hashed_running", Running, returns="n bigint, total bigint")
-    got = ks.sql("SELECT k, seq, r.n, r.total FROM hashed_src GROUP BY KEY k WITH STATE hashed_running(v) AS r").collect()
+    got = ks.sql(
+        "SELECT k, seq, r.n, r.total FROM hashed_src GROUP BY KEY k WITH STATE hashed_running(v) AS r"
+    ).collect()
     by_key: dict = {}
     for k, seq, n, total in (tuple(r) for r in got):
         by_key.setdefault(k, []).append((n, total, seq))

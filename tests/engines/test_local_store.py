@@ -1,5 +1,6 @@
 """The bulk engine's executor-local store: row encoding, and the token protocol that decides
 whether a store holds the committed state a batch starts from. No Spark needed."""
+
 import datetime as dt
 import decimal
 

@@ -53,9 +53,16 @@ def run(cls, returns, rows, batch_rows=7):
     plan = KeyedPlan(spec, ["k"], ["v"])
     out = output_schema(SRC, plan)
     rows = sorted(rows, key=lambda r: r[0])  # what combine hands a task: key-sorted
-    batches = [pa.RecordBatch.from_arrays([pa.array([r[0] for r in rows[s:s + batch_rows]]),
-                                           pa.array([r[1] for r in rows[s:s + batch_rows]], pa.float64())], names=["k", "v"])
-               for s in range(0, len(rows), batch_rows)]
+    batches = [
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([r[0] for r in rows[s : s + batch_rows]]),
+                pa.array([r[1] for r in rows[s : s + batch_rows]], pa.float64()),
+            ],
+            names=["k", "v"],
+        )
+        for s in range(0, len(rows), batch_rows)
+    ]
     got = []
     for b in BulkProgram(plan, out, now_ms=0)(iter(batches)):
         got += [tuple(r.values()) for r in b.to_pylist()]

@@ -1,5 +1,6 @@
 """State partitions and tasks of the bulk engine: Spark's own hash, reproduced; every task
 serving as many state partitions as the others."""
+
 import pytest
 
 from spark_keyed_sql.engines.bulk.partitioning import spark_hash_int, task_keys

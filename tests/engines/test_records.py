@@ -1,4 +1,5 @@
 """The bulk engine's records: kinds, task stats, the step's totals. No Spark session needed."""
+
 from spark_keyed_sql.engines.bulk.records import KIND, InputKind, OutputKind, TaskStats
 from spark_keyed_sql.engines.bulk.stream import StepTotals
 
@@ -17,17 +18,53 @@ def test_the_delta_directory_name_is_part_of_the_checkpoint_format():
 def test_task_stats_columns_come_from_its_fields_and_round_trip():
     names = [f.name for f in TaskStats.struct_fields()]
     assert names == TaskStats.COLUMNS and len(names) == 12 and names[:2] == ["__ks_st_hit", "__ks_st_token"]
-    s = TaskStats(hit=True, token="3-a-17", late=1, max_event_time_ms=99, events=5, keys=2, timers_fired=0, inserted=1,
-                  deleted=0, changed=2, next_timer_ms=None, next_expiry_ms=1000)
+    s = TaskStats(
+        hit=True,
+        token="3-a-17",
+        late=1,
+        max_event_time_ms=99,
+        events=5,
+        keys=2,
+        timers_fired=0,
+        inserted=1,
+        deleted=0,
+        changed=2,
+        next_timer_ms=None,
+        next_expiry_ms=1000,
+    )
     row = dict(zip(TaskStats.COLUMNS, s.values()))
     assert TaskStats.from_row(row) == s and s.task == "17"
 
 
 def test_step_totals_sum_over_partitions_by_hand():
-    a = TaskStats(True, "1-x-1", late=1, max_event_time_ms=50, events=4, keys=2, timers_fired=1, inserted=2, deleted=0,
-                  changed=2, next_timer_ms=300, next_expiry_ms=None)
-    b = TaskStats(True, "1-x-2", late=0, max_event_time_ms=80, events=3, keys=3, timers_fired=0, inserted=1, deleted=1,
-                  changed=3, next_timer_ms=200, next_expiry_ms=700)
+    a = TaskStats(
+        True,
+        "1-x-1",
+        late=1,
+        max_event_time_ms=50,
+        events=4,
+        keys=2,
+        timers_fired=1,
+        inserted=2,
+        deleted=0,
+        changed=2,
+        next_timer_ms=300,
+        next_expiry_ms=None,
+    )
+    b = TaskStats(
+        True,
+        "1-x-2",
+        late=0,
+        max_event_time_ms=80,
+        events=3,
+        keys=3,
+        timers_fired=0,
+        inserted=1,
+        deleted=1,
+        changed=3,
+        next_timer_ms=200,
+        next_expiry_ms=700,
+    )
     idle = TaskStats(True, "1-x-3")  # a partition without input: every count None
     t = StepTotals.of([a, b, idle])
     assert (t.late, t.events, t.keys, t.timers_fired, t.inserted, t.deleted, t.changed) == (1, 7, 5, 1, 3, 1, 5)

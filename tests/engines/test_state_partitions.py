@@ -1,5 +1,6 @@
 """OPTIONS (state_partitions = n): a new checkpoint's state is split into n partitions on every
 engine, whatever the session's spark.sql.shuffle.partitions, and the session is left as it was."""
+
 import json
 import os
 
@@ -34,8 +35,10 @@ def test_a_new_checkpoint_takes_the_option(spark, ks, tmp_path):
     rows = [("u1", 1), ("u2", 2), ("u1", 3), ("u3", 4), ("u1", 5)]
     spark.createDataFrame(rows, "user_id string, ts int").coalesce(1).write.parquet(src)
     before = spark.conf.get("spark.sql.shuffle.partitions")
-    sql = (f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE sp_count(ts) ORDER BY ts "
-           "OPTIONS (state_partitions = 3)")
+    sql = (
+        f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE sp_count(ts) ORDER BY ts "
+        "OPTIONS (state_partitions = 3)"
+    )
     ks.run(sql, checkpoint=cp, output=out)
     assert spark.conf.get("spark.sql.shuffle.partitions") == before != "3"
     assert STATE_PARTITIONS[ks.default_engine](cp) == 3

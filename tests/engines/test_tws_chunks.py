@@ -1,6 +1,7 @@
 """The tws engine's chunked transport (engines/tws/chunks.py): a key's rows travel through
 transformWithState as one pickled chunk each way. Values must arrive as every engine hands them
 to user code (naive UTC timestamps, dates, NULLs), whatever the number of chunks per key."""
+
 import datetime as dt
 import random
 
@@ -32,8 +33,13 @@ def _input_batch():
     vals = [1, None, -(2**62), 0, 7, 8]
     text = ["x", None, "ü", "", "y", "z"]
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(keys), pa.array([t and t.replace(tzinfo=UTC) for t in ts], pa.timestamp("us", tz="UTC")),
-         pa.array(days, pa.date32()), pa.array(vals, pa.int64()), pa.array(text)],
+        [
+            pa.array(keys),
+            pa.array([t and t.replace(tzinfo=UTC) for t in ts], pa.timestamp("us", tz="UTC")),
+            pa.array(days, pa.date32()),
+            pa.array(vals, pa.int64()),
+            pa.array(text),
+        ],
         names=["k", "ts", "day", "v", "s"],
     )
     return batch, list(zip(keys, ts, days, vals, text))
@@ -65,18 +71,28 @@ def test_a_key_with_several_chunks_and_no_value_columns():
 
 
 def test_unpacked_output_rows_match_what_the_processor_returned():
-    schema = T.StructType([T.StructField("k", T.LongType()), T.StructField("t", T.TimestampType()),
-                           T.StructField("d", T.DateType()), T.StructField("x", T.DoubleType()),
-                           T.StructField("ntz", T.TimestampNTZType())])
+    schema = T.StructType(
+        [
+            T.StructField("k", T.LongType()),
+            T.StructField("t", T.TimestampType()),
+            T.StructField("d", T.DateType()),
+            T.StructField("x", T.DoubleType()),
+            T.StructField("ntz", T.TimestampNTZType()),
+        ]
+    )
     berlin = dt.timezone(dt.timedelta(hours=1))
     calls = {
         10: [(T0, dt.date(2000, 1, 1), 1.5, T0), (None, None, None, None)],
         11: [],
-        12: [(dt.datetime(2026, 1, 1, 12, tzinfo=berlin), dt.date(1969, 12, 31), float("inf"), dt.datetime(1950, 5, 5))],
+        12: [
+            (dt.datetime(2026, 1, 1, 12, tzinfo=berlin), dt.date(1969, 12, 31), float("inf"), dt.datetime(1950, 5, 5))
+        ],
     }
     kinds = column_kinds([f.dataType for f in schema.fields[1:]])
     blobs = [pack(len(r), encode_columns(kinds, list(zip(*r)) if r else [[]] * 4)) for r in calls.values()]
-    packed = pa.RecordBatch.from_arrays([pa.array(list(calls), pa.int64()), pa.array(blobs, pa.binary())], names=["k", ROWS_COLUMN])
+    packed = pa.RecordBatch.from_arrays(
+        [pa.array(list(calls), pa.int64()), pa.array(blobs, pa.binary())], names=["k", ROWS_COLUMN]
+    )
     got = [tuple(r.values()) for rb in ChunkUnpacker(1, schema)(iter([packed])) for r in rb.to_pylist()]
 
     def utc(t):  # what Arrow hands back for a UTC timestamp column: an aware datetime

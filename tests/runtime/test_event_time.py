@@ -1,5 +1,6 @@
 """Per-user sessions closed by an event-time timer after 30 minutes of silence, over several
 incremental runs, against a plain-Python oracle; late rows are dropped and counted."""
+
 import datetime as dt
 import json
 
@@ -97,8 +98,15 @@ def test_sessions_close_after_inactivity(spark, ks, tmp_path):
 def test_batch_table_function_fires_due_timers_at_end_of_input(spark, ks):
     ks.register("sessions", Sessions, returns="session_start timestamp, session_end timestamp, events bigint")
     rows = [ev("a", 0), ev("a", 10), ev("a", 100), ev("b", 5), ev("c", 20), ev("c", 45)]
-    spark.createDataFrame([(r["user_id"], r["ts"]) for r in rows], "user_id string, ts timestamp").createOrReplaceTempView("batch_sessions")
-    got = sorted(tuple(r) for r in spark.sql("SELECT * FROM sessions(TABLE(batch_sessions), key => 'user_id', order_by => 'ts')").collect())
+    spark.createDataFrame(
+        [(r["user_id"], r["ts"]) for r in rows], "user_id string, ts timestamp"
+    ).createOrReplaceTempView("batch_sessions")
+    got = sorted(
+        tuple(r)
+        for r in spark.sql(
+            "SELECT * FROM sessions(TABLE(batch_sessions), key => 'user_id', order_by => 'ts')"
+        ).collect()
+    )
     m = lambda x: T0 + dt.timedelta(minutes=x)  # noqa: E731
     # a's first session closes by the gap, every open session closes at end of input
     assert got == [("a", m(0), m(10), 2), ("a", m(100), m(100), 1), ("b", m(5), m(5), 1), ("c", m(20), m(45), 2)]
@@ -109,11 +117,16 @@ def test_batch_sql_fires_due_timers_at_end_of_input(spark, ks):
     (on 'tws', which has no timers in batch, the query runs on 'bulk')."""
     ks.register("sessions_b", Sessions, returns="session_start timestamp, session_end timestamp, events bigint")
     rows = [ev("a", 0), ev("a", 10), ev("a", 100), ev("b", 5), ev("c", 20), ev("c", 45)]
-    spark.createDataFrame([(r["user_id"], r["ts"]) for r in rows], "user_id string, ts timestamp").createOrReplaceTempView("batch_sessions_sql")
-    got = sorted(tuple(r) for r in ks.sql(
-        "SELECT user_id, s.* FROM batch_sessions_sql GROUP BY KEY user_id WITH STATE sessions_b(ts) AS s ORDER BY ts "
-        "EVENT TIME ts WATERMARK '5 minutes'"
-    ).collect())
+    spark.createDataFrame(
+        [(r["user_id"], r["ts"]) for r in rows], "user_id string, ts timestamp"
+    ).createOrReplaceTempView("batch_sessions_sql")
+    got = sorted(
+        tuple(r)
+        for r in ks.sql(
+            "SELECT user_id, s.* FROM batch_sessions_sql GROUP BY KEY user_id WITH STATE sessions_b(ts) AS s ORDER BY ts "
+            "EVENT TIME ts WATERMARK '5 minutes'"
+        ).collect()
+    )
     m = lambda x: T0 + dt.timedelta(minutes=x)  # noqa: E731
     assert got == [("a", m(0), m(10), 2), ("a", m(100), m(100), 1), ("b", m(5), m(5), 1), ("c", m(20), m(45), 2)]
 
@@ -169,19 +182,27 @@ def _timer_rows(offset=0):
         return {**ev(user, offset + minutes), "merchant": merchant, "amount": amount}
 
     return [
-        r("plain", 0), r("plain", 5), r("plain", 9),
-        r("np", 0), r("np", 3, "np"),  # last row leaves a numpy float in state
-        r("np_then_plain", 0, "np"), r("np_then_plain", 4),
-        r("cleared", 0), r("cleared", 7, "clear"),  # last row clears: fresh values, one timer
-        r("cleared_early", 0, "clear"), r("cleared_early", 8),
+        r("plain", 0),
+        r("plain", 5),
+        r("plain", 9),
+        r("np", 0),
+        r("np", 3, "np"),  # last row leaves a numpy float in state
+        r("np_then_plain", 0, "np"),
+        r("np_then_plain", 4),
+        r("cleared", 0),
+        r("cleared", 7, "clear"),  # last row clears: fresh values, one timer
+        r("cleared_early", 0, "clear"),
+        r("cleared_early", 8),
     ]
 
 
 def test_timers_after_events_see_the_stored_state_batch(spark, ks):
     ks.register("timer_sees", TimerSeesStoredState, returns="n bigint, last timestamp, amount_type string")
     rows = _timer_rows()
-    spark.createDataFrame([(x["user_id"], x["ts"], x["merchant"], x["amount"]) for x in rows],
-                          "user_id string, ts timestamp, merchant string, amount double").createOrReplaceTempView("timer_sees_in")
+    spark.createDataFrame(
+        [(x["user_id"], x["ts"], x["merchant"], x["amount"]) for x in rows],
+        "user_id string, ts timestamp, merchant string, amount double",
+    ).createOrReplaceTempView("timer_sees_in")
     got = ks.sql(
         "SELECT user_id, s.* FROM timer_sees_in GROUP BY KEY user_id WITH STATE timer_sees(ts, merchant, amount) AS s "
         "ORDER BY ts EVENT TIME ts WATERMARK '5 minutes'"
@@ -210,4 +231,6 @@ def test_timers_after_events_see_the_stored_state_stream(spark, ks, tmp_path):
     assert got == expected
     # read_state shows unannotated attributes as their JSON (a datetime as {"$datetime": iso})
     state = {r["user_id"]: (json.loads(r["n"]), json.loads(r["last"])) for r in ks.read_state(cp).collect()}
-    assert state == {u: (n, None if last is None else {"$datetime": last.isoformat()}) for u, (n, last) in final.items()}
+    assert state == {
+        u: (n, None if last is None else {"$datetime": last.isoformat()}) for u, (n, last) in final.items()
+    }

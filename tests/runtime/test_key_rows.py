@@ -5,6 +5,7 @@ pandas' own ``DataFrame.from_records`` over each key's events, built here from t
 The data has the NULL patterns that change a pandas column's dtype: an int column with a NULL in
 some keys (float64 there), NULL in every row of a key (object None), bool with a NULL (object),
 and NaN-able doubles, timestamps, dates and strings."""
+
 import datetime as dt
 import math
 
@@ -26,9 +27,23 @@ def _rows():
     out = []
     patterns = {
         "all-set": lambda j: (j, j * 1.5, j % 2 == 0, f"s{j}", T0 + dt.timedelta(minutes=j), dt.date(2026, 1, 1 + j)),
-        "int-null": lambda j: (None if j == 1 else j, None if j == 2 else 0.25 * j, True, None if j == 0 else "x", T0, dt.date(2026, 2, 1)),
+        "int-null": lambda j: (
+            None if j == 1 else j,
+            None if j == 2 else 0.25 * j,
+            True,
+            None if j == 0 else "x",
+            T0,
+            dt.date(2026, 2, 1),
+        ),
         "all-null": lambda j: (None, None, None, None, None, None),
-        "bool-null": lambda j: (7, float("nan") if j == 0 else 1.0, None if j == 1 else False, "y", None if j == 2 else T0, None),
+        "bool-null": lambda j: (
+            7,
+            float("nan") if j == 0 else 1.0,
+            None if j == 1 else False,
+            "y",
+            None if j == 2 else T0,
+            None,
+        ),
         "one-row": lambda j: (-3, -0.5, False, "", T0 - dt.timedelta(days=400), dt.date(1999, 12, 31)),
     }
     for k, make in patterns.items():
@@ -36,7 +51,18 @@ def _rows():
             out.append((k, j, *make(j)))
     for n in range(40):
         for j in range(2):
-            out.append((f"plain{n:02d}", j, n * 10 + j, n + j / 4, bool(j), f"p{n}", T0 + dt.timedelta(seconds=n), dt.date(2026, 5, 1 + j)))
+            out.append(
+                (
+                    f"plain{n:02d}",
+                    j,
+                    n * 10 + j,
+                    n + j / 4,
+                    bool(j),
+                    f"p{n}",
+                    T0 + dt.timedelta(seconds=n),
+                    dt.date(2026, 5, 1 + j),
+                )
+            )
     return out
 
 
@@ -61,8 +87,12 @@ class ShapesPandas(_Shapes):
     def describe(rows):
         assert isinstance(rows, pd.DataFrame)
         assert list(rows.index) == list(range(len(rows)))
-        return (len(rows), list(rows.columns), [_describe_array(rows[c].to_numpy()) for c in NAMES],
-                [str(t) for t in rows.dtypes])
+        return (
+            len(rows),
+            list(rows.columns),
+            [_describe_array(rows[c].to_numpy()) for c in NAMES],
+            [str(t) for t in rows.dtypes],
+        )
 
 
 class ShapesNumpy(_Shapes):
@@ -72,7 +102,12 @@ class ShapesNumpy(_Shapes):
     def describe(rows):
         assert isinstance(rows, ColumnRows)
         assert all(isinstance(rows[c], np.ndarray) for c in rows)
-        return (len(rows), list(rows), [_describe_array(rows[c]) for c in NAMES], [str(t) for t in rows.to_pandas().dtypes])
+        return (
+            len(rows),
+            list(rows),
+            [_describe_array(rows[c]) for c in NAMES],
+            [str(t) for t in rows.to_pandas().dtypes],
+        )
 
 
 class ShapesRecords(_Shapes):
@@ -103,7 +138,9 @@ def _oracle(rows, fmt, names=NAMES):
             out[k] = repr((len(evs), [names] * len(evs), [[_value(e[c]) for c in NAMES] for e in evs]))
             continue
         frame = pd.DataFrame.from_records(evs, columns=names)
-        out[k] = repr((len(evs), names, [_describe_array(frame[c].to_numpy()) for c in NAMES], [str(t) for t in frame.dtypes]))
+        out[k] = repr(
+            (len(evs), names, [_describe_array(frame[c].to_numpy()) for c in NAMES], [str(t) for t in frame.dtypes])
+        )
     return out
 
 
@@ -117,7 +154,9 @@ def key_rows_src(spark):
 @pytest.mark.parametrize("fmt", list(CLASSES))
 def test_rows_hold_what_pandas_from_records_holds(ks, key_rows_src, fmt):
     ks.register(f"shapes_{fmt}", CLASSES[fmt])
-    out = ks.sql(f"SELECT k, s.desc FROM key_rows_src GROUP BY KEY k WITH STATE shapes_{fmt}({', '.join(NAMES)}) AS s ORDER BY seq")
+    out = ks.sql(
+        f"SELECT k, s.desc FROM key_rows_src GROUP BY KEY k WITH STATE shapes_{fmt}({', '.join(NAMES)}) AS s ORDER BY seq"
+    )
     assert dict(tuple(r) for r in out.collect()) == _oracle(key_rows_src, fmt)
 
 
@@ -139,8 +178,10 @@ def test_incremental_runs_hand_the_same_rows(spark, ks, tmp_path, fmt):
     rows = _rows()
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     parts = [r for r in rows if r[1] == 0], [r for r in rows if r[1] > 0]
-    sql = (f"SELECT k, s.desc FROM parquet.`{src}` GROUP BY KEY k WITH STATE shapes_inc_{fmt}({', '.join(NAMES)}) AS s "
-           "ORDER BY seq")
+    sql = (
+        f"SELECT k, s.desc FROM parquet.`{src}` GROUP BY KEY k WITH STATE shapes_inc_{fmt}({', '.join(NAMES)}) AS s "
+        "ORDER BY seq"
+    )
     for part in parts:
         spark.createDataFrame(part, SCHEMA).coalesce(1).write.mode("append").parquet(src)
         ks.run(sql, checkpoint=cp, output=out)
@@ -183,7 +224,9 @@ def test_an_unknown_rows_format_is_refused_at_registration(ks_auto):
         def process(self, key, rows):
             return [(len(rows),)]
 
-    with pytest.raises(RegistrationError, match=r"'bad_rows'.*Bad\.rows_format = 'arrow' is not one of 'pandas', 'numpy', 'records'"):
+    with pytest.raises(
+        RegistrationError, match=r"'bad_rows'.*Bad\.rows_format = 'arrow' is not one of 'pandas', 'numpy', 'records'"
+    ):
         ks_auto.register("bad_rows", Bad)
 
 
@@ -203,8 +246,16 @@ def test_numpy_columns_built_without_pandas_match_from_records():
 
     from spark_keyed_sql.runtime.key_rows import rows_builder
 
-    value = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.integers(2**63, 2**70), st.floats(allow_nan=True),
-                      st.booleans(), st.text(max_size=3), st.just(dt.date(2026, 1, 2)), st.just(T0))
+    value = st.one_of(
+        st.none(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(2**63, 2**70),
+        st.floats(allow_nan=True),
+        st.booleans(),
+        st.text(max_size=3),
+        st.just(dt.date(2026, 1, 2)),
+        st.just(T0),
+    )
 
     @settings(max_examples=300, deadline=None)
     @given(st.lists(st.lists(value, min_size=2, max_size=2), min_size=1, max_size=6))

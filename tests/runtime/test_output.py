@@ -1,6 +1,7 @@
 """Output rows against ``returns``: the generated per-schema converters (the hot path) give
 what the rules say for every shape and edge value, the same through ``normalizer`` and
 ``normalize_output``."""
+
 import datetime as dt
 import re
 

@@ -1,5 +1,6 @@
 """Processing-time timers under Spark: registered from the batch's processing time, fired by
 later (no-data) batches for keys that get no new input."""
+
 import datetime as dt
 import time
 
@@ -84,10 +85,14 @@ def test_process_all_available_returns_with_processing_time_timers(spark, ks, tm
     src = str(tmp_path / "in")
     first, second = make_events(6, per_key=2, seed=72), make_events(4, per_key=3, seed=73)
     write_parquet(spark, first, src)
-    spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(src).createOrReplaceTempView("ticker_paa_events")
+    spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(src).createOrReplaceTempView(
+        "ticker_paa_events"
+    )
     q = ks.start(
         "SELECT user_id, s.* FROM ticker_paa_events GROUP BY KEY user_id WITH STATE ticker_paa(value) AS s",
-        checkpoint=str(tmp_path / "cp"), sink="memory:ticker_paa", trigger="200 milliseconds",
+        checkpoint=str(tmp_path / "cp"),
+        sink="memory:ticker_paa",
+        trigger="200 milliseconds",
     )
 
     def all_available():

@@ -1,5 +1,6 @@
 """KeyedProcessor classes (ValueState, ListState, MapState) on 2,000 keys against an oracle,
 and KeyedTester giving the same rows as Spark."""
+
 import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events
 from processors import LatestTransaction, Spend
@@ -14,7 +15,9 @@ PATHS = [*engine_names(), "table_function"]  # every engine (named explicitly), 
 @pytest.fixture(scope="module")
 def tx(spark, ks_auto):
     rows = make_events(KEYS, per_key=3, seed=5)
-    df = spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA)
+    df = spark.createDataFrame(
+        [tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA
+    )
     df.createOrReplaceTempView("tx_events")
     ks_auto.register("spend", Spend)
     ks_auto.register("latest_tx", LatestTransaction)

@@ -1,6 +1,7 @@
 """The generated per-row loop of a StatefulFunction (``runtime/row_loop``): every result shape
 gives the rows the output rules say, each with the position of the row that produced it; the
 rows that are not one tuple of exact types take the general path and are named when wrong."""
+
 import datetime as dt
 
 import numpy as np
@@ -83,12 +84,15 @@ def test_user_code_that_raises_is_named_with_its_key_and_row():
     assert info.value.key == "u9"
 
 
-@pytest.mark.parametrize("clears, saved", [
-    ([True, False, False], 2),  # cleared at the first row, two rows counted after it
-    ([False, False, True], None),  # cleared by the last row: the key's state is gone
-    ([False, True, False], 1),
-    ([False, False, False], 3),
-])
+@pytest.mark.parametrize(
+    "clears, saved",
+    [
+        ([True, False, False], 2),  # cleared at the first row, two rows counted after it
+        ([False, False, True], None),  # cleared by the last row: the key's state is gone
+        ([False, True, False], 1),
+        ([False, False, False], 3),
+    ],
+)
 def test_clear_state_is_followed_by_the_later_rows_updates(clears, saved):
     _, _, ks = run([{"ret": None, "clear": c} for c in clears])
     # oracle: the count of rows after the last clear (the clearing row's own += ran before it)

@@ -1,5 +1,6 @@
 """The SAGE seed's patterns, unchanged but for imports, on 10k keys through every Spark path,
 against plain-Python oracles written here."""
+
 import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events
 from sage_patterns import CounterFunction, FeatureComputer, FlexibleFunction, UserSessionFunction, WindowAggregator
@@ -13,12 +14,16 @@ PATHS = [*engine_names(), "table_function"]  # every engine, then the table-func
 @pytest.fixture(scope="module")
 def events(spark, ks_auto):
     rows = make_events(N_KEYS, per_key=3, seed=11)
-    df = spark.createDataFrame([tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA)
+    df = spark.createDataFrame(
+        [tuple(r[c] for c in ("user_id", "value", "amount", "merchant", "ts")) for r in rows], SCHEMA
+    )
     df.createOrReplaceTempView("sage_events")
     ks_auto.register("sage_sessions", UserSessionFunction, returns="session_count bigint, total_value double")
     ks_auto.register("sage_counter", CounterFunction, returns="counts map<string, bigint>")
     # extra kwargs go to __init__: a window far larger than the test run keeps time.time() in one window
-    ks_auto.register("sage_window", WindowAggregator, returns="key string, window bigint, count bigint", window_size=10**12)
+    ks_auto.register(
+        "sage_window", WindowAggregator, returns="key string, window bigint, count bigint", window_size=10**12
+    )
     ks_auto.register(
         "sage_features",
         FeatureComputer,

@@ -1,6 +1,7 @@
 """The instance a runtime runs: what the class's __init__ made, self.ctx attached, and the
 plain __dict__ the runtime gives it (for CPython's fast attribute path) set without going
 through the class's own __setattr__."""
+
 from spark_keyed_sql import StatefulFunction
 from spark_keyed_sql.api.context import KeyContext
 from spark_keyed_sql.runtime import FunctionSpec
@@ -29,4 +30,3 @@ def test_instantiate_keeps_init_attributes_and_ctx_and_bypasses_user_setattr():
     assert isinstance(inst.ctx, KeyContext) and inst.ctx is inst.__dict__["_ctx"]
     assert type(inst.__dict__) is dict
     assert [inst.execute({}) for _ in range(2)] == [[(6,)], [(7,)]]
-

@@ -8,12 +8,15 @@ with the same state calls and the same input data; the expected outputs are the 
 Spark's tests (test_pandas_transform_with_state.py), and two tests also run the same object
 through Spark's own ``groupBy(...).transformWithStateInPandas`` / ``transformWithState``.
 """
+
 from collections.abc import Iterator
 
 import pandas as pd
 import pytest
 
-pytest.importorskip("pyspark.sql.streaming.stateful_processor", reason="pyspark's StatefulProcessor came with Spark 4.0")
+pytest.importorskip(
+    "pyspark.sql.streaming.stateful_processor", reason="pyspark's StatefulProcessor came with Spark 4.0"
+)
 
 from pyspark.errors import PySparkRuntimeError  # noqa: E402
 from pyspark.sql import Row  # noqa: E402
@@ -169,7 +172,9 @@ class PandasProcTimer(StatefulProcessor):
             self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + 1)
         count += sum(len(pdf) for pdf in rows)
         self.count.update((str(count),))
-        yield pd.DataFrame({"id": key, "countAsString": str(count), "timeValues": str(timerValues.getCurrentProcessingTimeInMs())})
+        yield pd.DataFrame(
+            {"id": key, "countAsString": str(count), "timeValues": str(timerValues.getCurrentProcessingTimeInMs())}
+        )
 
 
 class RowEventTime(StatefulProcessor):
@@ -261,15 +266,29 @@ def test_tester_ttl_expiry_as_in_spark():
         t.advance_processing_time(now_ms)
         return {r["id"]: r["count"] for k in ("1", "0") for r in t.run([{"id": k, "temperature": 0}], key=k)}
 
-    assert batch(0) == {f"{p}-{k}": 1 for k in "01" for p in ("ttl-count", "count", "ttl-list-state-count", "ttl-map-state-count")}
+    assert batch(0) == {
+        f"{p}-{k}": 1 for k in "01" for p in ("ttl-count", "count", "ttl-list-state-count", "ttl-map-state-count")
+    }
     b2 = batch(6000)
     assert b2 == {
-        "ttl-count-0": 2, "count-0": 2, "ttl-list-state-count-0": 3, "ttl-map-state-count-0": 2,
-        "ttl-count-1": 2, "count-1": 2, "ttl-list-state-count-1": 3, "ttl-map-state-count-1": 2,
+        "ttl-count-0": 2,
+        "count-0": 2,
+        "ttl-list-state-count-0": 3,
+        "ttl-map-state-count-0": 2,
+        "ttl-count-1": 2,
+        "count-1": 2,
+        "ttl-list-state-count-1": 3,
+        "ttl-map-state-count-1": 2,
     }
     assert batch(12000) == {
-        "ttl-count-0": 1, "count-0": 3, "ttl-list-state-count-0": 1, "ttl-map-state-count-0": 1,
-        "ttl-count-1": 3, "count-1": 3, "ttl-list-state-count-1": 7, "ttl-map-state-count-1": 3,
+        "ttl-count-0": 1,
+        "count-0": 3,
+        "ttl-list-state-count-0": 1,
+        "ttl-map-state-count-0": 1,
+        "ttl-count-1": 3,
+        "count-1": 3,
+        "ttl-list-state-count-1": 7,
+        "ttl-map-state-count-1": 3,
     }
 
 
@@ -335,7 +354,9 @@ def test_incremental_runs_as_spark_restart(spark, ks, tmp_path):
     assert {r["k"]: r["numViolations"] for r in ks.read_state(cp).collect()} == {"0": 4, "1": 3}
 
 
-@pytest.mark.parametrize("style", ["pandas", pytest.param("row", marks=pytest.mark.spark_feature("TRANSFORM_WITH_STATE_ROWS"))])
+@pytest.mark.parametrize(
+    "style", ["pandas", pytest.param("row", marks=pytest.mark.spark_feature("TRANSFORM_WITH_STATE_ROWS"))]
+)
 def test_same_output_as_spark_on_the_same_object(spark, ks, style):
     data = BATCH1 + BATCH2 + [("2", 7)]
     proc = PandasListMap() if style == "pandas" else RowListMap()
@@ -450,7 +471,9 @@ def test_event_time_timers_as_in_spark(spark, ks, tmp_path):
     got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
     # batch 0: ('a', '20'), ('a-expired', '0'); batch 1: ('a', '4'), ('a-expired', '10000');
     # batch 2: ('a', '15'), ('a-expired', '10000')
-    assert got == sorted([("a", "20"), ("a-expired", "0"), ("a", "4"), ("a-expired", "10000"), ("a", "15"), ("a-expired", "10000")])
+    assert got == sorted(
+        [("a", "20"), ("a-expired", "0"), ("a", "4"), ("a-expired", "10000"), ("a", "15"), ("a-expired", "10000")]
+    )
 
 
 # --------------------------------------------------------------------------- close()
@@ -504,8 +527,12 @@ def test_close_called_by_spark_and_by_every_path(spark, ks, tmp_path):
     assert sum(_closed(theirs_dir)) == keys  # what Spark does: close() after the instance's keys
 
     paths = {
-        "sql": lambda name: ks.sql(f"SELECT s.* FROM sp17_closing GROUP BY KEY id AS k WITH STATE {name}(*) AS s").collect(),
-        "table_function": lambda name: spark.sql(f"SELECT id, n FROM {name}(TABLE(SELECT id AS k, temperature FROM sp17_closing), key => 'k')").collect(),
+        "sql": lambda name: ks.sql(
+            f"SELECT s.* FROM sp17_closing GROUP BY KEY id AS k WITH STATE {name}(*) AS s"
+        ).collect(),
+        "table_function": lambda name: spark.sql(
+            f"SELECT id, n FROM {name}(TABLE(SELECT id AS k, temperature FROM sp17_closing), key => 'k')"
+        ).collect(),
     }
     for path, run in paths.items():
         d = tmp_path / path

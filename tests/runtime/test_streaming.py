@@ -1,4 +1,5 @@
 """Streaming over a Parquet directory: run, stop, add files, restart from the checkpoint."""
+
 import datetime as dt
 
 import pytest
@@ -47,24 +48,32 @@ class NestedState(StatefulFunction):
         state = {"by_int": self.by_int, "events": self.events, "last_seen": self.last_seen, "count": self.count}
         step(state, event)
         self.by_int, self.events, self.last_seen, self.count = (
-            state["by_int"], state["events"], state["last_seen"], state["count"])
+            state["by_int"],
+            state["events"],
+            state["last_seen"],
+            state["count"],
+        )
         return {"snapshot": repr(canon(state))}
-
 
 
 def run_available_now(ks, src, name, key, order_by, sink, checkpoint, **opts):
     df = ks.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(src)
     out = ks.apply(df, name, key=key, order_by=order_by)
     q = (
-        out.writeStream.format("parquet").option("path", sink).option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True).start()
+        out.writeStream.format("parquet")
+        .option("path", sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination(300)
     assert q.exception() is None
     return q
 
 
-@pytest.mark.notyet("bulk", reason="ks.apply returns a DataFrame; bulk runs streams per micro-batch (ks.start / ks.run)")
+@pytest.mark.notyet(
+    "bulk", reason="ks.apply returns a DataFrame; bulk runs streams per micro-batch (ks.start / ks.run)"
+)
 def test_streaming_restart_nested_state_round_trip(spark, ks, tmp_path):
     ks.register("nested_state", NestedState, returns="snapshot string")
     src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
@@ -90,7 +99,9 @@ def test_streaming_restart_nested_state_round_trip(spark, ks, tmp_path):
     assert sorted(got) == sorted(expected)
 
 
-@pytest.mark.notyet("bulk", reason="ks.apply returns a DataFrame; bulk runs streams per micro-batch (ks.start / ks.run)")
+@pytest.mark.notyet(
+    "bulk", reason="ks.apply returns a DataFrame; bulk runs streams per micro-batch (ks.start / ks.run)"
+)
 def test_streaming_restart_keyed_processor(spark, ks, tmp_path):
     ks.register("spend_stream", Spend)
     src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
@@ -117,5 +128,3 @@ def test_streaming_restart_keyed_processor(spark, ks, tmp_path):
             expected.append((u, round(total[u], 6), len(recent[u]), top[0], round(top[1], 6)))
     got = [(r[0], round(r[1], 6), r[2], r[3], round(r[4], 6)) for r in spark.read.parquet(sink).collect()]
     assert sorted(got) == sorted(expected)
-
-

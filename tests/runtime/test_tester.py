@@ -1,4 +1,5 @@
 """KeyedTester semantics (no Spark): ordering, key handling, state visibility, TTL, timers."""
+
 import datetime as dt
 
 import pytest
@@ -209,7 +210,11 @@ class LiveProcessor(KeyedProcessor):
 def test_yielded_tuples_and_timer_outputs_are_fixed():
     t = KeyedTester(LiveProcessor)
     out = t.run([{"x": 1}, {"x": 2}, {"x": 3}], key="k")
-    assert [(k, s["items"], s["tags"]) for k, s in out] == [("k", [1], {1}), ("k", [1, 2], {0, 1}), ("k", [1, 2, 3], {0, 1})]
+    assert [(k, s["items"], s["tags"]) for k, s in out] == [
+        ("k", [1], {1}),
+        ("k", [1, 2], {0, 1}),
+        ("k", [1, 2, 3], {0, 1}),
+    ]
     fired = t.advance_processing_time(1000)
     assert fired == [{"timer": {"items": [1, 2, 3], "tags": {0, 1}}}]
 
@@ -230,7 +235,11 @@ class Tally(StatefulFunction):
 
 
 def test_initial_state_seeds_attributes():
-    seed = {"a": {"count": 5, "by_merchant": {"x": 2}}, ("b", 1): {"count": 1, "by_merchant": '{"y": 7}'}, None: {"count": 9}}
+    seed = {
+        "a": {"count": 5, "by_merchant": {"x": 2}},
+        ("b", 1): {"count": 1, "by_merchant": '{"y": 7}'},
+        None: {"count": 9},
+    }
     t = KeyedTester(Tally, initial_state=seed)
     batch = {"a": ["x", "y", "x"], ("b", 1): ["y"], None: ["z"], "fresh": ["x"]}
     # oracle: plain Python from the seed (the JSON text is the same dict read_state would show)
@@ -264,7 +273,9 @@ def test_initial_state_pairs_and_processor_on_initial_state():
         def on_initial_state(self, key, row):
             self.total.update(row["start"] * 2)
 
-    t = KeyedTester(Seeded, initial_state=[("k", {"total": 1.5, "recent": [7], "tags": {"t": 1}}), ("j", {"recent": [1, 2]})])
+    t = KeyedTester(
+        Seeded, initial_state=[("k", {"total": 1.5, "recent": [7], "tags": {"t": 1}}), ("j", {"recent": [1, 2]})]
+    )
     assert t.run([{"x": 2}], key="k") == [{"total": 3.5, "recent": [7, 2], "tags": {"t": 1}}]
     assert t.run([{"x": 3}], key="j") == [{"total": 3.0, "recent": [1, 2, 3], "tags": {}}]
     t = KeyedTester(Custom, initial_state={"k": {"start": 4.0}})

@@ -4,6 +4,7 @@ Quick start). Each check is against plain Python written here: a keyed query on 
 the running Spark has, the table-function form (through ks.sql everywhere; plain spark.sql
 where Spark's UDTFs have analyze), one incremental ks.run twice with state read back, and a
 stream started and restarted from its checkpoint."""
+
 import random
 
 import pytest
@@ -76,10 +77,16 @@ def test_keyed_query_on_each_engine(spark, engine):
     ks.register("smoke_spend", Spend)
     rows = events(30, 4, seed=7)
     spark.createDataFrame([tuple(r.values()) for r in rows], SCHEMA).createOrReplaceTempView("smoke_events")
-    got = ks.sql("SELECT user_id, n, total FROM smoke_events GROUP BY KEY user_id WITH STATE smoke_running(value) ORDER BY ts")
+    got = ks.sql(
+        "SELECT user_id, n, total FROM smoke_events GROUP BY KEY user_id WITH STATE smoke_running(value) ORDER BY ts"
+    )
     assert by_key([tuple(r) for r in got.collect()]) == {k: sorted(v) for k, v in running_oracle(rows).items()}
-    spent = {r[0]: (r[1], r[2]) for r in ks.sql(
-        "SELECT user_id, spent, rows FROM smoke_events GROUP BY KEY user_id WITH STATE smoke_spend(amount)").collect()}
+    spent = {
+        r[0]: (r[1], r[2])
+        for r in ks.sql(
+            "SELECT user_id, spent, rows FROM smoke_events GROUP BY KEY user_id WITH STATE smoke_spend(amount)"
+        ).collect()
+    }
     expected = {}
     for r in rows:
         s, c = expected.get(r["user_id"], (0.0, 0))
@@ -123,7 +130,9 @@ def test_stream_started_then_restarted(spark, ks_auto, tmp_path):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     rng = random.Random(5)
     batches = [events(10, 2, seed=rng.randrange(1000), start=i * 10_000) for i in range(2)]
-    sql = f"SELECT user_id, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE smoke_stream(value) ORDER BY ts"
+    sql = (
+        f"SELECT user_id, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE smoke_stream(value) ORDER BY ts"
+    )
     for b in batches:
         write_parquet(spark, b, src)
         q = ks_auto.start(sql, checkpoint=cp, sink=out)  # started, then restarted from the checkpoint

@@ -1,6 +1,7 @@
 """A user's unit tests in a light CI: StatefulFunction, KeyedProcessor, the state descriptors
 and KeyedTester with no PySpark installed (tools/smoke.py runs this module in a venv without
 it, with --noconftest: the suite's conftest starts Spark). Skipped where PySpark is there."""
+
 import datetime as dt
 import importlib.util
 
@@ -78,5 +79,8 @@ def test_keyed_processor_state_ttl_and_timers_in_plain_python():
 
 
 def test_keyed_sql_says_pyspark_is_missing():
-    with pytest.raises(SparkVersionError, match=r"KeyedSQL needs PySpark 3\.5 to 4\.3, and no PySpark was found.*spark-keyed-sql\[spark\]"):
+    with pytest.raises(
+        SparkVersionError,
+        match=r"KeyedSQL needs PySpark 3\.5 to 4\.3, and no PySpark was found.*spark-keyed-sql\[spark\]",
+    ):
         from spark_keyed_sql import KeyedSQL  # noqa: F401

@@ -1,5 +1,6 @@
 """Parser fixtures: round trips, where each clause lands in the tree, and syntax errors with
 line and column."""
+
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,9 @@ from sqlglot import exp
 from spark_keyed_sql.sql import ExplainKeyed, KeyedGroup, KeyedSpark, KeyedSQLSyntaxError, parse_statement, render
 
 FIXTURES = Path(__file__).parent / "fixtures"
-ROUNDTRIP = [line for line in (FIXTURES / "roundtrip.sql").read_text().splitlines() if line.strip() and not line.startswith("--")]
+ROUNDTRIP = [
+    line for line in (FIXTURES / "roundtrip.sql").read_text().splitlines() if line.strip() and not line.startswith("--")
+]
 ERRORS = [
     [part.strip() for part in line.split("|||")]
     for line in (FIXTURES / "errors.txt").read_text().splitlines()
@@ -19,8 +22,12 @@ ERRORS = [
 
 # each part of the clause, how a fixture spells it, and the KeyedGroup argument it must land in
 CLAUSE_PARTS = {
-    "ORDER BY": "order", "EVENT TIME": "event_time", " TTL ": "ttl", "INITIAL STATE FROM": "initial_state",
-    "OPTIONS (": "options", ") AS ": "alias",
+    "ORDER BY": "order",
+    "EVENT TIME": "event_time",
+    " TTL ": "ttl",
+    "INITIAL STATE FROM": "initial_state",
+    "OPTIONS (": "options",
+    ") AS ": "alias",
 }
 
 
@@ -103,14 +110,20 @@ def test_unkeyed_form_and_star():
 
 
 def test_column_named_key_is_ordinary_group_by():
-    for sql in ("SELECT key FROM t GROUP BY key", "SELECT key FROM t GROUP BY key, x", "SELECT key FROM t GROUP BY key WITH ROLLUP"):
+    for sql in (
+        "SELECT key FROM t GROUP BY key",
+        "SELECT key FROM t GROUP BY key, x",
+        "SELECT key FROM t GROUP BY key WITH ROLLUP",
+    ):
         tree = parse_statement(sql)
         assert tree.find(KeyedGroup) is None
         assert isinstance(tree.args["group"], exp.Group)
 
 
 def test_keyed_in_cte_and_subquery():
-    assert parse_statement("WITH a AS (SELECT * FROM e GROUP BY KEY u WITH STATE f(v)) SELECT * FROM a").find(KeyedGroup)
+    assert parse_statement("WITH a AS (SELECT * FROM e GROUP BY KEY u WITH STATE f(v)) SELECT * FROM a").find(
+        KeyedGroup
+    )
     assert parse_statement("SELECT * FROM (SELECT * FROM e GROUP BY KEY u WITH STATE f(v)) AS x").find(KeyedGroup)
 
 
@@ -120,7 +133,10 @@ def test_explain_keyed():
 
 
 def test_plain_spark_sql_renders_as_spark_does():
-    for sql in ("SELECT a, SUM(b) OVER (PARTITION BY c ORDER BY d) FROM t", "SELECT * FROM t LATERAL VIEW EXPLODE(xs) AS x"):
+    for sql in (
+        "SELECT a, SUM(b) OVER (PARTITION BY c ORDER BY d) FROM t",
+        "SELECT * FROM t LATERAL VIEW EXPLODE(xs) AS x",
+    ):
         assert render(parse_statement(sql)) == sqlglot.transpile(sql, read="spark", write="spark")[0]
 
 

@@ -1,6 +1,7 @@
 """Fuzzing the dialect and the rewriter with mutated SQL: every input either works or raises
 the project's own error type (syntax errors with line and column) — never an internal
 exception from sqlglot or Spark. CI runs a fixed seed; `make fuzz` runs many more examples."""
+
 import os
 from pathlib import Path
 
@@ -15,12 +16,51 @@ from spark_keyed_sql.sql.dialect import KeyedSpark
 from spark_keyed_sql.sql.errors import KeyedSQLSyntaxError
 
 FIXTURES = [
-    line for line in (Path(__file__).parent / "fixtures" / "roundtrip.sql").read_text().splitlines()
+    line
+    for line in (Path(__file__).parent / "fixtures" / "roundtrip.sql").read_text().splitlines()
     if line.strip() and not line.startswith("--")
 ]
-VOCAB = ["WITH", "STATE", "GROUP", "BY", "KEY", "ORDER", "EVENT", "TIME", "WATERMARK", "TTL", "INITIAL", "FROM",
-         "OPTIONS", "(", ")", ",", "=", "'x'", "1", "AS", "SELECT", "*", "HAVING", "LIMIT", "INTERVAL", "DESC",
-         "f", "user_id", "ts", "value", ";", ".", "EXPLAIN", "KEYED", "keyed_state", "'", "`", "--", "\n"]
+VOCAB = [
+    "WITH",
+    "STATE",
+    "GROUP",
+    "BY",
+    "KEY",
+    "ORDER",
+    "EVENT",
+    "TIME",
+    "WATERMARK",
+    "TTL",
+    "INITIAL",
+    "FROM",
+    "OPTIONS",
+    "(",
+    ")",
+    ",",
+    "=",
+    "'x'",
+    "1",
+    "AS",
+    "SELECT",
+    "*",
+    "HAVING",
+    "LIMIT",
+    "INTERVAL",
+    "DESC",
+    "f",
+    "user_id",
+    "ts",
+    "value",
+    ";",
+    ".",
+    "EXPLAIN",
+    "KEYED",
+    "keyed_state",
+    "'",
+    "`",
+    "--",
+    "\n",
+]
 EXAMPLES = int(os.environ.get("KS_FUZZ_EXAMPLES", "300"))
 
 
@@ -72,7 +112,9 @@ def fuzz_ks(spark):
 
     ks = KeyedSQL(spark)
     ks.register("f", Count, returns="n bigint")
-    spark.createDataFrame([("u1", 1.0, 1), ("u2", 2.0, 2)], "user_id string, value double, ts long").createOrReplaceTempView("events")
+    spark.createDataFrame(
+        [("u1", 1.0, 1), ("u2", 2.0, 2)], "user_id string, value double, ts long"
+    ).createOrReplaceTempView("events")
     spark.createDataFrame([("u1", "1")], "user_id string, n string").createOrReplaceTempView("boot")
     return ks
 

@@ -1,4 +1,5 @@
 """ks.sql semantics against plain-Python oracles: keys, arguments, placement, outer clauses."""
+
 import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events
 from processors import Spend
@@ -17,7 +18,12 @@ class Running(StatefulFunction):
     def execute(self, event):
         self.n += 1
         self.total += sum(v for k, v in event.items() if isinstance(v, float))
-        return {"n": self.n, "total": round(self.total, 6), "key_repr": repr(self.ctx.get_key()), "arg_names": ",".join(sorted(event))}
+        return {
+            "n": self.n,
+            "total": round(self.total, 6),
+            "key_repr": repr(self.ctx.get_key()),
+            "arg_names": ",".join(sorted(event)),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +59,9 @@ def oracle(rows, keyf, argf, order=lambda r: r["ts"]):
 
 def test_single_key(ks, data):
     rows, _ = data
-    got = ks.sql("SELECT user_id, s.n, s.total FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s ORDER BY ts")
+    got = ks.sql(
+        "SELECT user_id, s.n, s.total FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s ORDER BY ts"
+    )
     assert sorted(map(tuple, got.collect()), key=repr) == oracle(rows, lambda r: r["user_id"], lambda r: r["value"])
 
 
@@ -70,8 +78,12 @@ def test_multi_column_key_gives_tuple(ks, data):
 
 def test_expression_key_unaliased_is_key0(ks, data):
     rows, _ = data
-    got = ks.sql("SELECT key0, n, total FROM q_events GROUP BY KEY lower(user_mixed) WITH STATE running(value) ORDER BY ts")
-    assert sorted(map(tuple, got.collect()), key=repr) == oracle(rows, lambda r: r["user_mixed"].lower(), lambda r: r["value"])
+    got = ks.sql(
+        "SELECT key0, n, total FROM q_events GROUP BY KEY lower(user_mixed) WITH STATE running(value) ORDER BY ts"
+    )
+    assert sorted(map(tuple, got.collect()), key=repr) == oracle(
+        rows, lambda r: r["user_mixed"].lower(), lambda r: r["value"]
+    )
 
 
 def test_expression_arguments_and_names(ks, data):
@@ -134,14 +146,18 @@ def test_having_order_limit(ks, data):
 
 def test_within_key_order_desc(ks, data):
     rows, _ = data
-    got = ks.sql("SELECT user_id, n, total FROM q_events GROUP BY KEY user_id WITH STATE running(value) ORDER BY ts DESC")
+    got = ks.sql(
+        "SELECT user_id, n, total FROM q_events GROUP BY KEY user_id WITH STATE running(value) ORDER BY ts DESC"
+    )
     exp = oracle(rows, lambda r: r["user_id"], lambda r: r["value"], order=lambda r: -r["ts"].timestamp())
     assert sorted(map(tuple, got.collect()), key=repr) == exp
 
 
 def test_unkeyed_form(ks, data):
     rows, _ = data
-    got = ks.sql("SELECT n, key_repr FROM q_events WHERE region = 'north' WITH STATE running(value) ORDER BY ts").collect()
+    got = ks.sql(
+        "SELECT n, key_repr FROM q_events WHERE region = 'north' WITH STATE running(value) ORDER BY ts"
+    ).collect()
     north = [r for r in rows if r["region"] == "north"]
     assert sorted(r.n for r in got) == list(range(1, len(north) + 1))
     assert {r.key_repr for r in got} == {"None"}
@@ -157,7 +173,12 @@ def test_unkeyed_form_without_order(ks, data):
 
 def test_keyed_processor_alias_star(ks, data):
     rows, _ = data
-    got = {r[0]: r for r in ks.sql("SELECT user_id, s.* FROM q_events GROUP BY KEY user_id WITH STATE q_spend(amount, merchant, ts) AS s").collect()}
+    got = {
+        r[0]: r
+        for r in ks.sql(
+            "SELECT user_id, s.* FROM q_events GROUP BY KEY user_id WITH STATE q_spend(amount, merchant, ts) AS s"
+        ).collect()
+    }
     for u, evs in by_key_in_ts_order(rows).items():
         assert got[u][1] == pytest.approx(sum(e["amount"] for e in evs))
         assert got[u][2] == min(3, len(evs))
@@ -168,8 +189,14 @@ def test_explain_keyed(ks, data):
     text = ks.explain(
         f"SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s ORDER BY ts OPTIONS (engine = '{engine}')"
     )
-    for part in (f"WITH STATE running (Running) on engine '{engine}'", "keys:      user_id AS user_id", "arguments: value AS value",
-                 "source SQL: SELECT user_id AS `__ks_k0`", "outer SQL:", f"options:   {{'engine': '{engine}'}}"):
+    for part in (
+        f"WITH STATE running (Running) on engine '{engine}'",
+        "keys:      user_id AS user_id",
+        "arguments: value AS value",
+        "source SQL: SELECT user_id AS `__ks_k0`",
+        "outer SQL:",
+        f"options:   {{'engine': '{engine}'}}",
+    ):
         assert part in text
     df = ks.sql("EXPLAIN KEYED SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s")
     assert df.columns == ["plan"] and "WITH STATE running" in df.collect()[0][0]

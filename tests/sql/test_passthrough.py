@@ -1,4 +1,5 @@
 """Ordinary Spark SQL through ks.sql gives exactly what spark.sql gives."""
+
 import pytest
 
 STATEMENTS = [

@@ -1,4 +1,5 @@
 """Each way a keyed query can be wrong gets its own message."""
+
 import pytest
 
 from spark_keyed_sql import StatefulFunction
@@ -18,59 +19,130 @@ class Count(StatefulFunction):
 
 @pytest.fixture(scope="module")
 def setup(spark, ks_auto, tmp_path_factory):
-    spark.createDataFrame([("a", 1.0, 1), ("b", 2.0, 2)], "user_id string, value double, ts bigint").createOrReplaceTempView("err_events")
+    spark.createDataFrame(
+        [("a", 1.0, 1), ("b", 2.0, 2)], "user_id string, value double, ts bigint"
+    ).createOrReplaceTempView("err_events")
     ks_auto.register("cnt", Count, returns="n bigint")
     src = str(tmp_path_factory.mktemp("stream_src"))
     spark.createDataFrame([("a", 1.0, 1)], "user_id string, value double, ts bigint").write.mode("append").parquet(src)
-    spark.readStream.schema("user_id string, value double, ts bigint").parquet(src).createOrReplaceTempView("err_stream")
+    spark.readStream.schema("user_id string, value double, ts bigint").parquet(src).createOrReplaceTempView(
+        "err_stream"
+    )
     return ks_auto
 
 
 CASES = [
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE nope(value)", UnknownFunctionError, "unknown function 'nope'"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(valu)", KeyedQueryError,
-     "argument 1 of WITH STATE cnt refers to 'valu', which is not a column of the source (columns: user_id, value, ts)"),
-    ("SELECT * FROM err_events GROUP BY KEY userid WITH STATE cnt(value)", KeyedQueryError,
-     "GROUP BY KEY refers to 'userid', which is not a column of the source"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) ORDER BY tss", KeyedQueryError,
-     "ORDER BY of WITH STATE cnt refers to 'tss', which is not a column of the source"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (trigger = '1 second')", KeyedQueryError,
-     "option(s) ['trigger'] of WITH STATE cnt only apply to a streaming source"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (colour = 'red')", KeyedQueryError,
-     "unknown option(s) ['colour']"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = 0)", KeyedQueryError,
-     "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got 0"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = 'four')", KeyedQueryError,
-     "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got 'four'"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = 2.5)", KeyedQueryError,
-     "got 2.5"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (engine = 'turbo')", KeyedQueryError,
-     "unknown engine 'turbo'"),
-    pytest.param("SELECT user_id, n FROM err_stream GROUP BY KEY user_id WITH STATE cnt(value) ORDER BY ts ORDER BY n",
-                 KeyedQueryError, "ORDER BY after WITH STATE cnt over a streaming source needs an engine that runs per micro-batch",
-                 marks=pytest.mark.spark_feature("TRANSFORM_WITH_STATE")),
-    ("SELECT user_id, n FROM err_stream GROUP BY KEY user_id WITH STATE cnt(value) LIMIT 3", KeyedQueryError,
-     "LIMIT after WITH STATE cnt is batch-only; the source is streaming"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) WITH STATE cnt(ts)", KeyedSQLSyntaxError,
-     "Only one WITH STATE per SELECT"),
-    ("SELECT s.zzz FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) AS s", KeyedQueryError,
-     "cnt has no output column 'zzz'"),
-    ("SELECT nothing FROM err_events GROUP BY KEY user_id WITH STATE cnt(value)", KeyedQueryError,
-     "column 'nothing' is neither a key (user_id), an output of cnt (n) nor a source column"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value, value)", KeyedQueryError,
-     "two arguments named ['value']; name them with AS"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value", KeyedSQLSyntaxError,
-     "line 1, column 66: Expected ')' to close the WITH STATE function's arguments"),
-    ("SELECT * FROM err_events\nGROUP BY KEY WITH STATE cnt(value)", KeyedSQLSyntaxError,
-     "line 2, column 17: Expected a key expression after GROUP BY KEY"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) ORDER", KeyedSQLSyntaxError,
-     "Expected ORDER BY <expr> [ASC|DESC], ... (the order of rows within a key) after WITH STATE cnt(...)"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) EVENT ts WATERMARK '1 minute'", KeyedSQLSyntaxError,
-     "Expected EVENT TIME <column> WATERMARK <interval> after WITH STATE cnt(...)"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) INITIAL boot", KeyedSQLSyntaxError,
-     "Expected INITIAL STATE FROM <table | (subquery)>"),
-    ("SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS engine = 'bulk'", KeyedSQLSyntaxError,
-     "Expected OPTIONS (name = value, ...)"),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE nope(value)",
+        UnknownFunctionError,
+        "unknown function 'nope'",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(valu)",
+        KeyedQueryError,
+        "argument 1 of WITH STATE cnt refers to 'valu', which is not a column of the source (columns: user_id, value, ts)",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY userid WITH STATE cnt(value)",
+        KeyedQueryError,
+        "GROUP BY KEY refers to 'userid', which is not a column of the source",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) ORDER BY tss",
+        KeyedQueryError,
+        "ORDER BY of WITH STATE cnt refers to 'tss', which is not a column of the source",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (trigger = '1 second')",
+        KeyedQueryError,
+        "option(s) ['trigger'] of WITH STATE cnt only apply to a streaming source",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (colour = 'red')",
+        KeyedQueryError,
+        "unknown option(s) ['colour']",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = 0)",
+        KeyedQueryError,
+        "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got 0",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = 'four')",
+        KeyedQueryError,
+        "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got 'four'",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = 2.5)",
+        KeyedQueryError,
+        "got 2.5",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (engine = 'turbo')",
+        KeyedQueryError,
+        "unknown engine 'turbo'",
+    ),
+    pytest.param(
+        "SELECT user_id, n FROM err_stream GROUP BY KEY user_id WITH STATE cnt(value) ORDER BY ts ORDER BY n",
+        KeyedQueryError,
+        "ORDER BY after WITH STATE cnt over a streaming source needs an engine that runs per micro-batch",
+        marks=pytest.mark.spark_feature("TRANSFORM_WITH_STATE"),
+    ),
+    (
+        "SELECT user_id, n FROM err_stream GROUP BY KEY user_id WITH STATE cnt(value) LIMIT 3",
+        KeyedQueryError,
+        "LIMIT after WITH STATE cnt is batch-only; the source is streaming",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) WITH STATE cnt(ts)",
+        KeyedSQLSyntaxError,
+        "Only one WITH STATE per SELECT",
+    ),
+    (
+        "SELECT s.zzz FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) AS s",
+        KeyedQueryError,
+        "cnt has no output column 'zzz'",
+    ),
+    (
+        "SELECT nothing FROM err_events GROUP BY KEY user_id WITH STATE cnt(value)",
+        KeyedQueryError,
+        "column 'nothing' is neither a key (user_id), an output of cnt (n) nor a source column",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value, value)",
+        KeyedQueryError,
+        "two arguments named ['value']; name them with AS",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value",
+        KeyedSQLSyntaxError,
+        "line 1, column 66: Expected ')' to close the WITH STATE function's arguments",
+    ),
+    (
+        "SELECT * FROM err_events\nGROUP BY KEY WITH STATE cnt(value)",
+        KeyedSQLSyntaxError,
+        "line 2, column 17: Expected a key expression after GROUP BY KEY",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) ORDER",
+        KeyedSQLSyntaxError,
+        "Expected ORDER BY <expr> [ASC|DESC], ... (the order of rows within a key) after WITH STATE cnt(...)",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) EVENT ts WATERMARK '1 minute'",
+        KeyedSQLSyntaxError,
+        "Expected EVENT TIME <column> WATERMARK <interval> after WITH STATE cnt(...)",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) INITIAL boot",
+        KeyedSQLSyntaxError,
+        "Expected INITIAL STATE FROM <table | (subquery)>",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS engine = 'bulk'",
+        KeyedSQLSyntaxError,
+        "Expected OPTIONS (name = value, ...)",
+    ),
 ]
 
 
@@ -91,13 +163,18 @@ def test_checkpoint_given_twice(setup, tmp_path):
         )
 
 
-@pytest.mark.parametrize("source", ["err_events", pytest.param("err_stream", marks=pytest.mark.spark_feature("TRANSFORM_WITH_STATE"))])
+@pytest.mark.parametrize(
+    "source", ["err_events", pytest.param("err_stream", marks=pytest.mark.spark_feature("TRANSFORM_WITH_STATE"))]
+)
 def test_a_checkpoint_in_options_is_not_ignored_by_ks_sql(setup, tmp_path, source):
     """ks.sql keeps no checkpoint: one in OPTIONS would be silently unused (state not carried
     over), so it is refused with the ways to use it; EXPLAIN KEYED still shows the plan."""
     cp = tmp_path / "cp"
     sql = f"SELECT * FROM {source} GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (checkpoint = '{cp}')"
-    with pytest.raises(KeyedQueryError, match=r"OPTIONS \(checkpoint = \.\.\.\) of WITH STATE cnt: ks\.sql evaluates the query once.*ks\.run.*ks\.start"):
+    with pytest.raises(
+        KeyedQueryError,
+        match=r"OPTIONS \(checkpoint = \.\.\.\) of WITH STATE cnt: ks\.sql evaluates the query once.*ks\.run.*ks\.start",
+    ):
         setup.sql(sql)
     assert not cp.exists()
     assert "checkpoint" in setup.explain(sql)

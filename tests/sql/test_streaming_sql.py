@@ -1,4 +1,5 @@
 """ks.start over a streaming view (stop, restart) and ks.run incremental batches."""
+
 import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events, write_parquet
 
@@ -17,7 +18,6 @@ class RunningSum(StatefulFunction):
         self.n += 1
         self.total += e["value"]
         return {"n": self.n, "total": round(self.total, 6)}
-
 
 
 def oracle(all_rows):

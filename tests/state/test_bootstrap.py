@@ -23,7 +23,6 @@ class History(StatefulFunction):
         return {"count": self.count, "distinct": len(self.seen), "last_total": round(sum(self.seen[e["merchant"]]), 6)}
 
 
-
 def test_read_bootstrap_continue_equals_uninterrupted(spark, ks, tmp_path):
     ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
     ks.register("spend_boot2", Spend)
@@ -33,7 +32,11 @@ def test_read_bootstrap_continue_equals_uninterrupted(spark, ks, tmp_path):
     q = "SELECT user_id, s.* FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE {fn} AS s ORDER BY ts {extra}"
     for fn in ("history(value, merchant)", "spend_boot2(amount, merchant, ts)"):
         name = fn.split("(")[0]
-        ks.run(q.format(src=tmp_path / "a", fn=fn, extra=""), checkpoint=str(tmp_path / f"cp1_{name}"), output=str(tmp_path / f"o1_{name}"))
+        ks.run(
+            q.format(src=tmp_path / "a", fn=fn, extra=""),
+            checkpoint=str(tmp_path / f"cp1_{name}"),
+            output=str(tmp_path / f"o1_{name}"),
+        )
         ks.read_state(str(tmp_path / f"cp1_{name}")).createOrReplaceTempView(f"saved_{name}")
         ks.run(
             q.format(src=tmp_path / "b", fn=fn, extra=f"INITIAL STATE FROM saved_{name}"),
@@ -75,7 +78,9 @@ def test_bootstrap_onto_existing_state_is_refused(spark, ks, tmp_path):
     sql = f"SELECT user_id, s.count FROM parquet.`{tmp_path}/a` GROUP BY KEY user_id WITH STATE history(value, merchant) AS s"
     ks.run(sql, checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "o"))
     ks.read_state(str(tmp_path / "cp")).createOrReplaceTempView("saved_refuse")
-    with pytest.raises(CheckpointError, match="already holds state of history that INITIAL STATE FROM saved_refuse did not seed"):
+    with pytest.raises(
+        CheckpointError, match="already holds state of history that INITIAL STATE FROM saved_refuse did not seed"
+    ):
         ks.run(sql + " INITIAL STATE FROM saved_refuse", checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "o"))
 
 
@@ -103,16 +108,26 @@ def test_seeded_query_run_again_continues(spark, ks, tmp_path):
                 counts[u] = counts.get(u, 0) + 1
                 expected.append((u, counts[u]))
     assert sorted(map(tuple, spark.read.parquet(out).collect())) == sorted(expected)
-    with pytest.raises(CheckpointError, match="was seeded from INITIAL STATE FROM seed_rerun; this query seeds history from seed_other"):
+    with pytest.raises(
+        CheckpointError, match="was seeded from INITIAL STATE FROM seed_rerun; this query seeds history from seed_other"
+    ):
         ks.run(sql.replace("seed_rerun", "seed_other"), checkpoint=cp, output=out)
 
 
 def test_bootstrap_column_mismatch_is_named(spark, ks, tmp_path):
     ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
-    spark.createDataFrame([("u000001", 3, 1)], "user_id string, count bigint, colour bigint").createOrReplaceTempView("bad_boot")
-    spark.createDataFrame([("u000001", 1.0, "m", 1)], "user_id string, value double, merchant string, ts bigint").createOrReplaceTempView("boot_src")
-    with pytest.raises(Exception, match=r"column\(s\) \['colour'\] that are not state attributes of History \(count, seen\)"):
-        ks.sql("SELECT * FROM boot_src GROUP BY KEY user_id WITH STATE history(value, merchant) INITIAL STATE FROM bad_boot").collect()
+    spark.createDataFrame([("u000001", 3, 1)], "user_id string, count bigint, colour bigint").createOrReplaceTempView(
+        "bad_boot"
+    )
+    spark.createDataFrame(
+        [("u000001", 1.0, "m", 1)], "user_id string, value double, merchant string, ts bigint"
+    ).createOrReplaceTempView("boot_src")
+    with pytest.raises(
+        Exception, match=r"column\(s\) \['colour'\] that are not state attributes of History \(count, seen\)"
+    ):
+        ks.sql(
+            "SELECT * FROM boot_src GROUP BY KEY user_id WITH STATE history(value, merchant) INITIAL STATE FROM bad_boot"
+        ).collect()
 
 
 def test_ttl_clause_expires_state_between_runs(spark, ks, tmp_path):

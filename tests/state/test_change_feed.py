@@ -1,5 +1,6 @@
 """The state's change feed between batches (Samza's changelog role) against an oracle that
 diffs per-key state computed in plain Python."""
+
 import json
 
 from data import by_key_in_ts_order, make_events, write_parquet

@@ -1,4 +1,5 @@
 """One running query per checkpoint: a second one is refused, in this process or another."""
+
 import subprocess
 import sys
 
@@ -20,8 +21,14 @@ def test_second_query_on_a_running_checkpoint_is_refused(spark, ks, tmp_path):
         with pytest.raises(CheckpointError, match="in use by another running query"):
             ks.start(sql, checkpoint=cp, sink=str(tmp_path / "out2"))
         other = subprocess.run(
-            [sys.executable, "-c", f"from spark_keyed_sql.state.lock import CheckpointLock; CheckpointLock({cp!r}).acquire()"],
-            capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-c",
+                f"from spark_keyed_sql.state.lock import CheckpointLock; CheckpointLock({cp!r}).acquire()",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert other.returncode != 0 and "in use by another running query" in other.stderr
     finally:

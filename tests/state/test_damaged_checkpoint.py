@@ -1,5 +1,6 @@
 """A truncated or deleted state file is refused with a clear error before anything runs, and
 the checkpoint is left as it was."""
+
 import os
 
 import pytest
@@ -77,7 +78,9 @@ def test_damaged_tws_state_is_a_clear_error_and_changes_nothing(spark, ks_auto, 
 def _bulk_run(spark, ks, tmp_path, fn):
     ks.register(fn, Count, returns="n bigint")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
-    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE {fn}(value) OPTIONS (engine = 'bulk')"
+    sql = (
+        f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE {fn}(value) OPTIONS (engine = 'bulk')"
+    )
     write_parquet(spark, make_events(10, 2, seed=1), src)
     ks.run(sql, checkpoint=cp, output=out)
     write_parquet(spark, make_events(10, 1, seed=2, start_second=50_000), src)
@@ -94,12 +97,17 @@ def test_damaged_commit_record_is_named_and_nothing_runs(spark, ks_auto, tmp_pat
     sql, cp, out = _bulk_run(spark, ks_auto, tmp_path, "dmg_commit")
     commit = os.path.join(cp, "bulk", "commits", "0.json")
     good = open(commit).read()
-    bad = {"truncated": good[: len(good) // 2], "a key missing": json.dumps({k: v for k, v in json.loads(good).items() if k != "base"}),
-           "not JSON": "\x00garbage"}[damage]
+    bad = {
+        "truncated": good[: len(good) // 2],
+        "a key missing": json.dumps({k: v for k, v in json.loads(good).items() if k != "base"}),
+        "not JSON": "\x00garbage",
+    }[damage]
     with open(commit, "w") as f:
         f.write(bad)
     rows_before = spark.read.parquet(out).count()
-    with pytest.raises(CheckpointError, match=r"commit file \S*commits/0\.json is damaged .*Restore the checkpoint") as info:
+    with pytest.raises(
+        CheckpointError, match=r"commit file \S*commits/0\.json is damaged .*Restore the checkpoint"
+    ) as info:
         ks_auto.run(sql, checkpoint=cp, output=out)
     assert "Traceback" not in str(info.value)
     assert sorted(os.listdir(os.path.join(cp, "bulk", "commits"))) == ["0.json"]  # nothing committed

@@ -19,7 +19,9 @@ scalars = st.one_of(
     st.text(max_size=8),
     st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1)),
 )
-hashables = st.recursive(st.one_of(st.integers(), st.text(max_size=5), st.booleans()), lambda c: st.tuples(c, c), max_leaves=4)
+hashables = st.recursive(
+    st.one_of(st.integers(), st.text(max_size=5), st.booleans()), lambda c: st.tuples(c, c), max_leaves=4
+)
 values = st.recursive(
     scalars,
     lambda c: st.one_of(
@@ -38,7 +40,11 @@ def exact(a, b):
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return list(a.keys()) == list(b.keys()) and all(exact(k1, k2) for k1, k2 in zip(a, b)) and all(exact(a[k], b[k]) for k in a)
+        return (
+            list(a.keys()) == list(b.keys())
+            and all(exact(k1, k2) for k1, k2 in zip(a, b))
+            and all(exact(a[k], b[k]) for k in a)
+        )
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(exact(x, y) for x, y in zip(a, b))
     if isinstance(a, (set, frozenset)):
@@ -105,9 +111,16 @@ def test_live_safe_only_when_a_store_and_reload_gives_the_same_values():
     f = F()
     layout = AttributeLayout(f)
     cases = [
-        (1.5, True), ("s", True), (dt.datetime(2026, 1, 1), True), (dt.timedelta(1), True), (None, True),
-        (dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), False), ([1], False), ((1, 2), False),
-        (np.float64(1.5), False), ({"a": 1}, False),
+        (1.5, True),
+        ("s", True),
+        (dt.datetime(2026, 1, 1), True),
+        (dt.timedelta(1), True),
+        (None, True),
+        (dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), False),
+        ([1], False),
+        ((1, 2), False),
+        (np.float64(1.5), False),
+        ({"a": 1}, False),
     ]
     for value, expected in cases:
         f.v = value

@@ -1,5 +1,6 @@
 """A batch that fails in user code commits nothing: the state read afterwards is the last
 committed batch's, and after fixing the class a restart continues exactly once."""
+
 import pytest
 from data import by_key_in_ts_order, make_events, write_parquet
 

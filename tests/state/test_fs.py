@@ -1,6 +1,7 @@
 """The file system layer (state/fs.py) and the checkpoint lease, on Spark's viewfs:// (which
 Python's os does not understand, so anything bypassing the layer fails), plus a guard that no
 other module touches checkpoint or output files with os / open / shutil / pathlib / pyarrow."""
+
 import ast
 import json
 import os
@@ -68,7 +69,9 @@ def test_list_names_odd_and_many_entries(spark, viewfs, where):
     assert fs.list(f"{base}/k=1") == []
 
 
-@pytest.mark.parametrize("uri, reason", [("nosuchfs://x/y", "No FileSystem for scheme"), ("s3a://bucket/x", "S3AFileSystem")])
+@pytest.mark.parametrize(
+    "uri, reason", [("nosuchfs://x/y", "No FileSystem for scheme"), ("s3a://bucket/x", "S3AFileSystem")]
+)
 def test_unreachable_location_is_named_before_anything_is_written(spark, ks_auto, tmp_path, uri, reason):
     with pytest.raises(FSError, match=reason) as info:
         CheckpointFS(spark).probe(uri)
@@ -97,7 +100,9 @@ def test_lease_refuses_a_live_holder_and_is_released(spark, viewfs):
     try:
         held = _lease(disk)
         assert (held["pid"], held["host"], held["query"]) == (os.getpid(), socket.gethostname(), "ks.start")
-        with pytest.raises(CheckpointError, match=rf"in use by another running query \(process {os.getpid()} on") as info:
+        with pytest.raises(
+            CheckpointError, match=rf"in use by another running query \(process {os.getpid()} on"
+        ) as info:
             CheckpointLock(cp, spark).acquire()
         assert "ks.unlock" in str(info.value) and "state unlock" in str(info.value)
     finally:
@@ -181,8 +186,25 @@ GUARDED = sorted(
     + [PACKAGE / name for name in ("session.py", "cli.py", "migrate.py", "shipping.py", "testing.py")]
 )
 FORBIDDEN_MODULES = {"shutil", "fcntl", "pathlib", "glob", "pyarrow.parquet", "pyarrow.fs", "tempfile"}
-FORBIDDEN_OS = {"path", "listdir", "makedirs", "mkdir", "remove", "unlink", "rename", "replace", "rmdir", "walk", "scandir",
-                "stat", "open", "fsync", "pread", "pwrite", "ftruncate"}
+FORBIDDEN_OS = {
+    "path",
+    "listdir",
+    "makedirs",
+    "mkdir",
+    "remove",
+    "unlink",
+    "rename",
+    "replace",
+    "rmdir",
+    "walk",
+    "scandir",
+    "stat",
+    "open",
+    "fsync",
+    "pread",
+    "pwrite",
+    "ftruncate",
+}
 # (module, function) allowed to use local files for things that are not checkpoints or outputs
 ALLOWED = {
     ("shipping.py", "_package_zip"),  # zips this package to ship to executors
@@ -206,7 +228,12 @@ def _offences(path: Path) -> list[str]:
             bad = next((n for n in names if n in FORBIDDEN_MODULES), None)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
             bad = "open()"
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os" and node.attr in FORBIDDEN_OS:
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+            and node.attr in FORBIDDEN_OS
+        ):
             bad = f"os.{node.attr}"
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pq":
             bad = f"pq.{node.attr}"
@@ -222,4 +249,6 @@ def _offences(path: Path) -> list[str]:
 def test_no_file_access_outside_the_fs_layer():
     assert len(GUARDED) > 30
     offences = [o for p in GUARDED for o in _offences(p)]
-    assert offences == [], "use spark_keyed_sql.state.fs.CheckpointFS for checkpoint/output files:\n" + "\n".join(offences)
+    assert offences == [], "use spark_keyed_sql.state.fs.CheckpointFS for checkpoint/output files:\n" + "\n".join(
+        offences
+    )

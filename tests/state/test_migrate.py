@@ -1,5 +1,6 @@
 """ks.migrate_state: a new checkpoint with other partitions, a renamed function or an evolved
 state schema continues from the same input position (nothing re-read, nothing skipped)."""
+
 import pytest
 from data import by_key_in_ts_order, make_events, write_parquet
 
@@ -105,7 +106,9 @@ def test_migrate_refusals(spark, ks, first_run):
     with pytest.raises(MigrationError, match=r"\['merchants'\] are not state of TallyV2"):
         ks.migrate_state(src, str(d / "r1"), to_function="mig_tally_v2")
     with pytest.raises(MigrationError, match="does not convert"):
-        ks.migrate_state(src, str(d / "r2"), to_function="mig_tally_v2", transform="SELECT user_id, 'many' AS count FROM state")
+        ks.migrate_state(
+            src, str(d / "r2"), to_function="mig_tally_v2", transform="SELECT user_id, 'many' AS count FROM state"
+        )
     # the old checkpoint is untouched and still runs on
     assert ks.read_state(src).count() == 40
 
@@ -116,4 +119,8 @@ def test_migrated_checkpoint_refuses_the_other_engine(spark, ks, first_run):
     dst = str(d / "cp_engine")
     ks.migrate_state(str(d / "cp"), dst)
     with pytest.raises(CheckpointError, match="engine 'bulk'"):
-        ks.run(SQL.format(src=d / "in", fn="mig_tally") + " OPTIONS (engine = 'tws')", checkpoint=dst, output=str(d / "o_engine"))
+        ks.run(
+            SQL.format(src=d / "in", fn="mig_tally") + " OPTIONS (engine = 'tws')",
+            checkpoint=dst,
+            output=str(d / "o_engine"),
+        )

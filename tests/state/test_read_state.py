@@ -1,4 +1,5 @@
 """Keyed state of a checkpoint as a table, from Python and from SQL."""
+
 import json
 
 import pytest
@@ -23,7 +24,6 @@ class Tally(StatefulFunction):
         return {"count": self.count}
 
 
-
 @pytest.fixture(scope="module")
 def checkpoints(spark, ks, tmp_path_factory):
     d = tmp_path_factory.mktemp("rs")
@@ -31,8 +31,12 @@ def checkpoints(spark, ks, tmp_path_factory):
     ks.register("spend_rs", Spend)
     first, second = make_events(30, 2, seed=31), make_events(30, 1, seed=32, start_second=50_000)
     write_parquet(spark, first, str(d / "in"))
-    tally_sql = f"SELECT user_id, count FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE tally(merchant) ORDER BY ts"
-    spend_sql = f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE spend_rs(amount, merchant, ts) AS s"
+    tally_sql = (
+        f"SELECT user_id, count FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE tally(merchant) ORDER BY ts"
+    )
+    spend_sql = (
+        f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE spend_rs(amount, merchant, ts) AS s"
+    )
     ks.run(tally_sql, checkpoint=str(d / "cp_tally"), output=str(d / "out_tally"))
     ks.run(spend_sql, checkpoint=str(d / "cp_spend"), output=str(d / "out_spend"))
     write_parquet(spark, second, str(d / "in"))
@@ -102,6 +106,9 @@ def test_keyed_state_in_plain_spark_sql_names_ks_sql(spark, ks_auto, tmp_path, n
     not Spark's 'could not resolve a table-valued function'."""
     from pyspark.errors import AnalysisException
 
-    with pytest.raises(AnalysisException, match=rf"{name}\('<checkpoint>', \.\.\.\) is read through KeyedSQL, not plain spark\.sql: "
-                                                 rf"run this statement with ks\.sql\(\.\.\.\).*ks\.{reader}\(checkpoint\)"):
+    with pytest.raises(
+        AnalysisException,
+        match=rf"{name}\('<checkpoint>', \.\.\.\) is read through KeyedSQL, not plain spark\.sql: "
+        rf"run this statement with ks\.sql\(\.\.\.\).*ks\.{reader}\(checkpoint\)",
+    ):
         spark.sql(f"SELECT * FROM {name}('{tmp_path}')").collect()

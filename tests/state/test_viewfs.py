@@ -8,6 +8,7 @@ in the mounted directory and nowhere else.
 
 One scenario per engine (two incremental runs) is shared by the read-only tests, to keep the
 suite short; every expected value is computed here in plain Python from the rows written."""
+
 import json
 
 import pytest
@@ -35,7 +36,9 @@ class VfsTally(StatefulFunction):
 
 
 RETURNS = "n bigint, total double"
-QUERY = "SELECT user_id, s.n, s.total FROM {src} GROUP BY KEY user_id WITH STATE vfs_tally(value) AS s ORDER BY ts {extra}"
+QUERY = (
+    "SELECT user_id, s.n, s.total FROM {src} GROUP BY KEY user_id WITH STATE vfs_tally(value) AS s ORDER BY ts {extra}"
+)
 
 
 def outputs(rows, start=None):
@@ -155,7 +158,9 @@ def test_initial_state_from_a_table_on_viewfs(spark, ks, scenario):
     summary = ks.run(sql, checkpoint=place.uri("cp_seeded"), output=place.uri("out_seeded"))
     assert summary["input_rows"] == len(c)
     assert rows_of(spark, place.uri("out_seeded")) == outputs(c, start=states(a))
-    assert {r.user_id: (r.n, round(r.total, 6)) for r in ks.read_state(place.uri("cp_seeded")).collect()} == states(c, start=states(a))
+    assert {r.user_id: (r.n, round(r.total, 6)) for r in ks.read_state(place.uri("cp_seeded")).collect()} == states(
+        c, start=states(a)
+    )
     assert place.local("cp_seeded").is_dir()
     assert_nothing_written_on_the_side(place)
 

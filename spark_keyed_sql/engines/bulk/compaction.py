@@ -62,7 +62,9 @@ class Compactor:
     def compact(self, commit: CommitRecord) -> None:
         store, spark = self.store, self.spark
         rel = store.new_base(commit.version)
-        log.info("compacting version %d of %s (%d deltas) into %s", commit.version, store.checkpoint, len(commit.deltas), rel)
+        log.info(
+            "compacting version %d of %s (%d deltas) into %s", commit.version, store.checkpoint, len(commit.deltas), rel
+        )
         state_frame(spark, store, commit).repartition(PART).write.partitionBy(PART).parquet(store.path(rel))
         crash_point("compaction_written")
         rows = spark.read.parquet(store.path(rel)).count()

@@ -48,8 +48,13 @@ class BulkEngine(Engine):
         shipped = dataclasses.replace(plan, initial_state=None)
         # a one-shot batch has a processing time too (the query's, as Spark's batch has one):
         # current_processing_time() and processing-time timers work as they do in the tester
-        program = BulkProgram(shipped, schema, now_ms=now_ms(plan.clock_offset_ms), has_initial=plan.initial_state is not None,
-                              hashed=hash_ordered(df, plan, plan.initial_state))
+        program = BulkProgram(
+            shipped,
+            schema,
+            now_ms=now_ms(plan.clock_offset_ms),
+            has_initial=plan.initial_state is not None,
+            hashed=hash_ordered(df, plan, plan.initial_state),
+        )
         return combine(df, plan, plan.initial_state).mapInArrow(program, schema)
 
     def start_stream(self, job: StreamJob) -> StreamRun:

@@ -91,7 +91,9 @@ class FrameSlicer:
             elif pa.types.is_timestamp(t) and t.unit != "ns":
                 if unit == "ns":
                     lo, hi = pc.min_max(c).values()
-                    if lo.is_valid and (np.datetime64(lo.value, t.unit) < _NS_MIN or np.datetime64(hi.value, t.unit) > _NS_MAX):
+                    if lo.is_valid and (
+                        np.datetime64(lo.value, t.unit) < _NS_MIN or np.datetime64(hi.value, t.unit) > _NS_MAX
+                    ):
                         self.ok = False  # outside datetime64[ns]: from_records decides
                 prim, alt, kind = c.to_numpy(zero_copy_only=False).astype(f"datetime64[{unit}]"), None, "ts"
             elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and not dtypes.string_is_object:
@@ -99,7 +101,13 @@ class FrameSlicer:
                 prim = pd.array(pylist(c), dtype=dtypes.string)
                 alt = _objects([np.nan if v is None else v for v in pylist(c)])
                 kind = "str"
-            elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date32(t) or pa.types.is_decimal(t) or pa.types.is_binary(t):
+            elif (
+                pa.types.is_string(t)
+                or pa.types.is_large_string(t)
+                or pa.types.is_date32(t)
+                or pa.types.is_decimal(t)
+                or pa.types.is_binary(t)
+            ):
                 prim, alt, kind = _objects(pylist(c)), None, "object"
             elif pa.types.is_list(t) or pa.types.is_struct(t) or pa.types.is_map(t):
                 prim, alt, kind = _objects(c.to_pylist()), None, "object"
@@ -111,7 +119,9 @@ class FrameSlicer:
             self.cols.append((prim, alt, prefix, kind))
         if self.ok:
             arrays = [p for p, _, _, _ in self.cols]
-            self.base = pd.DataFrame._from_arrays(arrays, columns=self.columns, index=pd.RangeIndex(n), verify_integrity=False)
+            self.base = pd.DataFrame._from_arrays(
+                arrays, columns=self.columns, index=pd.RangeIndex(n), verify_integrity=False
+            )
             self.mgr = self.base._mgr
             self.any_nulls = any(p is not None and k != "object" for _, _, p, k in self.cols)
             # numpy rows: each column's to_numpy() (pandas' str column gives objects)
@@ -145,7 +155,9 @@ class FrameSlicer:
         if self.any_nulls:
             arrays, special = self._arrays(s, e)
             if special:
-                return pd.DataFrame._from_arrays(arrays, columns=self.columns, index=self.index(m), verify_integrity=False)
+                return pd.DataFrame._from_arrays(
+                    arrays, columns=self.columns, index=self.index(m), verify_integrity=False
+                )
         mgr = self.mgr.get_slice(slice(s, e), axis=1)
         mgr.set_axis(1, self.index(m))
         return pd.DataFrame._from_mgr(mgr, axes=mgr.axes)

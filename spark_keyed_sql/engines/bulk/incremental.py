@@ -84,7 +84,9 @@ def incremental_input(
         parts.append(state.select(*renamed, *rest, PART).withColumn(KIND, F.lit(REBUILD)))
     if initial is not None:
         cols = [F.col(k) for k in keys] + [F.col(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in keys]
-        parts.append(initial.select(*cols).withColumn(KIND, F.lit(INIT)).withColumn(PART, part_column(keys, partitions)))
+        parts.append(
+            initial.select(*cols).withColumn(KIND, F.lit(INIT)).withColumn(PART, part_column(keys, partitions))
+        )
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p, allowMissingColumns=True)
@@ -92,7 +94,11 @@ def incremental_input(
         out = out.where(F.col(PART).isin(list(only)))
     # within a partition: ticks, REBUILD rows, INIT rows, then events; each kind by key (REBUILD
     # rows by version too, events by the within-key ORDER BY): Python sorts nothing
-    order = [F.col(PART), F.col(KIND), *[F.col(k) for k in keys]] + ([F.col(VERSION)] if state is not None else []) + order_columns(plan)
+    order = (
+        [F.col(PART), F.col(KIND), *[F.col(k) for k in keys]]
+        + ([F.col(VERSION)] if state is not None else [])
+        + order_columns(plan)
+    )
     return out.withColumn(TASK, task_column(F.col(PART), tasks)).repartition(tasks, TASK).sortWithinPartitions(*order)
 
 
@@ -229,11 +235,23 @@ class _Partition:
         self.store.close()
         ctx.rows.extend(deltas)
         s = ctx.key_pass.stats
-        ctx.stats(self.p, TaskStats(
-            hit=True, token=ctx.token, late=s["late"], max_event_time_ms=s["max_et"], events=s["events"], keys=s["keys"],
-            timers_fired=s["fired"], inserted=inserted, deleted=deleted, changed=len(changes),
-            next_timer_ms=earliest(held_timer, next_timer), next_expiry_ms=earliest(held_expiry, next_expiry),
-        ))
+        ctx.stats(
+            self.p,
+            TaskStats(
+                hit=True,
+                token=ctx.token,
+                late=s["late"],
+                max_event_time_ms=s["max_et"],
+                events=s["events"],
+                keys=s["keys"],
+                timers_fired=s["fired"],
+                inserted=inserted,
+                deleted=deleted,
+                changed=len(changes),
+                next_timer_ms=earliest(held_timer, next_timer),
+                next_expiry_ms=earliest(held_expiry, next_expiry),
+            ),
+        )
 
 
 class _TaskContext:
@@ -245,7 +263,9 @@ class _TaskContext:
         plan = prog.plan
         self.codec = StateRowCodec(plan.spec)
         runner = KeyedRunner(plan.spec, [], plan.keyed)  # rows come in order (incremental_input sorts them)
-        self.key_pass = KeyPass(plan, runner, prog.now_ms, prog.watermark_ms, prog.late_watermark_ms, end_of_input=False)
+        self.key_pass = KeyPass(
+            plan, runner, prog.now_ms, prog.watermark_ms, prog.late_watermark_ms, end_of_input=False
+        )
         self.build_events = event_builder(list(plan.event_names))
         self.n_keys = len(plan.key_columns)
         self.schema = step_schema(prog.out_schema, self.codec, self.n_keys)
@@ -269,7 +289,9 @@ class _TaskContext:
         self.key_pass.run(kv, ks, rows.events, out, src, 0, event_times=rows.times)
         pad, state_pad, stats_pad, through = self.pass_pad, self.state_pad, self.stats_pad, rows.through
         for o, i in zip(out, src):
-            self.rows.append((OUT, *kv, *o, *(through[i] if i is not None else pad), *state_pad, None, None, *stats_pad))
+            self.rows.append(
+                (OUT, *kv, *o, *(through[i] if i is not None else pad), *state_pad, None, None, *stats_pad)
+            )
 
     def delta_row(self, kv: tuple, values: tuple | None, part: int) -> tuple:
         if values is None:
@@ -352,7 +374,11 @@ class IncrementalProgram:
                         else:
                             args = [pylist(block.column(c)) for c in plan.arg_columns]
                             events = ctx.build_events(*args) if args else ctx.build_events(j - i)
-                            through = list(zip(*[pylist(block.column(c)) for c in plan.passthrough])) if plan.passthrough else None
+                            through = (
+                                list(zip(*[pylist(block.column(c)) for c in plan.passthrough]))
+                                if plan.passthrough
+                                else None
+                            )
                             times = pylist(block.column(plan.event_time)) if plan.event_time else None
                             for k in range(j - i):
                                 kv = keys[i + k]
@@ -360,7 +386,11 @@ class IncrementalProgram:
                                     if current is not None:
                                         part.events(current, rows)
                                     current, rows = kv, _KeyRows()
-                                rows.add(events[k], through[k] if through is not None else (), times[k] if times is not None else None)
+                                rows.add(
+                                    events[k],
+                                    through[k] if through is not None else (),
+                                    times[k] if times is not None else None,
+                                )
                 i = j
             if len(ctx.rows) >= 8192:
                 yield ctx.flush()
@@ -390,4 +420,3 @@ class _KeyRows:
             if self.times is None:
                 self.times = [None] * (len(self.events) - 1)
             self.times.append(time)
-

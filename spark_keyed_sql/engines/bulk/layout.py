@@ -55,12 +55,21 @@ def state_frame(
         frames.append(base.withColumn(VERSION, F.lit(commit.base_version)).withColumn(DELETED, F.lit(False)))
     columns = [*schema.names, PART, DELETED]
     for version, rel in commit.delta_dirs:
-        delta = spark.read.schema(T.StructType([*schema.fields, T.StructField(DELETED, T.BooleanType()),
-                                                T.StructField(PART, T.IntegerType())])).parquet(store.path(rel))
+        delta = spark.read.schema(
+            T.StructType(
+                [*schema.fields, T.StructField(DELETED, T.BooleanType()), T.StructField(PART, T.IntegerType())]
+            )
+        ).parquet(store.path(rel))
         frames.append(delta.select(*columns).withColumn(VERSION, F.lit(version)))
     if not frames:
-        empty = T.StructType([*schema.fields, T.StructField(PART, T.IntegerType()), T.StructField(DELETED, T.BooleanType()),
-                              T.StructField(VERSION, T.LongType())])
+        empty = T.StructType(
+            [
+                *schema.fields,
+                T.StructField(PART, T.IntegerType()),
+                T.StructField(DELETED, T.BooleanType()),
+                T.StructField(VERSION, T.LongType()),
+            ]
+        )
         frames.append(spark.createDataFrame([], empty))
     out = frames[0].select(*columns, VERSION)
     for f in frames[1:]:
@@ -71,8 +80,11 @@ def state_frame(
         return out if versions else out.drop(VERSION, DELETED)
     keys = _keys(schema)
     newest = Window.partitionBy(*keys).orderBy(F.col(VERSION).desc()) if keys else Window.orderBy(F.col(VERSION).desc())
-    return (out.withColumn("__ks_rank", F.row_number().over(newest)).where((F.col("__ks_rank") == 1) & ~F.col(DELETED))
-            .drop("__ks_rank", VERSION, DELETED))
+    return (
+        out.withColumn("__ks_rank", F.row_number().over(newest))
+        .where((F.col("__ks_rank") == 1) & ~F.col(DELETED))
+        .drop("__ks_rank", VERSION, DELETED)
+    )
 
 
 def _cast_checked(df: DataFrame, column: str, target: T.DataType, where: str) -> Any:
@@ -110,7 +122,9 @@ class BulkLayout(StateLayout):
             raise CheckpointError(f"checkpoint {checkpoint!r} holds no committed state yet")
         return store, commit
 
-    def read(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None) -> DataFrame:
+    def read(
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None
+    ) -> DataFrame:
         assert op is not None
         store, commit = self._commit(spark, checkpoint, batch_id)
         df = state_frame(spark, store, commit)
@@ -134,7 +148,9 @@ class BulkLayout(StateLayout):
     def timers(self, spark: SparkSession, checkpoint: str, op: dict, version: int) -> DataFrame | None:
         store = SnapshotStore(checkpoint, spark)
         snap = state_frame(spark, store, store.get(version))
-        return snap.select(*[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op["keys"])], F.col(TIMERS).alias("timers"))
+        return snap.select(
+            *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op["keys"])], F.col(TIMERS).alias("timers")
+        )
 
     def write(
         self,
@@ -199,7 +215,9 @@ class BulkLayout(StateLayout):
         key_cols = [f"{KEY_PREFIX}{i}" for i in range(len(keys))]
         snapshot = state.select(*cols)
         if timers is not None:
-            renamed = timers.select(*[F.col(k).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)], F.col("timers").alias(TIMERS))
+            renamed = timers.select(
+                *[F.col(k).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)], F.col("timers").alias(TIMERS)
+            )
             snapshot = snapshot.join(renamed, on=key_cols, how="left")
         else:
             snapshot = snapshot.withColumn(TIMERS, F.lit(None).cast("array<bigint>"))
@@ -209,7 +227,9 @@ class BulkLayout(StateLayout):
         n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
         schema = snapshot.schema
         base = store.new_base(position.version)
-        snapshot.withColumn(PART, part_column(key_cols, n)).repartition(PART).write.partitionBy(PART).parquet(store.path(base))
+        snapshot.withColumn(PART, part_column(key_cols, n)).repartition(PART).write.partitionBy(PART).parquet(
+            store.path(base)
+        )
         written = spark.read.parquet(store.path(base))
         rows = written.count()
         size = store.fs.size(store.path(base))
@@ -217,10 +237,25 @@ class BulkLayout(StateLayout):
         # the earliest timer the migrated state holds, so a stream on it fires them without input
         next_timer = written.select(F.min(F.array_min(F.col(TIMERS)))).first()[0] if TIMERS in written.columns else None
         before_commit()
-        store.commit(CommitRecord(
-            version=position.version, attempt="migrated", partitions=n, function=target.name, schema=schema.jsonValue(),
-            base=base, base_version=position.version, base_rows=rows, base_bytes=size, deltas=(), stores={},
-            spark_batch=position.spark_batch, watermark_ms=position.watermark_ms, evict_watermark_ms=position.watermark_ms,
-            next_timer_ms=next_timer, next_expiry_ms=None, metrics=BatchMetrics(state_rows=rows),
-        ))
+        store.commit(
+            CommitRecord(
+                version=position.version,
+                attempt="migrated",
+                partitions=n,
+                function=target.name,
+                schema=schema.jsonValue(),
+                base=base,
+                base_version=position.version,
+                base_rows=rows,
+                base_bytes=size,
+                deltas=(),
+                stores={},
+                spark_batch=position.spark_batch,
+                watermark_ms=position.watermark_ms,
+                evict_watermark_ms=position.watermark_ms,
+                next_timer_ms=next_timer,
+                next_expiry_ms=None,
+                metrics=BatchMetrics(state_rows=rows),
+            )
+        )
         return {"keys": rows, "partitions": n}

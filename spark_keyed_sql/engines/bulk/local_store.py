@@ -191,8 +191,12 @@ class LocalStore:
         if made is None or made[0] != _FORMAT:
             # another Python (marshal's format), another boot, or a new file: start empty
             if made is not None:
-                log.info("local state store %s was written by %r, not %r: starts empty (fed from the checkpoint)",
-                         self.path, made[0], _FORMAT)
+                log.info(
+                    "local state store %s was written by %r, not %r: starts empty (fed from the checkpoint)",
+                    self.path,
+                    made[0],
+                    _FORMAT,
+                )
             for table in ("state", "pending", "pending_base", "meta"):
                 self.db.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
             self.db.execute("INSERT INTO meta VALUES ('format', ?)", (_FORMAT,))
@@ -232,7 +236,9 @@ class LocalStore:
                 if base is None or base[0] != applied:
                     db.execute("COMMIT")
                     return False
-                db.execute("DELETE FROM state WHERE k IN (SELECT k FROM pending WHERE token = ? AND row IS NULL)", (expected,))
+                db.execute(
+                    "DELETE FROM state WHERE k IN (SELECT k FROM pending WHERE token = ? AND row IS NULL)", (expected,)
+                )
                 db.execute(
                     "INSERT OR REPLACE INTO state SELECT k, row, timer_at, expire_at FROM pending WHERE token = ? AND row IS NOT NULL",
                     (expected,),
@@ -322,7 +328,9 @@ class LocalStore:
                 # an empty store (a new checkpoint's first batch, a backfill): the changes go
                 # straight into the state, marked as this task's until a commit names it, so
                 # the next batch need not copy a large first batch out of pending
-                db.executemany("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (c for c in changes if c[1] is not None))
+                db.executemany(
+                    "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (c for c in changes if c[1] is not None)
+                )
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('applied', ?)", (_DIRECT + token,))
             else:
                 db.execute("DELETE FROM pending WHERE token = ?", (token,))

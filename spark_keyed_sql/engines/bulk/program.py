@@ -144,7 +144,9 @@ class KeyPass:
         if live:  # a one-shot batch keeps no state: the key ends without being stored
             (runner.discard if self.end_of_input else runner.release)(key, binding)
 
-    def run_group(self, kv: tuple, ks: MemoryKeyState, rows: Any, count: int, first: Callable[[], dict], out: list, src: list) -> None:
+    def run_group(
+        self, kv: tuple, ks: MemoryKeyState, rows: Any, count: int, first: Callable[[], dict], out: list, src: list
+    ) -> None:
         """A KeyedProcessor's key of a one-shot batch, its ``rows`` cut from the batch already
         (``count`` of them; ``first()`` builds the first event for an error message), then its
         due timers: ``run``'s work without what a one-shot batch has no use for (a processor's
@@ -168,7 +170,9 @@ class KeyPass:
             return live
         for t in pop_due(ks.timers, until):
             self.stats["fired"] += 1
-            fired = runner.fire_timer(key, t, binding, self.now, t if self.end_of_input else self.wm, live=live, hold=self.function)
+            fired = runner.fire_timer(
+                key, t, binding, self.now, t if self.end_of_input else self.wm, live=live, hold=self.function
+            )
             live = runner.held
             out.extend(fired)
             src.extend([None] * len(fired))
@@ -223,14 +227,27 @@ class BulkProgram:
 
             def first_event(i: int, args: list = args) -> dict:
                 return build_events(*[a[i : i + 1] for a in args])[0] if args else {}
-            key_values = list(zip(*[pylist(rb.column(k).take(pa.array(starts))) for k in keys])) if keys else [()] * len(starts)
+
+            key_values = (
+                list(zip(*[pylist(rb.column(k).take(pa.array(starts))) for k in keys])) if keys else [()] * len(starts)
+            )
             out: list[Any] = []
             src: list[Any] = []
             at_key: list[int] = []
             if fresh_keys:  # the common case in one call: no initial state, timers or TTL
                 ukeys = [user_key(kv, plan.keyed) for kv in key_values]
-                runner.run_fresh_keys(ukeys, starts.tolist(), ends, events, key_pass.binding(fresh), fresh.reset,  # type: ignore[arg-type]
-                                      self.now_ms, out, src, at_key)
+                runner.run_fresh_keys(
+                    ukeys,
+                    starts.tolist(),
+                    ends,
+                    events,
+                    key_pass.binding(fresh),
+                    fresh.reset,  # type: ignore[arg-type]
+                    self.now_ms,
+                    out,
+                    src,
+                    at_key,
+                )
                 key_values = []
             for s0, e, kv in zip(starts.tolist(), ends, key_values):
                 s = s0
@@ -241,7 +258,9 @@ class BulkProgram:
                         s += 1
                 before = len(out)
                 if cut is not None:  # a processor fed rows cut from the batch
-                    key_pass.run_group(kv, ks, cut(s, e) if e > s else None, e - s, lambda s=s: first_event(s), out, src)
+                    key_pass.run_group(
+                        kv, ks, cut(s, e) if e > s else None, e - s, lambda s=s: first_event(s), out, src
+                    )
                 else:
                     key_pass.run(kv, ks, events[s:e], out, src, s)  # type: ignore[index]
                 made = len(out) - before
@@ -260,7 +279,9 @@ class BulkProgram:
         runner.close()
 
 
-def output_batch(rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: list, src: list, schema: Any) -> Any:
+def output_batch(
+    rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: list, src: list, schema: Any
+) -> Any:
     """Output rows as an Arrow batch: key and pass-through columns taken from the input batch
     (by the key's first row, by the producing row), the returns columns from ``out``."""
     import pyarrow as pa
@@ -299,8 +320,16 @@ def order_columns(plan: KeyedPlan) -> list[Any]:
 
 # key types whose rows hash alike exactly when they are the same key for key_runs (no -0.0 / 0.0
 # or NaN: floating keys keep the sort by value)
-_HASHABLE_KEYS = (T.StringType, T.IntegralType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType,
-                  T.DecimalType, T.BinaryType)
+_HASHABLE_KEYS = (
+    T.StringType,
+    T.IntegralType,
+    T.BooleanType,
+    T.DateType,
+    T.TimestampType,
+    T.TimestampNTZType,
+    T.DecimalType,
+    T.BinaryType,
+)
 
 
 def key_hash(columns: list[Any]) -> Any:
@@ -326,7 +355,11 @@ def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFr
     key's hash alone (``HASH`` column; ``key_runs`` regroups the rare keys sharing one)."""
     if hash_ordered(df, plan, initial):
         out = df.withColumn(HASH, key_hash([F.col(f"`{k}`") for k in plan.key_columns]))
-        out = out.repartition(plan.partitions, *plan.key_columns) if plan.partitions else out.repartition(*plan.key_columns)
+        out = (
+            out.repartition(plan.partitions, *plan.key_columns)
+            if plan.partitions
+            else out.repartition(*plan.key_columns)
+        )
         out = out.sortWithinPartitions(HASH)
         needed = {*plan.key_columns, *plan.arg_columns, *plan.passthrough, HASH}
         if plan.event_time:
@@ -339,19 +372,31 @@ def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFr
         ]
         # a key's initial state row sorts before its events
         out = df.withColumn(KIND, F.lit(int(InputKind.EVENT)))
-        out = out.unionByName(initial.select(*cols).withColumn(KIND, F.lit(int(InputKind.INIT))), allowMissingColumns=True)
+        out = out.unionByName(
+            initial.select(*cols).withColumn(KIND, F.lit(int(InputKind.INIT))), allowMissingColumns=True
+        )
         kind = [F.col(KIND)]
     order = [*[F.col(k) for k in plan.key_columns], *kind, *order_columns(plan)]
     if plan.keyed:
         # no count given: Spark's adaptive execution coalesces the shuffle to what the data
         # needs (a handful of rows: one task, not spark.sql.shuffle.partitions = 200)
-        out = out.repartition(plan.partitions, *plan.key_columns) if plan.partitions else out.repartition(*plan.key_columns)
+        out = (
+            out.repartition(plan.partitions, *plan.key_columns)
+            if plan.partitions
+            else out.repartition(*plan.key_columns)
+        )
     else:
         out = out.repartition(1)
     if order:  # (unkeyed, no ORDER BY, no initial state: rows in arrival order)
         out = out.sortWithinPartitions(*order)
     # the order columns are not read in Python (unless they are arguments or pass-through too)
-    needed = {*plan.key_columns, *plan.arg_columns, *plan.passthrough, KIND, *(c for c in out.columns if c.startswith(INIT_PREFIX))}
+    needed = {
+        *plan.key_columns,
+        *plan.arg_columns,
+        *plan.passthrough,
+        KIND,
+        *(c for c in out.columns if c.startswith(INIT_PREFIX)),
+    }
     if plan.event_time:
         needed.add(plan.event_time)
     return out.select(*[F.col(f"`{c}`") for c in out.columns if c in needed])

@@ -45,7 +45,9 @@ class StateRowCodec:
         fields: list[T.StructField] = []
         if self.layout is not None:
             fields.append(T.StructField(HAS_ATTRS, T.BooleanType(), True))
-            fields += [T.StructField(STATE_PREFIX + n, to_spark(self.layout.column_type(n)), True) for n in self.layout.names]
+            fields += [
+                T.StructField(STATE_PREFIX + n, to_spark(self.layout.column_type(n)), True) for n in self.layout.names
+            ]
             if self.spec.ttl_ms is not None:
                 fields.append(T.StructField(ATTRS_EXP, T.LongType(), True))
         for name, d in self.descriptors.items():
@@ -110,7 +112,7 @@ class StateRowCodec:
         for name, d in self.descriptors.items():
             raw = ks.vars.get(name)
             if d.kind is StateKind.VALUE:
-                value, exp = (raw if raw is not None else (None, None))
+                value, exp = raw if raw is not None else (None, None)
             elif d.kind is StateKind.LIST:
                 value = [v for v, _ in raw] if raw else None
                 exp = [e for _, e in raw] if raw else None

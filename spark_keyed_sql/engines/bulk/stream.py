@@ -128,8 +128,13 @@ class StepTotals:
 
         times = [s.max_event_time_ms for s in stats if s.max_event_time_ms is not None]
         return cls(
-            late=total("late"), events=total("events"), keys=total("keys"), timers_fired=total("timers_fired"),
-            inserted=total("inserted"), deleted=total("deleted"), changed=total("changed"),
+            late=total("late"),
+            events=total("events"),
+            keys=total("keys"),
+            timers_fired=total("timers_fired"),
+            inserted=total("inserted"),
+            deleted=total("deleted"),
+            changed=total("changed"),
             max_event_time_ms=max(times) if times else None,
             next_timer_ms=earliest(*(s.next_timer_ms for s in stats)),
             next_expiry_ms=earliest(*(s.next_expiry_ms for s in stats)),
@@ -244,8 +249,11 @@ class BulkStream:
 
     def _watermark_moved(self, prev: CommitRecord | None) -> bool:
         """Has the watermark advanced past the one the last step evicted by?"""
-        return (self.plan.event_time is not None and prev is not None
-                and (prev.watermark_ms or 0) > (prev.evict_watermark_ms or 0))
+        return (
+            self.plan.event_time is not None
+            and prev is not None
+            and (prev.watermark_ms or 0) > (prev.evict_watermark_ms or 0)
+        )
 
     def pump_timers(self, query: Any, interval_s: float) -> threading.Thread:
         """While ``query`` runs, fire due timers every ``interval_s`` even when no input
@@ -305,9 +313,17 @@ class BulkStream:
         initial = spark.read.parquet(initial_dir) if initial_dir is not None else None
         attempt = uuid.uuid4().hex[:12]
         program = IncrementalProgram(
-            self.shipped, self.out_schema, self.qualified, version, attempt,
+            self.shipped,
+            self.out_schema,
+            self.qualified,
+            version,
+            attempt,
             {p: (prev.token(p) if prev is not None else "") for p in range(self.partitions)},
-            now, wm, late_wm, has_initial=initial is not None, cache_dir=self.cache_dir,
+            now,
+            wm,
+            late_wm,
+            has_initial=initial is not None,
+            cache_dir=self.cache_dir,
         )
         return StepPlan(prev, version, attempt, started, now, wm, late_wm, initial, program)
 
@@ -318,28 +334,39 @@ class BulkStream:
         spark, store = batch_df.sparkSession, self.store
         jobs = [f"{plan.rel}/main"]
         incremental_input(batch_df, self.plan, self.partitions, self.tasks, initial=plan.initial).mapInArrow(
-            plan.program, self.step_schema).write.partitionBy(KIND).parquet(store.path(jobs[0]))
+            plan.program, self.step_schema
+        ).write.partitionBy(KIND).parquet(store.path(jobs[0]))
         stats = _stats(spark, store.path(jobs[0]), self.fs)
         run = StepJobs(jobs, stats)
         missed = {p: s.token for p, s in stats.items() if not s.hit}
         while missed:
             crash_point("before_rebuild")
-            log.info("batch %d: state partitions %s of %s fed from the checkpoint", plan.version, sorted(missed)[:20], self.checkpoint)
+            log.info(
+                "batch %d: state partitions %s of %s fed from the checkpoint",
+                plan.version,
+                sorted(missed)[:20],
+                self.checkpoint,
+            )
             feeds, catch_up = self._feeds(plan.prev, missed, final=len(jobs) > 1)
             for p, feed in feeds.items():
                 run.fed.setdefault(feed.value, []).append(p)
             jobs.append(f"{plan.rel}/fed{len(jobs)}")
             tasks = max(1, min(len(missed), self.tasks))
             state = self._feed_rows(spark, plan.prev, feeds)
-            incremental_input(batch_df, self.plan, self.partitions, tasks, only=sorted(missed), state=state, initial=plan.initial).mapInArrow(
-                dataclasses.replace(plan.program, feeds={p: f.value for p, f in feeds.items()}, catch_up=catch_up), self.step_schema
+            incremental_input(
+                batch_df, self.plan, self.partitions, tasks, only=sorted(missed), state=state, initial=plan.initial
+            ).mapInArrow(
+                dataclasses.replace(plan.program, feeds={p: f.value for p, f in feeds.items()}, catch_up=catch_up),
+                self.step_schema,
             ).write.partitionBy(KIND).parquet(store.path(jobs[-1]))
             again = _stats(spark, store.path(jobs[-1]), self.fs)
             stats.update(again)
             missed = {p: s.token for p, s in again.items() if not s.hit}
         missing = [p for p in range(self.partitions) if p not in stats or not stats[p].hit]
         if missing:
-            raise KeyedSQLError(f"internal: state partitions {missing[:10]} of {self.checkpoint!r} were not run in batch {plan.version}")
+            raise KeyedSQLError(
+                f"internal: state partitions {missing[:10]} of {self.checkpoint!r} were not run in batch {plan.version}"
+            )
         return run
 
     def write_sink(self, spark: SparkSession, plan: StepPlan, run: StepJobs) -> int | None:
@@ -350,7 +377,9 @@ class BulkStream:
         staged_schema = T.StructType(self.step_schema.fields[1:])
         outputs = [join(self.store.path(j), OutputKind.OUT.directory) for j in run.jobs]
         present = [o for o in outputs if self.fs.is_dir(o)]
-        staged = spark.read.schema(staged_schema).parquet(*present) if present else spark.createDataFrame([], staged_schema)
+        staged = (
+            spark.read.schema(staged_schema).parquet(*present) if present else spark.createDataFrame([], staged_schema)
+        )
         out = staged.select(
             *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(self.plan.key_columns)],
             *[F.col(f.name) for f in self.out_schema.fields[n:]],
@@ -360,7 +389,9 @@ class BulkStream:
         write_batch(self.driver, final, self.sink, self.checkpoint, plan.version)
         return output_rows
 
-    def record(self, plan: StepPlan, run: StepJobs, totals: StepTotals, spark_batch: int | None, output_rows: int | None) -> CommitRecord:
+    def record(
+        self, plan: StepPlan, run: StepJobs, totals: StepTotals, spark_batch: int | None, output_rows: int | None
+    ) -> CommitRecord:
         """The new version's commit record: the previous version's base and deltas (or the newest
         compacted base, if one was made since) plus this batch's delta, and what the batch did."""
         prev, store = plan.prev, self.store
@@ -372,9 +403,15 @@ class BulkStream:
             newest = compacted[-1]
             base, base_version, base_rows, base_bytes = newest.dir, newest.version, newest.rows, newest.bytes
             deltas = [e for e in deltas if e.version > base_version]
-        dirs = tuple(f"{j}/{OutputKind.DELTA.directory}" for j in run.jobs if self.fs.is_dir(join(store.path(j), OutputKind.DELTA.directory)))
+        dirs = tuple(
+            f"{j}/{OutputKind.DELTA.directory}"
+            for j in run.jobs
+            if self.fs.is_dir(join(store.path(j), OutputKind.DELTA.directory))
+        )
         if dirs:
-            deltas.append(DeltaEntry(plan.version, dirs, totals.changed, sum(self.fs.size(store.path(d)) for d in dirs)))
+            deltas.append(
+                DeltaEntry(plan.version, dirs, totals.changed, sum(self.fs.size(store.path(d)) for d in dirs))
+            )
         new_wm = plan.watermark_ms
         if self.plan.event_time is not None and totals.max_event_time_ms is not None:
             candidate = totals.max_event_time_ms - (self.plan.watermark_ms or 0)
@@ -425,7 +462,9 @@ class BulkStream:
         return commit
 
     # ------------------------------------------------------------------ feeding missed partitions
-    def _feeds(self, prev: CommitRecord | None, missed: dict[int, str], final: bool) -> tuple[dict[int, Feed], dict[int, dict[int, str]]]:
+    def _feeds(
+        self, prev: CommitRecord | None, missed: dict[int, str], final: bool
+    ) -> tuple[dict[int, Feed], dict[int, dict[int, str]]]:
         """How to feed each missed partition: CATCH_UP when the store holds a committed state the
         retained deltas lead on from (any of them: the job may run on another host), else FULL
         (always, in a later job: it cannot miss)."""
@@ -486,7 +525,14 @@ class BulkStreamRun(StreamRun):
             return out.sparkSession.sql(final_sql)
 
         stream = BulkStream(
-            job.spark, job.plan, job.source.schema, checkpoint, job.sink, finish, job.plan.spec.name, on_commit=job.progress
+            job.spark,
+            job.plan,
+            job.source.schema,
+            checkpoint,
+            job.sink,
+            finish,
+            job.plan.spec.name,
+            on_commit=job.progress,
         )
         latest = stream.store.latest()
         query = configure_writer(job.source.writeStream.foreachBatch(stream), job, checkpoint).start()

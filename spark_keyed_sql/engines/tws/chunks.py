@@ -28,8 +28,17 @@ from pyspark.sql import types as T
 from ..arrow_rows import comparable, concat, event_builder, naive, run_starts
 
 __all__ = [
-    "CHUNK_COLUMN", "ROWS_COLUMN", "ChunkFormat", "ChunkPacker", "ChunkUnpacker", "chunk_schema", "column_kinds", "encode_columns",
-    "pack", "row_reader", "unpack",
+    "CHUNK_COLUMN",
+    "ROWS_COLUMN",
+    "ChunkFormat",
+    "ChunkPacker",
+    "ChunkUnpacker",
+    "chunk_schema",
+    "column_kinds",
+    "encode_columns",
+    "pack",
+    "row_reader",
+    "unpack",
 ]
 
 CHUNK_COLUMN = "__ks_chunk"  # a key's input rows of one partition
@@ -64,8 +73,10 @@ def chunk_schema(key_fields: list[T.StructField], column: str) -> T.StructType:
 
 
 def column_kinds(types: Sequence[T.DataType]) -> list[str | None]:
-    return [TS if isinstance(t, (T.TimestampType, T.TimestampNTZType)) else DAY if isinstance(t, T.DateType) else None
-            for t in types]
+    return [
+        TS if isinstance(t, (T.TimestampType, T.TimestampNTZType)) else DAY if isinstance(t, T.DateType) else None
+        for t in types
+    ]
 
 
 def _micros(v: datetime | None) -> int | None:
@@ -101,7 +112,9 @@ def _decoded(kind: str | None, col: list) -> list:
     return col
 
 
-def row_reader(names: list[str], kinds: list[str | None], key_names: list[str]) -> Callable[[tuple, list[bytes]], list[dict]]:
+def row_reader(
+    names: list[str], kinds: list[str | None], key_names: list[str]
+) -> Callable[[tuple, list[bytes]], list[dict]]:
     """(key values, a key's chunks) -> one fresh dict per row, of the chunk columns and the keys."""
     build = event_builder([*names, *key_names])
 
@@ -129,8 +142,14 @@ class ChunkPacker:
     with an event time on transformWithStateInPandas: Spark's watermark reads each row's)."""
 
     def __init__(
-        self, keys: list[str], values: list[str], schema: T.StructType, group_rows: int = 1 << 19, *,
-        keep: Sequence[str] = (), per_row: bool = False,
+        self,
+        keys: list[str],
+        values: list[str],
+        schema: T.StructType,
+        group_rows: int = 1 << 19,
+        *,
+        keep: Sequence[str] = (),
+        per_row: bool = False,
     ):
         self.keys, self.values, self.schema, self.group_rows = keys, values, schema, group_rows
         self.keep, self.per_row = list(keep), per_row

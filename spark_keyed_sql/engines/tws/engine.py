@@ -95,18 +95,24 @@ class TransformWithStateEngine(Engine):
 
         proc = KeyedStatefulProcessor(shipped, time_mode, names, ts_columns, aware)
         if ts_columns:
-            source = source.select(*[F.unix_micros(F.col(c)).alias(c) if c in ts_columns else F.col(c) for c in source.columns])
+            source = source.select(
+                *[F.unix_micros(F.col(c)).alias(c) if c in ts_columns else F.col(c) for c in source.columns]
+            )
         return source.groupBy(*group_cols).transformWithState(proc, schema, plan.output_mode, time_mode, initial)
 
     @staticmethod
-    def _formats(source: DataFrame, group_cols: list[str], plan: KeyedPlan, schema: T.StructType) -> tuple[list[str], ChunkFormat]:
+    def _formats(
+        source: DataFrame, group_cols: list[str], plan: KeyedPlan, schema: T.StructType
+    ) -> tuple[list[str], ChunkFormat]:
         """The chunk columns (every source column but the keys) and what the processor reads
         and writes of them: timestamps and dates travel as integers, and only what user code
         sees is turned back (arguments); ORDER BY and pass-through columns stay integers."""
         values = [c for c in source.columns if c not in group_cols]
         n_keys = len(plan.key_columns) if plan.keyed else 0
         seen = set(plan.arg_columns)
-        kinds = [k if c in seen else None for c, k in zip(values, column_kinds([source.schema[c].dataType for c in values]))]
+        kinds = [
+            k if c in seen else None for c, k in zip(values, column_kinds([source.schema[c].dataType for c in values]))
+        ]
         out_fields = schema.fields[n_keys:]
         n_returns = len(out_fields) - len(plan.passthrough)
         out_kinds = column_kinds([f.dataType for f in out_fields])
@@ -114,8 +120,14 @@ class TransformWithStateEngine(Engine):
         return values, ChunkFormat(values, kinds, out_kinds)
 
     def _pandas(
-        self, source: DataFrame, group_cols: list[str], plan: KeyedPlan, shipped: KeyedPlan, schema: T.StructType,
-        time_mode: str, event_time: str | None,
+        self,
+        source: DataFrame,
+        group_cols: list[str],
+        plan: KeyedPlan,
+        shipped: KeyedPlan,
+        schema: T.StructType,
+        time_mode: str,
+        event_time: str | None,
     ) -> DataFrame:
         """Spark 4.0: transformWithStateInPandas, always chunked (pandas_processor.py). With an
         event time, a chunk per row and the event-time column beside it, watermarked after the
@@ -135,16 +147,26 @@ class TransformWithStateEngine(Engine):
             init_schema = chunk_schema([init_df.schema[c] for c in group_cols], CHUNK_COLUMN)
             kinds = column_kinds([init_df.schema[c].dataType for c in init_values])
             initial_fmt = ChunkFormat(init_values, kinds, [])
-            initial = init_df.mapInArrow(ChunkPacker(group_cols, init_values, init_schema), init_schema).groupBy(*group_cols)
+            initial = init_df.mapInArrow(ChunkPacker(group_cols, init_values, init_schema), init_schema).groupBy(
+                *group_cols
+            )
         n_keys = len(plan.key_columns) if plan.keyed else 0
         returned = chunk_schema(list(schema.fields[:n_keys]), ROWS_COLUMN)
         proc = PandasKeyedStatefulProcessor(shipped, time_mode, [f.name for f in returned.fields], fmt, initial_fmt)
-        out = chunks.groupBy(*group_cols).transformWithStateInPandas(proc, returned, plan.output_mode, time_mode, initial)
+        out = chunks.groupBy(*group_cols).transformWithStateInPandas(
+            proc, returned, plan.output_mode, time_mode, initial
+        )
         return out.mapInArrow(ChunkUnpacker(n_keys, schema), schema)
 
     @staticmethod
     def _chunked(
-        source: DataFrame, group_cols: list[str], plan: KeyedPlan, shipped: KeyedPlan, schema: T.StructType, time_mode: str, initial: Any,
+        source: DataFrame,
+        group_cols: list[str],
+        plan: KeyedPlan,
+        shipped: KeyedPlan,
+        schema: T.StructType,
+        time_mode: str,
+        initial: Any,
     ) -> DataFrame:
         """The chunked transport (chunks.py): a key's rows of a partition go through the operator
         as one row, and its output comes back as one. Not for a stream with an event time: Spark's

@@ -41,15 +41,21 @@ def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
     found = features(spark)
     if not found.has(Feature.STATE_READER):
         if not CheckpointFS(spark).exists(join(checkpoint, "commits")):
-            raise CheckpointError(f"checkpoint {checkpoint!r} holds no stateful operator {op_index} (nothing committed yet?)")
-        found.require(Feature.STATE_READER, f"reading the state of checkpoint {checkpoint!r} (Spark's transformWithState)")
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r} holds no stateful operator {op_index} (nothing committed yet?)"
+            )
+        found.require(
+            Feature.STATE_READER, f"reading the state of checkpoint {checkpoint!r} (Spark's transformWithState)"
+        )
     try:
         md = spark.read.format("state-metadata").load(checkpoint).collect()
     except Exception as exc:  # noqa: BLE001 - Spark's message is kept, wrapped in ours
         raise CheckpointError(f"checkpoint {checkpoint!r} has no readable state: {str(exc).splitlines()[0]}") from None
     rows = [r for r in md if r.operatorId == op_index]
     if not rows:
-        raise CheckpointError(f"checkpoint {checkpoint!r} holds no stateful operator {op_index} (nothing committed yet?)")
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r} holds no stateful operator {op_index} (nothing committed yet?)"
+        )
     return rows[0]
 
 
@@ -58,18 +64,27 @@ class TwsLayout(StateLayout):
         info = _operator_info(spark, checkpoint, op_index)
         return info.minBatchId, info.maxBatchId
 
-    def read(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None) -> DataFrame:
+    def read(
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None
+    ) -> DataFrame:
         info = _operator_info(spark, checkpoint, op_index)
         batch = info.maxBatchId if batch_id is None else int(batch_id)
         if not info.minBatchId <= batch <= info.maxBatchId:
-            raise CheckpointError(f"checkpoint {checkpoint!r} keeps batches {info.minBatchId}..{info.maxBatchId}; batch {batch} is not among them")
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r} keeps batches {info.minBatchId}..{info.maxBatchId}; batch {batch} is not among them"
+            )
         props = json.loads(info.operatorProperties)
         variables = [v["stateName"] for v in props.get("stateVariables", [])]
         kinds = {v["stateName"]: v["stateVariableType"] for v in props.get("stateVariables", [])}
         key_names = op["keys"] if op else None
 
         def load(var: str, flatten: bool = True) -> DataFrame:
-            reader = spark.read.format("statestore").option("operatorId", op_index).option("stateVarName", var).option("batchId", batch)
+            reader = (
+                spark.read.format("statestore")
+                .option("operatorId", op_index)
+                .option("stateVarName", var)
+                .option("batchId", batch)
+            )
             if not flatten:
                 reader = reader.option("flattenCollectionTypes", "false")
             return reader.load(checkpoint)
@@ -106,9 +121,9 @@ class TwsLayout(StateLayout):
         key_fields = out.schema["key"].dataType.fields
         if key_names is None:
             key_names = [f.name for f in key_fields]
-        key_cols: list[Any] = [] if op and not op["keys"] else [
-            F.col("key")[f.name].alias(n) for f, n in zip(key_fields, key_names)
-        ]
+        key_cols: list[Any] = (
+            [] if op and not op["keys"] else [F.col("key")[f.name].alias(n) for f, n in zip(key_fields, key_names)]
+        )
         rest = [c for c in out.columns if c != "key"]
         return out.select(*key_cols, *rest, F.lit(batch).cast("long").alias("batch_id"))
 

@@ -56,7 +56,9 @@ def value_normalizer(t: Any) -> Any:
         return lambda v: None if v is None else {k(a): val(b) for a, b in (v.items() if isinstance(v, dict) else v)}
     if isinstance(t, T.StructType):
         fields = [(f.name, value_normalizer(f.dataType)) for f in t.fields]
-        return lambda v: None if v is None else tuple(fn(v[n] if isinstance(v, dict) else v[i]) for i, (n, fn) in enumerate(fields))
+        return lambda v: (
+            None if v is None else tuple(fn(v[n] if isinstance(v, dict) else v[i]) for i, (n, fn) in enumerate(fields))
+        )
     return lambda v: None if _missing(v) else (v.item() if type(v).__module__ == "numpy" else v)
 
 
@@ -97,7 +99,9 @@ def _plain(v: Any) -> Any:
 class PandasKeyedStatefulProcessor(KeyedStatefulProcessor):
     variable_class = _PandasSparkVariable
 
-    def __init__(self, plan: KeyedPlan, time_mode: str, out_names: list[str], chunks: ChunkFormat, initial: ChunkFormat | None):
+    def __init__(
+        self, plan: KeyedPlan, time_mode: str, out_names: list[str], chunks: ChunkFormat, initial: ChunkFormat | None
+    ):
         super().__init__(plan, time_mode, out_names, [], [], chunks=chunks)
         self.initial = initial  # the initial-state chunks' columns (every column but the keys)
 

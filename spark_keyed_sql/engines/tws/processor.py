@@ -160,7 +160,12 @@ class KeyedStatefulProcessor(StatefulProcessor):
     variable_class: type[_SparkVariable] = _SparkVariable
 
     def __init__(
-        self, plan: KeyedPlan, time_mode: str, out_names: list[str], ts_columns: list[str], aware: list[str],
+        self,
+        plan: KeyedPlan,
+        time_mode: str,
+        out_names: list[str],
+        ts_columns: list[str],
+        aware: list[str],
         chunks: ChunkFormat | None = None,
     ):
         self.plan = plan
@@ -227,7 +232,13 @@ class KeyedStatefulProcessor(StatefulProcessor):
         k = user_key(key, plan.keyed)
         p, w = self._times(timerValues)
         out = self.runner.process_key(
-            k, rows, self.binding, p, w, event_map=list(zip(plan.event_names, plan.arg_columns)), passthrough=plan.passthrough
+            k,
+            rows,
+            self.binding,
+            p,
+            w,
+            event_map=list(zip(plan.event_names, plan.arg_columns)),
+            passthrough=plan.passthrough,
         )
         return self._emit(key, out)
 
