@@ -55,8 +55,14 @@ def _child(repeat: int, data: str) -> dict:
     ks.register("bench_counter", Counter, returns="n bigint, total double")
     ks.register("bench_aggregate", Aggregate, returns="n bigint, total double")
     engines = [e.name for e in available(features(spark))]
-    w1 = "SELECT user_id, ts, n, total FROM bench_events GROUP BY KEY user_id WITH STATE bench_counter(value) ORDER BY ts OPTIONS (engine = '{e}')"
-    w2 = "SELECT user_id, n, total FROM bench_events GROUP BY KEY user_id WITH STATE bench_aggregate(value) OPTIONS (engine = '{e}')"
+    w1 = (
+        "SELECT user_id, ts, n, total FROM bench_events GROUP BY KEY user_id WITH STATE bench_counter(value) "
+        "ORDER BY ts OPTIONS (engine = '{e}')"
+    )
+    w2 = (
+        "SELECT user_id, n, total FROM bench_events GROUP BY KEY user_id WITH STATE bench_aggregate(value) "
+        "OPTIONS (engine = '{e}')"
+    )
     paths = {
         "W1": {
             "native Spark SQL (window)": lambda: spark.sql(

@@ -277,8 +277,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.output:
             summary = ks.run(statement, checkpoint=args.checkpoint, output=args.output, progress=_progress)
             print(
-                f"done: {summary['batches']} batch(es), {summary['input_rows']} rows in, {summary['output_rows']} rows out, "
-                f"{summary['keys_touched']} keys touched, {summary['late_rows']} late rows dropped"
+                f"done: {summary['batches']} batch(es), {summary['input_rows']} rows in, {summary['output_rows']} rows "
+                f"out, {summary['keys_touched']} keys touched, {summary['late_rows']} late rows dropped"
             )
         else:
             _print_table(ks.sql(statement), args.limit)
@@ -338,7 +338,8 @@ def cmd_state_unlock(args: argparse.Namespace) -> int:
             else "?"
         )
         print(
-            f"removed the lock of process {holder.get('pid')} on {holder.get('host')} (last heartbeat {when}) from {args.checkpoint}"
+            f"removed the lock of process {holder.get('pid')} on {holder.get('host')} (last heartbeat {when}) from "
+            f"{args.checkpoint}"
         )
     return 0
 

@@ -211,9 +211,9 @@ class KeyedSQL:
                 from .sql.errors import KeyedQueryError
 
                 raise KeyedQueryError(
-                    f"OPTIONS (checkpoint = ...) of WITH STATE {step.function}: ks.sql evaluates the query once and keeps "
-                    "no checkpoint; run it with ks.run(sql, output=...) (a batch source, processed incrementally) or "
-                    "ks.start(sql, sink=...) (a stream), or the CLI's run with --output"
+                    f"OPTIONS (checkpoint = ...) of WITH STATE {step.function}: ks.sql evaluates the query once and "
+                    "keeps no checkpoint; run it with ks.run(sql, output=...) (a batch source, processed "
+                    "incrementally) or ks.start(sql, sink=...) (a stream), or the CLI's run with --output"
                 )
         from pyspark.errors import AnalysisException, ParseException
 
@@ -298,8 +298,8 @@ class KeyedSQL:
         if is_connect(self.spark) and not target_engine.capabilities.streams_on_connect:
             raise MigrationError(
                 f"migrate_state({src_checkpoint!r} -> {dst_checkpoint!r}): not supported on Spark Connect; it writes a "
-                f"checkpoint of engine '{target_engine.name}', and {target_engine.connect_note}. Migrate from a classic "
-                "SparkSession"
+                f"checkpoint of engine '{target_engine.name}', and {target_engine.connect_note}. Migrate from a "
+                "classic SparkSession"
             )
         meta = read_metadata(src_checkpoint, self.spark)
         source_fn = function or (meta["operators"][0]["function"] if meta and meta["operators"] else None)

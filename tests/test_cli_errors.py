@@ -35,7 +35,9 @@ def test_missing_csv_is_one_line_naming_the_path(spark, tmp_path, capsys):
     missing = tmp_path / "nope.csv"
     sql = tmp_path / "q.sql"
     sql.write_text(
-        f"-- a view over a file that is not there\nCREATE OR REPLACE TEMP VIEW ev AS SELECT * FROM csv.`{missing}`;\nSELECT * FROM ev\n"
+        "-- a view over a file that is not there\n"
+        f"CREATE OR REPLACE TEMP VIEW ev AS SELECT * FROM csv.`{missing}`;\n"
+        "SELECT * FROM ev\n"
     )
     rc, out, err = _run(capsys, "run", str(sql))
     assert rc == 2 and out == ""

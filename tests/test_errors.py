@@ -343,7 +343,10 @@ def test_processor_wrong_output_type_names_function_key_and_column(spark, ks, ba
     ks.register("frame_wrong", FrameWrongType)
     with pytest.raises(
         OutputSchemaError,
-        match=r"function 'frame_wrong' \(key '(u1|u7|u2)', 1 row\(s\), first .*column 'total': expected DOUBLE, got str",
+        match=(
+            r"function 'frame_wrong' \(key '(u1|u7|u2)', 1 row\(s\), first "
+            r".*column 'total': expected DOUBLE, got str"
+        ),
     ):
         ks.sql("SELECT * FROM bad_events GROUP BY KEY user_id WITH STATE frame_wrong(value)").collect()
 

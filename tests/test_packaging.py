@@ -106,7 +106,8 @@ def test_wheel_installs_alone_and_runs_demo_and_cli(tmp_path):
     sql = work / "count.sql"
     data = next((env_dir / "lib").glob("python3*/site-packages/spark_keyed_sql/data/events.csv"))
     sql.write_text(
-        "-- udf: session_counter = spark_keyed_sql.demo:UserSessionFunction returns session_count bigint, total_value double\n"
+        "-- udf: session_counter = spark_keyed_sql.demo:UserSessionFunction "
+        "returns session_count bigint, total_value double\n"
         f"CREATE TEMPORARY VIEW events USING csv OPTIONS (path '{data}', header 'true', inferSchema 'true');\n"
         "SELECT user_id, s.session_count, s.total_value FROM events\n"
         "GROUP BY KEY user_id WITH STATE session_counter(value) AS s ORDER BY ts\n"

@@ -96,7 +96,8 @@ def run_pair(spark: str, python: str) -> dict:
 
 def write_table(results: list[dict]) -> None:
     lines = [
-        "| Spark | Python | passed | failed | skipped (not on this Spark, or by marker) | PySpark, pandas, pyarrow, numpy | run |",
+        "| Spark | Python | passed | failed | skipped (not on this Spark, or by marker) "
+        "| PySpark, pandas, pyarrow, numpy | run |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in sorted(

@@ -329,7 +329,8 @@ def python_type_to_sql(annotation: Any, where: str = "") -> SqlType:
         if len(non_none) == 1:
             return python_type_to_sql(non_none[0], where)
     raise SchemaError(
-        f"{where}: annotation {annotation!r} has no Spark SQL type; use int, float, str, bool, datetime, list[T], dict[K, V] or a DDL string"
+        f"{where}: annotation {annotation!r} has no Spark SQL type; use int, float, str, bool, datetime, list[T], "
+        "dict[K, V] or a DDL string"
     )
 
 

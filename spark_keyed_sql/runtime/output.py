@@ -213,7 +213,8 @@ def _row(value: Any, schema: StructType | None, where: Where) -> Any:
         return from_tuple(value)
     except StateTypeError as exc:
         raise OutputSchemaError(
-            f"{resolve_where(where)} returned {short_repr(value)} that does not match returns ({schema.field_ddl()}): {exc}"
+            f"{resolve_where(where)} returned {short_repr(value)} that does not match returns ({schema.field_ddl()}): "
+            f"{exc}"
         ) from None
 
 

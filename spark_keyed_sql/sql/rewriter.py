@@ -292,7 +292,8 @@ class _Planner:
             if table == alias:
                 if n not in ret_lower:
                     raise KeyedQueryError(
-                        f"'{col.sql(dialect='spark')}': {fname} has no output column '{col.name}' (returns: {', '.join(call.returns)})"
+                        f"'{col.sql(dialect='spark')}': {fname} has no output column '{col.name}' (returns: "
+                        f"{', '.join(call.returns)})"
                     )
                 return
             if table is not None and table not in source.aliases:
@@ -311,8 +312,8 @@ class _Planner:
                     passthrough.append(lower[n])
                 return
             raise KeyedQueryError(
-                f"column '{col.sql(dialect='spark')}' is neither a key ({', '.join(call.key_names) or 'none'}), an output of "
-                f"{fname} ({', '.join(call.returns)}) nor a source column"
+                f"column '{col.sql(dialect='spark')}' is neither a key ({', '.join(call.key_names) or 'none'}), an "
+                f"output of {fname} ({', '.join(call.returns)}) nor a source column"
             )
 
         expressions = []
@@ -354,7 +355,8 @@ class _Planner:
         streaming = source.df.isStreaming
         if streaming and sel.args.get("limit") is not None:
             raise KeyedQueryError(
-                f"LIMIT after {call.where} is batch-only; the source is streaming (limit the result in the sink, or use a batch source)"
+                f"LIMIT after {call.where} is batch-only; the source is streaming (limit the result in the sink, or "
+                "use a batch source)"
             )
         found = features(self.spark)
         try:
@@ -371,7 +373,8 @@ class _Planner:
             able = " or ".join(f"'{e.name}'" for e in ENGINES.values() if e.capabilities.ordered_stream_output)
             raise KeyedQueryError(
                 f"ORDER BY after {call.where} over a streaming source needs an engine that runs per micro-batch "
-                f"(engine {able} under ks.start / ks.run orders each batch's output); engine '{engine.name}' here cannot"
+                f"(engine {able} under ks.start / ks.run orders each batch's output); engine '{engine.name}' here "
+                "cannot"
             )
         return engine
 

@@ -23,7 +23,8 @@ def plain_sql_guide(name: str) -> type:
     views the rewriter makes, not functions Spark's own ``spark.sql`` can call."""
     message = (
         f"{name}('<checkpoint>', ...) is read through KeyedSQL, not plain spark.sql: run this statement with "
-        f"ks.sql(...) (ks = KeyedSQL(spark)), or call ks.{'read_state' if name == 'keyed_state' else 'read_state_changes'}(checkpoint)"
+        "ks.sql(...) (ks = KeyedSQL(spark)), or call "
+        f"ks.{'read_state' if name == 'keyed_state' else 'read_state_changes'}(checkpoint)"
     )
 
     class PlainSqlGuide:

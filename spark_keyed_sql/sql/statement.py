@@ -74,8 +74,8 @@ def bind(step: KeyedStep, mode: RunMode) -> None:
         if mode is not RunMode.STREAM:
             others = [e.name for e in ENGINES.values() if e.capabilities.streams_as_dataframe]
             raise KeyedQueryError(
-                f"WITH STATE {step.function}: engine '{engine.name}' runs a streaming source per micro-batch, so it has "
-                f"no streaming DataFrame to return; run the statement with ks.start / ks.run, or use engine "
+                f"WITH STATE {step.function}: engine '{engine.name}' runs a streaming source per micro-batch, so it "
+                "has no streaming DataFrame to return; run the statement with ks.start / ks.run, or use engine "
                 f"{' or '.join(repr(o) for o in others)}"
             )
         out = step.source.sparkSession.createDataFrame([], output_schema(step.source.schema, step.plan))

@@ -134,9 +134,9 @@ class CommitRecord:
             raise _damaged(where, "not a JSON object")
         if d.get("format") != COMMIT_FORMAT:
             raise CheckpointError(
-                f"commit file {where} has format {d.get('format')!r}; this spark-keyed-sql reads format {COMMIT_FORMAT} "
-                "(a checkpoint written by another release of it). Run the query on a new checkpoint, or bootstrap one "
-                "from a saved read_state table with INITIAL STATE FROM"
+                f"commit file {where} has format {d.get('format')!r}; this spark-keyed-sql reads format "
+                f"{COMMIT_FORMAT} (a checkpoint written by another release of it). Run the query on a new checkpoint, "
+                "or bootstrap one from a saved read_state table with INITIAL STATE FROM"
             )
         try:
             metrics = BatchMetrics(**{f.name: d[f.name] for f in fields(BatchMetrics) if f.name in d})

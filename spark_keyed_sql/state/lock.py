@@ -115,9 +115,9 @@ class CheckpointLock:
             )
             return
         raise CheckpointError(
-            f"lease file {self.path} is not a lease (damaged, or being written, {age_s:.0f} s ago); if no query runs on "
-            f"checkpoint {self.checkpoint!r}, remove it with ks.unlock({self.checkpoint!r}) or spark-keyed-sql state unlock "
-            f"{self.checkpoint}; it is taken over by itself once it is {self.TIMEOUT_S:.0f} s old"
+            f"lease file {self.path} is not a lease (damaged, or being written, {age_s:.0f} s ago); if no query runs "
+            f"on checkpoint {self.checkpoint!r}, remove it with ks.unlock({self.checkpoint!r}) or spark-keyed-sql "
+            f"state unlock {self.checkpoint}; it is taken over by itself once it is {self.TIMEOUT_S:.0f} s old"
         )
 
     def _stale(self, holder: dict) -> bool:

@@ -56,7 +56,8 @@ def state_changes(
     hi = max_batch if to_batch is None else int(to_batch)
     if lo < -1 or hi > max_batch or lo >= hi:
         raise CheckpointError(
-            f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps {min_batch}..{max_batch}"
+            f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps "
+            f"{min_batch}..{max_batch}"
         )
     state_cols = [c for c in latest.columns if c != "batch_id"]
     keys, variables = state_cols[:n_keys], state_cols[n_keys:]

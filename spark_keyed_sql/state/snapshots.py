@@ -126,7 +126,8 @@ class SnapshotStore:
                 return c
         kept = [c.version for c in cs]
         raise CheckpointError(
-            f"checkpoint {self.checkpoint!r} keeps state versions {kept[0]}..{kept[-1]}; version {version} is not among them"
+            f"checkpoint {self.checkpoint!r} keeps state versions {kept[0]}..{kept[-1]}; version {version} is not "
+            "among them"
             if kept
             else f"checkpoint {self.checkpoint!r} has no committed state yet"
         )
@@ -183,8 +184,8 @@ class SnapshotStore:
             d = self.path(rel)
             if not self.fs.is_dir(d):
                 raise CheckpointError(
-                    f"checkpoint {self.checkpoint!r}: state of committed version {version} is missing ({d}); the checkpoint "
-                    "is damaged. Restore it, or migrate from a version it still holds"
+                    f"checkpoint {self.checkpoint!r}: state of committed version {version} is missing ({d}); the "
+                    "checkpoint is damaged. Restore it, or migrate from a version it still holds"
                 )
             for path in self._parquet_files(d):
                 name = path.rsplit("/", 1)[-1]

@@ -89,7 +89,8 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
 from_stream_failure = from_spark_failure
 
 _MISMATCH = re.compile(
-    r"PYTHON_VERSION_MISMATCH\].*?worker has different version:? (?P<worker>[\d.]+) than that in driver:? (?P<driver>[\d.]+)"
+    r"PYTHON_VERSION_MISMATCH\].*?worker has different version:? (?P<worker>[\d.]+) than that in driver:? "
+    r"(?P<driver>[\d.]+)"
 )
 
 
@@ -101,8 +102,8 @@ def _worker_python(exc: BaseException, worker: str, driver: str) -> BaseExceptio
         f"Spark's Python workers run Python {worker} and this driver runs Python {driver} ({sys.executable}); PySpark "
         f"needs the same minor version on both. Set PYSPARK_PYTHON={sys.executable} before the SparkSession starts (or "
         "import spark_keyed_sql before creating it, which does so when PYSPARK_PYTHON is unset); on a cluster, point "
-        f"PYSPARK_PYTHON or spark.pyspark.python at the executors' Python {driver}. DataFrames made before the change keep "
-        "the old interpreter: make them again"
+        f"PYSPARK_PYTHON or spark.pyspark.python at the executors' Python {driver}. DataFrames made before the change "
+        "keep the old interpreter: make them again"
     )
     err.spark_error = exc  # type: ignore[attr-defined]
     return err

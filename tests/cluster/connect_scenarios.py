@@ -39,7 +39,10 @@ def main(url: str, data: str) -> None:
     atexit.register(shutil.rmtree, work, True)  # removed when this child exits
     src, cp, sink = f"{work}/src", f"{work}/cp", f"{work}/out"
     os.makedirs(src)
-    run_sql = f"SELECT user_id, seq, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running(value) ORDER BY seq"
+    run_sql = (
+        f"SELECT user_id, seq, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running(value) "
+        "ORDER BY seq"
+    )
     for part in ("a", "b"):
         for f in sorted(os.listdir(f"{data}/{part}")):
             os.link(f"{data}/{part}/{f}", f"{src}/{part}-{f}")

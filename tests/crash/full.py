@@ -54,7 +54,8 @@ def main() -> None:
     lines = [
         f"Full run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (`make crash`):",
         "",
-        "| engine | query | kills per point | restarts | rows expected | rows out | lost | duplicated | keys with wrong state |",
+        "| engine | query | kills per point | restarts | rows expected | rows out | lost | duplicated "
+        "| keys with wrong state |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     runs = [(e, "run", p, RANDOM[e], 24) for e, p in PLANS.items()] + [

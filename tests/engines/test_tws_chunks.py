@@ -165,7 +165,8 @@ def test_order_and_pass_through_columns_that_user_code_never_sees(ks, spread_eve
     as they went in."""
     ks.register("count_amount", Count, returns="n bigint, amount bigint")
     got = ks.sql(
-        "SELECT key, ts, day, c.* FROM chunk_events GROUP BY KEY key WITH STATE count_amount(amount) AS c ORDER BY ts DESC"
+        "SELECT key, ts, day, c.* FROM chunk_events GROUP BY KEY key WITH STATE count_amount(amount) AS c "
+        "ORDER BY ts DESC"
     ).collect()
     by_key = {}
     for key, _seq, ts, day, amount in spread_events:

@@ -123,8 +123,8 @@ def test_batch_sql_fires_due_timers_at_end_of_input(spark, ks):
     got = sorted(
         tuple(r)
         for r in ks.sql(
-            "SELECT user_id, s.* FROM batch_sessions_sql GROUP BY KEY user_id WITH STATE sessions_b(ts) AS s ORDER BY ts "
-            "EVENT TIME ts WATERMARK '5 minutes'"
+            "SELECT user_id, s.* FROM batch_sessions_sql GROUP BY KEY user_id WITH STATE sessions_b(ts) AS s "
+            "ORDER BY ts EVENT TIME ts WATERMARK '5 minutes'"
         ).collect()
     )
     m = lambda x: T0 + dt.timedelta(minutes=x)  # noqa: E731
@@ -217,8 +217,8 @@ def test_timers_after_events_see_the_stored_state_stream(spark, ks, tmp_path):
     ks.register("timer_sees_s", TimerSeesStoredState, returns="n bigint, last timestamp, amount_type string")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     sql = (
-        f"SELECT user_id, s.* FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE timer_sees_s(ts, merchant, amount) AS s "
-        "ORDER BY ts EVENT TIME ts WATERMARK '5 minutes'"
+        f"SELECT user_id, s.* FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE timer_sees_s(ts, merchant, amount) "
+        "AS s ORDER BY ts EVENT TIME ts WATERMARK '5 minutes'"
     )
     first = [{**ev("zz", 600), "merchant": "m", "amount": 1.0}]  # moves the watermark to 9h55 past T0
     write_parquet(spark, first, src)

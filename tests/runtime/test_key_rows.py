@@ -155,7 +155,8 @@ def key_rows_src(spark):
 def test_rows_hold_what_pandas_from_records_holds(ks, key_rows_src, fmt):
     ks.register(f"shapes_{fmt}", CLASSES[fmt])
     out = ks.sql(
-        f"SELECT k, s.desc FROM key_rows_src GROUP BY KEY k WITH STATE shapes_{fmt}({', '.join(NAMES)}) AS s ORDER BY seq"
+        f"SELECT k, s.desc FROM key_rows_src GROUP BY KEY k WITH STATE shapes_{fmt}({', '.join(NAMES)}) AS s "
+        "ORDER BY seq"
     )
     assert dict(tuple(r) for r in out.collect()) == _oracle(key_rows_src, fmt)
 
@@ -165,7 +166,8 @@ def test_rows_hold_what_pandas_from_records_holds(ks, key_rows_src, fmt):
 def test_table_function_rows_hold_the_same(spark, ks_auto, key_rows_src, fmt):
     ks_auto.register(f"shapes_tf_{fmt}", CLASSES[fmt])
     out = spark.sql(
-        f"SELECT k, desc FROM shapes_tf_{fmt}(TABLE(SELECT k, seq, {', '.join(NAMES)} FROM key_rows_src), key => 'k', order_by => 'seq')"
+        f"SELECT k, desc FROM shapes_tf_{fmt}(TABLE(SELECT k, seq, {', '.join(NAMES)} "
+        "FROM key_rows_src), key => 'k', order_by => 'seq')"
     )
     # the table function's rows hold every column of its TABLE argument, key and order too
     assert dict(tuple(r) for r in out.collect()) == _oracle(key_rows_src, fmt, ["k", "seq", *NAMES])

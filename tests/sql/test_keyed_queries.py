@@ -187,7 +187,8 @@ def test_keyed_processor_alias_star(ks, data):
 def test_explain_keyed(ks, data):
     engine = ks.default_engine
     text = ks.explain(
-        f"SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s ORDER BY ts OPTIONS (engine = '{engine}')"
+        "SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s ORDER BY ts "
+        f"OPTIONS (engine = '{engine}')"
     )
     for part in (
         f"WITH STATE running (Running) on engine '{engine}'",

@@ -40,7 +40,8 @@ CASES = [
     (
         "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(valu)",
         KeyedQueryError,
-        "argument 1 of WITH STATE cnt refers to 'valu', which is not a column of the source (columns: user_id, value, ts)",
+        "argument 1 of WITH STATE cnt refers to 'valu', which is not a column of the source "
+        "(columns: user_id, value, ts)",
     ),
     (
         "SELECT * FROM err_events GROUP BY KEY userid WITH STATE cnt(value)",
@@ -157,7 +158,8 @@ def test_keyed_query_errors(setup, sql, error, message):
 def test_checkpoint_given_twice(setup, tmp_path):
     with pytest.raises(KeyedSQLError, match="checkpoint given twice"):
         setup.run(
-            f"SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (checkpoint = '{tmp_path}/a')",
+            "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) "
+            f"OPTIONS (checkpoint = '{tmp_path}/a')",
             checkpoint=str(tmp_path / "b"),
             output=str(tmp_path / "out"),
         )
@@ -173,7 +175,10 @@ def test_a_checkpoint_in_options_is_not_ignored_by_ks_sql(setup, tmp_path, sourc
     sql = f"SELECT * FROM {source} GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (checkpoint = '{cp}')"
     with pytest.raises(
         KeyedQueryError,
-        match=r"OPTIONS \(checkpoint = \.\.\.\) of WITH STATE cnt: ks\.sql evaluates the query once.*ks\.run.*ks\.start",
+        match=(
+            r"OPTIONS \(checkpoint = \.\.\.\) of WITH STATE cnt: "
+            r"ks\.sql evaluates the query once.*ks\.run.*ks\.start"
+        ),
     ):
         setup.sql(sql)
     assert not cp.exists()

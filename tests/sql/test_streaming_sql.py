@@ -36,7 +36,10 @@ def test_start_restart_from_checkpoint(spark, ks, tmp_path):
     files = [make_events(150, per_key=2, seed=s, start_second=10_000 * s) for s in (1, 2, 3)]
     write_parquet(spark, files[0], src)
     spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("live_events")
-    sql = "SELECT user_id, s.n, s.total FROM live_events GROUP BY KEY user_id WITH STATE running_sum(value) AS s ORDER BY ts"
+    sql = (
+        "SELECT user_id, s.n, s.total FROM live_events GROUP BY KEY user_id WITH STATE running_sum(value) AS s "
+        "ORDER BY ts"
+    )
     if not ENGINES[ks.default_engine].capabilities.streams_as_dataframe:  # it runs per micro-batch
         with pytest.raises(KeyedQueryError, match="ks.start / ks.run"):
             ks.sql(sql)
@@ -85,7 +88,10 @@ def test_run_over_a_batch_view_of_files(spark, ks, tmp_path):
     files = [make_events(60, per_key=2, seed=s, start_second=10_000 * s) for s in (7, 8)]
     write_parquet(spark, files[0], src)
     spark.read.parquet(src).createOrReplaceTempView("files_view")
-    sql = "SELECT user_id, s.n, s.total FROM files_view GROUP BY KEY user_id WITH STATE running_sum(value) AS s ORDER BY ts"
+    sql = (
+        "SELECT user_id, s.n, s.total FROM files_view GROUP BY KEY user_id WITH STATE running_sum(value) AS s "
+        "ORDER BY ts"
+    )
     if not ENGINES[ks.default_engine].capabilities.ordered_stream_output:
         with pytest.raises(KeyedQueryError, match="ORDER BY after WITH STATE running_sum over a streaming source"):
             ks.run(sql + " ORDER BY user_id", checkpoint=cp, output=out)
@@ -119,7 +125,10 @@ def test_run_into_a_table(spark, ks, tmp_path):
     files = [make_events(40, per_key=2, seed=s, start_second=10_000 * s) for s in (7, 8)]
     write_parquet(spark, files[0], src)
     spark.sql(f"DROP TABLE IF EXISTS {table}")
-    sql = f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s ORDER BY ts"
+    sql = (
+        f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s "
+        "ORDER BY ts"
+    )
     assert ks.run(sql, checkpoint=cp, output=table)["output_rows"] == 80
     write_parquet(spark, files[1], src)
     assert ks.run(sql, checkpoint=cp, output=table)["output_rows"] == 80

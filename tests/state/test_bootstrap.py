@@ -75,7 +75,10 @@ def test_read_bootstrap_continue_equals_uninterrupted(spark, ks, tmp_path):
 def test_bootstrap_onto_existing_state_is_refused(spark, ks, tmp_path):
     ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
     write_parquet(spark, make_events(10, 1, seed=43), str(tmp_path / "a"))
-    sql = f"SELECT user_id, s.count FROM parquet.`{tmp_path}/a` GROUP BY KEY user_id WITH STATE history(value, merchant) AS s"
+    sql = (
+        f"SELECT user_id, s.count FROM parquet.`{tmp_path}/a` GROUP BY KEY user_id "
+        "WITH STATE history(value, merchant) AS s"
+    )
     ks.run(sql, checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "o"))
     ks.read_state(str(tmp_path / "cp")).createOrReplaceTempView("saved_refuse")
     with pytest.raises(
@@ -126,7 +129,8 @@ def test_bootstrap_column_mismatch_is_named(spark, ks, tmp_path):
         Exception, match=r"column\(s\) \['colour'\] that are not state attributes of History \(count, seen\)"
     ):
         ks.sql(
-            "SELECT * FROM boot_src GROUP BY KEY user_id WITH STATE history(value, merchant) INITIAL STATE FROM bad_boot"
+            "SELECT * FROM boot_src GROUP BY KEY user_id WITH STATE history(value, merchant) "
+            "INITIAL STATE FROM bad_boot"
         ).collect()
 
 

@@ -40,7 +40,10 @@ def test_change_feed(spark, ks, tmp_path):
     ks.register("resettable", Resettable, returns="total double")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     a, b = make_events(40, 2, seed=61), make_events(40, 2, seed=62, start_second=70_000)
-    sql = f"SELECT user_id, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE resettable(value, merchant) AS s ORDER BY ts"
+    sql = (
+        f"SELECT user_id, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE resettable(value, merchant) "
+        "AS s ORDER BY ts"
+    )
     write_parquet(spark, a, src)
     ks.run(sql, checkpoint=cp, output=out)
     write_parquet(spark, b, src)

@@ -16,7 +16,10 @@ def test_damaged_bulk_state_is_refused(spark, ks_auto, tmp_path, damage):
     ks = ks_auto
     ks.register("dmg_count", Count, returns="n bigint")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
-    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE dmg_count(value) OPTIONS (engine = 'bulk')"
+    sql = (
+        f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE dmg_count(value) "
+        "OPTIONS (engine = 'bulk')"
+    )
     write_parquet(spark, make_events(10, 2, seed=1), src)
     ks.run(sql, checkpoint=cp, output=out)
     store = SnapshotStore(cp)
@@ -48,7 +51,10 @@ def test_damaged_tws_state_is_a_clear_error_and_changes_nothing(spark, ks_auto, 
     ks = ks_auto
     ks.register("dmg_count", Count, returns="n bigint")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
-    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE dmg_count(value) OPTIONS (engine = 'tws')"
+    sql = (
+        f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE dmg_count(value) "
+        "OPTIONS (engine = 'tws')"
+    )
     write_parquet(spark, make_events(10, 2, seed=1), src)
     ks.run(sql, checkpoint=cp, output=out)
     state_before = sorted(tuple(r) for r in ks.read_state(cp).collect())

@@ -185,8 +185,8 @@ class BulkLayout(StateLayout):
                     if layout.is_encoded(n) and state.schema[lower[n.lower()]].dataType != T.StringType():
                         raise MigrationError(
                             f"{where}: attribute '{n}' is stored as its JSON encoding (a string column); column "
-                            f"'{lower[n.lower()]}' is {state.schema[lower[n.lower()]].dataType.simpleString()}. Produce it with "
-                            "to_json or give the attribute a type annotation"
+                            f"'{lower[n.lower()]}' is {state.schema[lower[n.lower()]].dataType.simpleString()}. "
+                            "Produce it with to_json or give the attribute a type annotation"
                         )
                     cols.append(_cast_checked(state, lower[n.lower()], by_name[col], where).alias(col))
                 else:  # a new attribute: the value __init__ gives it

@@ -158,7 +158,8 @@ _FORMAT = f"1 python{sys.version_info[0]}.{sys.version_info[1]} marshal{MARSHAL_
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS state (k BLOB PRIMARY KEY, row BLOB NOT NULL, timer_at INTEGER, expire_at INTEGER) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS state (k BLOB PRIMARY KEY, row BLOB NOT NULL, timer_at INTEGER, expire_at INTEGER) \
+WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS state_timer ON state (timer_at) WHERE timer_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS state_expire ON state (expire_at) WHERE expire_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS pending (token TEXT, k BLOB, row BLOB, timer_at INTEGER, expire_at INTEGER,
@@ -240,7 +241,8 @@ class LocalStore:
                     "DELETE FROM state WHERE k IN (SELECT k FROM pending WHERE token = ? AND row IS NULL)", (expected,)
                 )
                 db.execute(
-                    "INSERT OR REPLACE INTO state SELECT k, row, timer_at, expire_at FROM pending WHERE token = ? AND row IS NOT NULL",
+                    "INSERT OR REPLACE INTO state SELECT k, row, timer_at, expire_at FROM pending WHERE token = ? AND "
+                    "row IS NOT NULL",
                     (expected,),
                 )
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('applied', ?)", (expected,))

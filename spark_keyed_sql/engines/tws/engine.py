@@ -51,8 +51,8 @@ class TransformWithStateEngine(Engine):
         if "RocksDB" not in provider:
             raise SchemaError(
                 f"engine 'tws' (transformWithState) needs the RocksDB state store: {PROVIDER_CONF} = "
-                f"org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider (the session has {provider!r}; "
-                "KeyedSQL(spark) sets it unless given configure=False)"
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider (the session has "
+                f"{provider!r}; KeyedSQL(spark) sets it unless given configure=False)"
             )
         streaming = df.isStreaming
         if not streaming:

@@ -71,7 +71,8 @@ class TwsLayout(StateLayout):
         batch = info.maxBatchId if batch_id is None else int(batch_id)
         if not info.minBatchId <= batch <= info.maxBatchId:
             raise CheckpointError(
-                f"checkpoint {checkpoint!r} keeps batches {info.minBatchId}..{info.maxBatchId}; batch {batch} is not among them"
+                f"checkpoint {checkpoint!r} keeps batches {info.minBatchId}..{info.maxBatchId}; batch {batch} is not "
+                "among them"
             )
         props = json.loads(info.operatorProperties)
         variables = [v["stateName"] for v in props.get("stateVariables", [])]
