@@ -26,6 +26,7 @@ demo: check-java $(STAMP)
 # CI: ruff, the whole suite on the reference pair, then the smoke tier on every other Spark minor
 test: check-java $(STAMP)
 	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples tools
+	$(PY) -m ruff format --check spark_keyed_sql tests bench sql_examples tools
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" $(PYTEST_ARGS)
 	$(PY) tools/smoke.py
 
@@ -59,6 +60,7 @@ test-cluster: check-java $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples tools
+	$(PY) -m ruff format --check spark_keyed_sql tests bench sql_examples tools
 
 # full benchmark (1k / 100k / 1M keys, 2M rows; about an hour on 2 cores) -> BENCHMARKS.md
 bench: check-java $(STAMP)
