@@ -174,7 +174,7 @@ class KeyedSQL:
     def _plan(self, query: str, mode: RunMode, checkpoint: str | None = None) -> tuple[KeyedStatement | None, bool]:
         """The statement's plan (None for plain Spark SQL), and whether it was EXPLAIN KEYED."""
         from .sql import ExplainKeyed, bind, mentions_keyed_syntax, parse_statement, plan_statement
-        from .sql.table_calls import expand_table_calls, mentions_table_call
+        from .sql.table_calls import expand_table_calls, mentions_table_call, source_schema
 
         def registered(name: str) -> bool:
             return name.lower() in self.functions
@@ -186,7 +186,7 @@ class KeyedSQL:
         if explain:
             tree = tree.this
         # fn(TABLE(t), key => ...) of a registered function: the keyed select it stands for
-        tree = expand_table_calls(tree, registered)
+        tree = expand_table_calls(tree, registered, source_schema(self.spark))
         default = self.default_engine
         if default == AUTO and checkpoint:
             default = engine_of(self.spark, checkpoint) or default  # continue on the engine that wrote it

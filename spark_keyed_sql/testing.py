@@ -12,9 +12,10 @@ from .api.intervals import parse_interval_ms
 from .api.state import StateKind
 from .api.types import to_user
 from .runtime.columns import parse_order_list
+from .runtime.key_rows import rows_builder
 from .runtime.output import rows_as_dicts
-from .runtime.runner import KeyedRunner
-from .runtime.spec import FunctionSpec
+from .runtime.runner import KeyedRunner, sort_rows
+from .runtime.spec import FunctionSpec, processor_inputs
 from .state.binding import KeyBinding
 from .state.memory import MemoryKeyState, memory_binding
 
@@ -32,6 +33,11 @@ class KeyedTester:
     ``initial_state`` seeds keys before the first batch, as ``INITIAL STATE FROM`` does in the
     engines (and ``initialStateRow`` in Spark's ``TwsTester``): ``{key: row}`` or ``(key, row)``
     pairs, each row a dict (or Row) of state columns without the key columns.
+
+    A function with several inputs gets each batch's rows with the input they came from:
+    ``run(rows, key=..., input="clicks")`` (``self.ctx.input`` in ``execute``; a KeyedProcessor's
+    ``process(key, <one frame per input>)``, the other inputs' frames empty). ``inputs`` names
+    them, for an unknown name to be refused; a KeyedProcessor's are its ``process`` parameters.
     """
 
     def __init__(
@@ -42,6 +48,7 @@ class KeyedTester:
         order_by: str | list[str] | None = None,
         ttl: str | None = None,
         initial_state: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None = None,
+        inputs: Iterable[str] | None = None,
         **kwargs: Any,
     ):
         name = getattr(cls, "__name__", type(cls).__name__)  # a pyspark StatefulProcessor may be an instance
@@ -50,7 +57,8 @@ class KeyedTester:
             spec = spec.with_ttl(parse_interval_ms(ttl))
         self.spec = spec
         self._order = parse_order_list(order_by)
-        self._runners: dict[bool, KeyedRunner] = {}
+        self.inputs = list(inputs) if inputs is not None else processor_inputs(spec)
+        self._runners: dict[tuple[bool, bool], KeyedRunner] = {}
         self._keys: dict[Any, MemoryKeyState] = {}
         self._processing_ms: int | None = None
         self._watermark_ms: int | None = None
@@ -58,10 +66,12 @@ class KeyedTester:
             self._seed(initial_state)
 
     # ------------------------------------------------------------------ helpers
-    def _runner(self, keyed: bool) -> KeyedRunner:
-        if keyed not in self._runners:
-            self._runners[keyed] = KeyedRunner(self.spec, self._order, keyed)
-        return self._runners[keyed]
+    def _runner(self, keyed: bool, several: bool = False) -> KeyedRunner:
+        slot = (keyed, several)
+        if slot not in self._runners:
+            names = (self.inputs or ["input"]) if several else None  # (a function learns its input names per row)
+            self._runners[slot] = KeyedRunner(self.spec, self._order, keyed, names)
+        return self._runners[slot]
 
     def _binding(self, slot: Any) -> KeyBinding:
         ks = self._keys.setdefault(slot, MemoryKeyState())
@@ -100,15 +110,52 @@ class KeyedTester:
         return rows_as_dicts(rows, self.spec.returns)
 
     # ------------------------------------------------------------------ public
-    def run(self, rows: Iterable[dict], key: Any = _UNKEYED, *, keyed: bool | None = None) -> list[Any]:
-        """Process ``rows`` as one batch of ``key`` (omit ``key`` for unkeyed use)."""
+    def run(
+        self, rows: Iterable[dict], key: Any = _UNKEYED, *, keyed: bool | None = None, input: str | None = None
+    ) -> list[Any]:
+        """Process ``rows`` as one batch of ``key`` (omit ``key`` for unkeyed use); ``input``:
+        the named input they come from, for a function with several inputs."""
         is_keyed = (key is not _UNKEYED) if keyed is None else keyed
         k = None if key is _UNKEYED else key
         rows = [dict(r) for r in rows]
         slot = (is_keyed, k)
-        out = self._runner(is_keyed).process_key(k, rows, self._binding(slot), self._processing_ms, self._watermark_ms)
+        if input is not None:
+            out = self._run_input(k, is_keyed, rows, input, slot)
+        else:
+            if self.inputs and len(self.inputs) > 1:
+                raise KeyedSQLError(
+                    f"KeyedTester({self.spec.name}): it has the inputs {', '.join(self.inputs)}; say which one the "
+                    "rows come from with run(rows, key=..., input='<name>')"
+                )
+            runner = self._runner(is_keyed)
+            out = runner.process_key(k, rows, self._binding(slot), self._processing_ms, self._watermark_ms)
         self._gc(slot)
         return self._out(out)
+
+    def _run_input(self, key: Any, keyed: bool, rows: list[dict], input: str, slot: Any) -> list[Any]:
+        if self.inputs is not None and input not in self.inputs:
+            raise KeyedSQLError(
+                f"KeyedTester({self.spec.name}): unknown input {input!r}; its inputs are {', '.join(self.inputs)}"
+            )
+        runner = self._runner(keyed, several=True)
+        rows = sort_rows(rows, self._order)
+        binding = self._binding(slot)
+        out: list[Any] = []
+        if runner.layout is not None:
+            runner.run_function(
+                key, rows, binding, self._processing_ms, self._watermark_ms, out, [], inputs=[input] * len(rows)
+            )
+            return out
+        columns = list(rows[0]) if rows else []
+        frames = {
+            name: rows_builder(runner.rows_format, columns if name == input else [])(rows if name == input else [])
+            for name in runner.inputs or [input]
+        }
+        first = rows[0] if rows else None
+        runner.run_processor(
+            key, frames, len(rows), lambda: first, binding, self._processing_ms, self._watermark_ms, out
+        )
+        return out
 
     def state(self, key: Any = _UNKEYED) -> dict:
         """The key's current state: attribute values, or typed state variables' values."""

@@ -45,7 +45,7 @@ class KeyCall:
     """The key a runner is running, re-pointed by the runtime at each key (one per runner, not
     one per key): ``self.ctx`` reads it. The runtime's side of ``self.ctx``."""
 
-    __slots__ = ("key", "keyed", "timers", "clear", "processing_ms", "watermark_ms", "cleared")
+    __slots__ = ("key", "keyed", "timers", "clear", "processing_ms", "watermark_ms", "cleared", "input")
 
     def __init__(self) -> None:
         self.key: Any = None
@@ -55,6 +55,7 @@ class KeyCall:
         self.processing_ms: int | None = None
         self.watermark_ms: int | None = None
         self.cleared = False  # clear_state() was called since the last row began
+        self.input: str | None = None  # the named input the row came from (several inputs)
 
     @property
     def active(self) -> bool:
@@ -63,7 +64,7 @@ class KeyCall:
 
     def leave(self) -> None:
         """The key is done: nothing of it is reachable through ``self.ctx`` any more."""
-        self.key, self.keyed, self.timers, self.clear = None, False, None, None
+        self.key, self.keyed, self.timers, self.clear, self.input = None, False, None, None, None
 
 
 class KeyContext:
@@ -93,6 +94,12 @@ class KeyContext:
     def get_key(self) -> Any:
         """The current key: a scalar for one key column, a tuple for several, None when unkeyed."""
         return self._call.key
+
+    @property
+    def input(self) -> str | None:
+        """The named input (table argument) the current row came from, when a function has
+        several inputs; None for one input, and in ``on_timer``."""
+        return self._call.input
 
     @property
     def is_keyed(self) -> bool:

@@ -20,7 +20,17 @@ import pyarrow.compute as pc
 
 from ..compat.codegen import generated_function
 
-__all__ = ["comparable", "concat", "event_builder", "fewer_collections", "key_runs", "naive", "pylist", "run_starts"]
+__all__ = [
+    "InputEvents",
+    "comparable",
+    "concat",
+    "event_builder",
+    "fewer_collections",
+    "key_runs",
+    "naive",
+    "pylist",
+    "run_starts",
+]
 
 
 def naive(col: Any) -> Any:
@@ -129,6 +139,27 @@ def _grouped(rb: Any, key_columns: list[str], hash_column: str | None) -> tuple[
     order = pc.sort_indices(rb, sort_keys=[(hash_column, "ascending"), *[(k, "ascending") for k in key_columns]])
     rb = rb.take(order)
     return rb, run_starts([rb.column(k) for k in key_columns], rb.num_rows)
+
+
+class InputEvents:
+    """Events of a batch of several inputs' rows: each row's dict holds only its own input's
+    columns (by the input's column names), and the row's input name goes with it."""
+
+    def __init__(self, plan: Any):
+        self.input_column = plan.input_column
+        self.inputs = plan.inputs
+        self.names = [i.name for i in plan.inputs]
+        self.builders = [event_builder(i.names) for i in plan.inputs]
+
+    def __call__(self, rb: Any) -> tuple[list[dict], list[str]]:
+        which = pylist(rb.column(self.input_column))
+        per = [b(*[pylist(rb.column(c)) for c in i.columns]) for i, b in zip(self.inputs, self.builders)]
+        names = self.names
+        # (a row of INITIAL STATE has no input: it is not an event)
+        return (
+            [per[w][r] if w is not None else {} for r, w in enumerate(which)],
+            [names[w] if w is not None else None for w in which],
+        )
 
 
 def event_builder(names: list[str]) -> Callable[..., list[dict]]:

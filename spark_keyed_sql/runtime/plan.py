@@ -8,7 +8,24 @@ from typing import Any
 from .runner import OrderSpec
 from .spec import FunctionSpec
 
-__all__ = ["KeyedPlan"]
+__all__ = ["KeyedPlan", "PlanInput"]
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """One of several named inputs: its rows are the source rows whose ``input_column`` is its
+    index; ``event_map`` gives its event dict / frame (its own column name -> source column)."""
+
+    name: str
+    event_map: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.event_map]
+
+    @property
+    def columns(self) -> list[str]:
+        return [c for _, c in self.event_map]
 
 
 @dataclass
@@ -28,6 +45,13 @@ class KeyedPlan:
     partitions: int | None = None
     # processing time's offset from the wall clock (runtime/clock.py; tests move time with it)
     clock_offset_ms: int = 0
+    # several named inputs (the table-function form): each row's input index is in input_column
+    inputs: list[PlanInput] | None = None
+    input_column: str | None = None
+
+    @property
+    def input_names(self) -> list[str] | None:
+        return [i.name for i in self.inputs] if self.inputs else None
 
     @property
     def event_names(self) -> list[str]:

@@ -18,15 +18,16 @@ from ..compat.codegen import generated_function
 
 __all__ = ["RowLoop", "row_loop"]
 
-# (events, position of the first event's input row, execute, out, src, runner, call, key)
-RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any], None]
+# (events, position of the first event's input row, execute, out, src, runner, call, key,
+# inputs: each event's input name when the function has several inputs, else None)
+RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any, Any], None]
 
 _LOOP = """\
-def loop(events, i, execute, out, src, runner, call, key):
+def loop(events, i, execute, out, src, runner, call, key, inputs=None):
     append, src_append = out.append, src.append
-    for event in events:
+    {start}for event in events:
         # a clear_state() in an earlier row is followed by this row's updates
-        call.cleared = False
+        call.cleared = False{set_input}
         try:
             result = execute(event)
         except Exception as exc:
@@ -55,26 +56,31 @@ _FAST = """\
                         continue"""
 
 
-def row_loop(schema: StructType | None) -> RowLoop:
+def row_loop(schema: StructType | None, several_inputs: bool = False) -> RowLoop:
     """The loop for functions returning ``schema`` (None: no declared returns, every result
     goes the general way). Output rows are appended to ``out`` (tuples in returns order) and,
     for each, the position of its input row to ``src``; a row whose result is not the common
     shape calls ``runner._general_row(key, event, result, i, out, src)``, a row whose user code
-    raised ``runner._row_failed(key, event, exc)`` (which raises)."""
+    raised ``runner._row_failed(key, event, exc)`` (which raises). ``several_inputs``: each
+    row's ``call.input`` is set from ``inputs`` (one name per event)."""
     checks = None
     if schema is not None and schema.fields:
         parts = [fast_check(f.type, f"v{i}") for i, f in enumerate(schema.fields)]
         if all(parts):
             checks = parts
-    return _generated(tuple(checks) if checks else None)
+    return _generated(tuple(checks) if checks else None, several_inputs)
 
 
 @lru_cache(maxsize=64)
-def _generated(checks: tuple[str, ...] | None) -> RowLoop:
+def _generated(checks: tuple[str, ...] | None, several_inputs: bool = False) -> RowLoop:
     if checks is None:
         fast = "            pass"
     else:
         unpack = ", ".join(f"v{i}" for i in range(len(checks)))
         fast = _FAST.format(width=len(checks), unpack=unpack, checks=" and ".join(checks))
     env: dict[str, Any] = dict(FAST_CHECK_NAMES)
-    return generated_function(_LOOP.format(fast=fast), "loop", env, "row loop")
+    start, set_input = ("", "")
+    if several_inputs:
+        start, set_input = "k = 0\n    ", "\n        call.input = inputs[k]\n        k += 1"
+    source = _LOOP.format(fast=fast, start=start, set_input=set_input)
+    return generated_function(source, "loop", env, "row loop")

@@ -27,7 +27,7 @@ from ..state.encoding import loads
 from .key_rows import rows_builder
 from .output import Where, normalize_output, normalizer, resolve_where, tuple_converter
 from .row_loop import row_loop
-from .spec import FunctionKind, FunctionSpec
+from .spec import FunctionKind, FunctionSpec, check_process_inputs
 
 __all__ = ["KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
 
@@ -85,6 +85,8 @@ class KeyedRunner:
     spec: FunctionSpec
     order: list[OrderSpec] = field(default_factory=list)
     keyed: bool = True
+    # the names of the function's inputs, in argument order, when it has several (None: one)
+    inputs: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.instance = self.spec.instantiate()
@@ -99,7 +101,10 @@ class KeyedRunner:
         self._from_tuple, self._width = (
             (tuple_converter(self.spec.returns), len(self.spec.returns.fields)) if self.spec.returns else (None, 0)
         )
-        self._row_loop = row_loop(self.spec.returns)  # a StatefulFunction's rows, generated per returns
+        # a StatefulFunction's rows, generated per returns (and for several inputs)
+        self._row_loop = row_loop(self.spec.returns, several_inputs=bool(self.inputs))
+        if self.inputs and self.spec.kind is FunctionKind.PROCESSOR:
+            check_process_inputs(self.spec, self.inputs)
         # a key's state may stay in the live instance between its events and its timers of the
         # same pass when storing and reloading it would change nothing (no TTL to re-check on load)
         self._may_hold = self.layout is not None and self.spec.ttl_ms is None
@@ -227,10 +232,12 @@ class KeyedRunner:
         src0: int = 0,
         *,
         hold: bool = False,
+        inputs: list[str] | None = None,
     ) -> bool:
         """A StatefulFunction over one key's events, in order: output rows (tuples in returns
         order) appended to ``out`` and, for each, the position of the event that produced it
         (``src0`` + its index) to ``src``. The hottest loop of every engine: one pass per row.
+        ``inputs``: each event's input name (a function with several inputs).
 
         ``hold``: leave the key live (its state in the instance, not stored yet) and return True;
         the caller then fires its due timers (``fire_timer(live=self.stays_live())``, ending it
@@ -239,7 +246,7 @@ class KeyedRunner:
         self._begin(key, binding, processing_ms, watermark_ms)
         held = False
         try:
-            self._row_loop(events, src0, self.instance.execute, out, src, self, self.call, key)
+            self._row_loop(events, src0, self.instance.execute, out, src, self, self.call, key, inputs)
             held = hold
             if not held:
                 self._end(key, binding)
@@ -260,6 +267,7 @@ class KeyedRunner:
         out: list,
         src: list,
         at_key: list,
+        inputs: list[str] | None = None,
     ) -> None:
         """Keys of a one-shot batch for a StatefulFunction without timers or TTL: each key from
         the state ``__init__`` makes, its rows ``events[starts[i]:ends[i]]`` in order, its state
@@ -280,7 +288,7 @@ class KeyedRunner:
                 reset(instance)
                 call.key, call.keyed = key, keyed
                 n = len(out)
-                loop(events[s:e], s, execute, out, src, self, call, key)
+                loop(events[s:e], s, execute, out, src, self, call, key, inputs[s:e] if inputs is not None else None)
                 if not live_safe(instance):  # (storing it could fail: it must fail here as anywhere)
                     self._encoded(key)
                 made = len(out) - n
@@ -334,11 +342,12 @@ class KeyedRunner:
         out: list,
     ) -> None:
         """A KeyedProcessor's ``process(key, rows)`` with ``rows`` the key's frame (or records);
-        ``first()`` gives its first event for an error message."""
+        ``first()`` gives its first event for an error message. With several inputs ``rows`` is
+        ``{input name: its rows}`` and ``process`` takes them by name."""
         self._begin(key, binding, processing_ms, watermark_ms)
         try:
             try:
-                result = self.instance.process(key, rows)
+                result = self.instance.process(key, **rows) if self.inputs else self.instance.process(key, rows)
             except Exception as exc:
                 raise UserFunctionError(self.spec.name, key, _rows_where(count, first), exc) from exc
             one = self._from_tuple
@@ -365,12 +374,18 @@ class KeyedRunner:
         *,
         event_map: list[tuple[str, str]] | None = None,
         passthrough: list[str] | None = None,
+        input_maps: list[list[tuple[str, str]]] | None = None,
+        input_column: str | None = None,
     ) -> list[Any]:
         """All of one key's rows of one batch. Returns output rows (tuples in returns order).
 
         ``event_map`` (event name, row column) builds each event from a wider row (default: the
         row is the event); ``passthrough`` row columns are appended to every output row a
-        StatefulFunction produced from that row."""
+        StatefulFunction produced from that row. Several inputs: ``row[input_column]`` is the
+        index of the row's input, ``input_maps[i]`` that input's event map; rows of one order
+        position keep the order of the inputs."""
+        if self.inputs and input_maps is not None and input_column is not None:
+            return self._process_inputs(key, rows, binding, processing_ms, watermark_ms, input_maps, input_column)
         rows = sort_rows(rows, self.order)
         events = rows if event_map is None else _event_maker(tuple(event_map))(rows)
         out: list[Any] = []
@@ -389,6 +404,36 @@ class KeyedRunner:
         self.run_processor(
             key, arg, len(events), lambda: events[0] if events else None, binding, processing_ms, watermark_ms, out
         )
+        return out
+
+    def _process_inputs(
+        self,
+        key: Any,
+        rows: list[dict],
+        binding: KeyBinding,
+        processing_ms: int | None,
+        watermark_ms: int | None,
+        input_maps: list[list[tuple[str, str]]],
+        input_column: str,
+    ) -> list[Any]:
+        """``process_key`` for a function with several inputs (``self.inputs``)."""
+        assert self.inputs is not None
+        rows = sort_rows(rows, [*self.order, OrderSpec(input_column)])
+        makers = [_event_maker(tuple(m)) for m in input_maps]
+        which = [r[input_column] for r in rows]
+        out: list[Any] = []
+        if self.layout is not None:
+            events = [makers[i]([r])[0] for i, r in zip(which, rows)]
+            self.run_function(
+                key, events, binding, processing_ms, watermark_ms, out, [], inputs=[self.inputs[i] for i in which]
+            )
+            return out
+        frames = {}
+        for i, (name, m) in enumerate(zip(self.inputs, input_maps)):
+            mine = makers[i]([r for r, w in zip(rows, which) if w == i])
+            frames[name] = rows_builder(self.rows_format, [n for n, _ in m])(mine)
+        first = rows[0] if rows else None
+        self.run_processor(key, frames, len(rows), lambda: first, binding, processing_ms, watermark_ms, out)
         return out
 
     def fire_timer(

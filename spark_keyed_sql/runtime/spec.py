@@ -151,3 +151,38 @@ def _overrides(klass: type, method: str) -> bool:
         if method in k.__dict__:
             return True
     return False
+
+
+def check_process_inputs(spec: FunctionSpec, inputs: list[str], where: str = "") -> None:
+    """A KeyedProcessor with several inputs takes each input's rows by name:
+    ``process(self, key, <one parameter per input>)``; anything else is refused, naming both."""
+    try:
+        params = list(inspect.signature(spec.cls.process).parameters.values())[2:]  # after self, key
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = [p.name for p in params if p.kind in named]
+    required = {p.name for p in params if p.kind in named and p.default is inspect.Parameter.empty}
+    if set(inputs) - set(names) or required - set(inputs):
+        raise RegistrationError(
+            f"{where or spec.name}: {spec.cls.__name__}.process(self, key, {', '.join(names)}) does not take the "
+            f"inputs {', '.join(inputs)} by name; a processor with several inputs is "
+            f"process(self, key, {', '.join(inputs)})"
+        )
+
+
+def processor_inputs(spec: FunctionSpec) -> list[str] | None:
+    """A KeyedProcessor's input names when ``process`` takes several frames by name
+    (``process(self, key, profiles, settings)``); None for one (``process(self, key, rows)``)."""
+    if spec.kind is not FunctionKind.PROCESSOR:
+        return None
+    try:
+        params = list(inspect.signature(spec.cls.process).parameters.values())[2:]
+    except (TypeError, ValueError):
+        return None
+    named = [
+        p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    return named if len(named) > 1 else None

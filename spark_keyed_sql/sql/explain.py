@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from .statement import KeyedStatement
+from .statement import KeyedStatement, KeyedStep
 
 __all__ = ["format_plan"]
+
+
+def _arguments(s: KeyedStep) -> str:
+    if s.plan.inputs:  # several named inputs: each with the columns its rows carry
+        return f"    inputs:    {'; '.join(s.arguments)}"
+    return f"    arguments: {', '.join(s.arguments) or '(none)'}"
 
 
 def format_plan(rw: KeyedStatement) -> str:
@@ -14,7 +20,7 @@ def format_plan(rw: KeyedStatement) -> str:
             f"[{i}] WITH STATE {s.function} ({s.class_name}) on engine '{s.engine.name}'"
             + (" (streaming source)" if s.streaming else " (batch source)"),
             f"    keys:      {', '.join(s.keys) or '(unkeyed: one global state)'}",
-            f"    arguments: {', '.join(s.arguments) or '(none)'}",
+            _arguments(s),
             f"    order:     {', '.join(s.order) or '(arrival order)'}",
             f"    options:   {s.options or '{}'}",
             f"    pass-through columns: {', '.join(s.passthrough) or '(none)'}",

@@ -24,14 +24,15 @@ from ..api.intervals import parse_interval_ms
 from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
 from ..runtime.clock import session_offset_ms
-from ..runtime.plan import KeyedPlan
+from ..runtime.plan import KeyedPlan, PlanInput
 from ..runtime.runner import OrderSpec
-from ..runtime.spec import FunctionKind, FunctionSpec
+from ..runtime.spec import FunctionKind, FunctionSpec, check_process_inputs
 from .errors import KeyedQueryError, spark_hint
 from .expressions import KeyedGroup
 from .parse import render
 from .sources import Sources, literal, view_name
 from .statement import KeyedStatement, KeyedStep, RunMode
+from .table_calls import INPUT_COLUMN
 
 __all__ = ["KNOWN_OPTIONS", "STREAMING_ONLY_OPTIONS", "plan_statement"]
 
@@ -422,6 +423,13 @@ class _Planner:
             partitions=call.options.get("state_partitions"),
             clock_offset_ms=session_offset_ms(self.spark),
         )
+        inputs = group.args.get("inputs")
+        if inputs:
+            internal = dict(zip(call.arg_names, args))
+            plan.inputs = [PlanInput(name, tuple((n, internal[c]) for n, c in m)) for name, m in inputs]
+            plan.input_column = internal[INPUT_COLUMN]
+            if call.spec.kind is FunctionKind.PROCESSOR:
+                check_process_inputs(call.spec, [i.name for i in plan.inputs], f"{call.where}")
         columns = [f"{_quoted(k)} AS {_quoted(n)}" for k, n in zip(keys, call.key_names)]
         columns += [_quoted(r) for r in call.returns]
         columns += [f"{_quoted(c)} AS {_quoted(p)}" for c, p in zip(through, outer.passthrough)]
@@ -430,7 +438,9 @@ class _Planner:
             function=call.fname,
             class_name=call.spec.cls.__name__,
             keys=[f"{render(k)} AS {n}" for k, n in zip(call.key_exprs, call.key_names)],
-            arguments=[f"{render(a)} AS {n}" for a, n in zip(call.arg_exprs, call.arg_names)],
+            arguments=[f"{render(a)} AS {n}" for a, n in zip(call.arg_exprs, call.arg_names)]
+            if not inputs
+            else [f"{name}: {', '.join(n for n, _ in m)}" for name, m in inputs],
             order=[render(o) for o in group.args.get("order") or []],
             options=call.options | ({"ttl": render(ttl)} if ttl is not None else {}),
             engine=engine,

@@ -31,7 +31,7 @@ from ...runtime.runner import KeyedRunner
 from ...state.commit_record import store_token
 from ...state.memory import MemoryKeyState, due_times, purge_expired
 from ...state.snapshots import KEY_PREFIX
-from ..arrow_rows import event_builder, fewer_collections, naive, pylist
+from ..arrow_rows import InputEvents, event_builder, fewer_collections, naive, pylist
 from .layout import DELETED, VERSION
 from .local_store import LocalStore, cache_root, decode, encode, token_version
 from .partitioning import PART, TASK, part_column, task_column
@@ -262,11 +262,14 @@ class _TaskContext:
 
         plan = prog.plan
         self.codec = StateRowCodec(plan.spec)
-        runner = KeyedRunner(plan.spec, [], plan.keyed)  # rows come in order (incremental_input sorts them)
+        runner = KeyedRunner(
+            plan.spec, [], plan.keyed, plan.input_names
+        )  # rows come in order (incremental_input sorts them)
         self.key_pass = KeyPass(
             plan, runner, prog.now_ms, prog.watermark_ms, prog.late_watermark_ms, end_of_input=False
         )
         self.build_events = event_builder(list(plan.event_names))
+        self.input_events = InputEvents(plan) if plan.inputs else None
         self.n_keys = len(plan.key_columns)
         self.schema = step_schema(prog.out_schema, self.codec, self.n_keys)
         self.arrow_schema = to_arrow_schema(self.schema)
@@ -286,7 +289,7 @@ class _TaskContext:
         """The key's turn; its output rows (with their pass-through values) to the job's output."""
         out: list[Any] = []
         src: list[Any] = []
-        self.key_pass.run(kv, ks, rows.events, out, src, 0, event_times=rows.times)
+        self.key_pass.run(kv, ks, rows.events, out, src, 0, event_times=rows.times, inputs=rows.inputs)
         pad, state_pad, stats_pad, through = self.pass_pad, self.state_pad, self.stats_pad, rows.through
         for o, i in zip(out, src):
             self.rows.append(
@@ -372,8 +375,12 @@ class IncrementalProgram:
                             for kv, r in zip(keys[i:j], block.select(init_cols).to_pylist()):
                                 part.initial(kv, {c[len(INIT_PREFIX) :]: v for c, v in r.items()})
                         else:
-                            args = [pylist(block.column(c)) for c in plan.arg_columns]
-                            events = ctx.build_events(*args) if args else ctx.build_events(j - i)
+                            names = None
+                            if ctx.input_events is not None:
+                                events, names = ctx.input_events(block)
+                            else:
+                                args = [pylist(block.column(c)) for c in plan.arg_columns]
+                                events = ctx.build_events(*args) if args else ctx.build_events(j - i)
                             through = (
                                 list(zip(*[pylist(block.column(c)) for c in plan.passthrough]))
                                 if plan.passthrough
@@ -390,6 +397,7 @@ class IncrementalProgram:
                                     events[k],
                                     through[k] if through is not None else (),
                                     times[k] if times is not None else None,
+                                    names[k] if names is not None else None,
                                 )
                 i = j
             if len(ctx.rows) >= 8192:
@@ -404,18 +412,24 @@ class IncrementalProgram:
 
 
 class _KeyRows:
-    """One key's events of the batch, with their pass-through values and event times."""
+    """One key's events of the batch, with their pass-through values, event times and (several
+    inputs) input names."""
 
-    __slots__ = ("events", "through", "times")
+    __slots__ = ("events", "through", "times", "inputs")
 
     def __init__(self) -> None:
         self.events: list[dict] = []
         self.through: list[tuple] = []
         self.times: list | None = None
+        self.inputs: list[str] | None = None
 
-    def add(self, event: dict, through: tuple, time: Any) -> None:
+    def add(self, event: dict, through: tuple, time: Any, input: str | None = None) -> None:
         self.events.append(event)
         self.through.append(through)
+        if input is not None:
+            if self.inputs is None:
+                self.inputs = []
+            self.inputs.append(input)
         if time is not None or self.times is not None:
             if self.times is None:
                 self.times = [None] * (len(self.events) - 1)

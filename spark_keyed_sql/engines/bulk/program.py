@@ -29,7 +29,7 @@ from ...runtime.runner import KeyedRunner, user_key
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
-from ..arrow_rows import event_builder, fewer_collections, key_runs, naive, pylist
+from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive, pylist
 from .frames import frame_slicer
 from .records import KIND, InputKind
 
@@ -61,6 +61,7 @@ class KeyPass:
         self.rows_format = runner.rows_format
         self.keyed, self.ttl_ms = plan.keyed, plan.spec.ttl_ms
         self.build_rows = rows_builder(self.rows_format, self.names)
+        self.input_rows = {i.name: rows_builder(self.rows_format, i.names) for i in plan.inputs or []}
         # one binding for the task, re-pointed at each key's state (not one made per key)
         self._store = MemoryKeyStore(MemoryKeyState())
         self._binding = KeyBinding(self._store, self._clock, self.ttl_ms)
@@ -99,10 +100,12 @@ class KeyPass:
         src0: int = 0,
         event_times: list | None = None,
         frame: Callable[[], Any] | None = None,
+        inputs: list[str] | None = None,
     ) -> None:
         """The key's events (in order; their input rows at ``src0``...), then its due timers.
         ``event_times``: the events' event-time values (a stream with EVENT TIME); ``frame()``:
-        a KeyedProcessor's ``rows`` of the events (else built from them)."""
+        a KeyedProcessor's ``rows`` of the events (else built from them); ``inputs``: each
+        event's input name (several inputs)."""
         stats, runner = self.stats, self.runner
         key = (kv[0] if len(kv) == 1 else kv) if self.keyed else None  # (user_key)
         binding = self.binding(ks)
@@ -122,6 +125,7 @@ class KeyPass:
                     if len(positions) < len(events):
                         stats["late"] += len(events) - len(positions)
                         events = [events[i] for i in positions]
+                        inputs = [inputs[i] for i in positions] if inputs is not None else None
                         frame = None
                     else:
                         positions = None
@@ -129,14 +133,21 @@ class KeyPass:
             if events:
                 if self.function:  # held live when its timers may fire next (no state round trip between)
                     if positions is None:
-                        live = runner.run_function(key, events, binding, self.now, self.wm, out, src, src0, hold=True)
+                        live = runner.run_function(
+                            key, events, binding, self.now, self.wm, out, src, src0, hold=True, inputs=inputs
+                        )
                     else:
                         at: list[int] = []
-                        live = runner.run_function(key, events, binding, self.now, self.wm, out, at, hold=True)
+                        live = runner.run_function(
+                            key, events, binding, self.now, self.wm, out, at, hold=True, inputs=inputs
+                        )
                         src.extend(src0 + positions[j] for j in at)
                 else:
                     before = len(out)
-                    rows = frame() if frame is not None else self.build_rows(events)
+                    if inputs is not None:  # one frame per input, by name
+                        rows = {n: b([e for e, i in zip(events, inputs) if i == n]) for n, b in self.input_rows.items()}
+                    else:
+                        rows = frame() if frame is not None else self.build_rows(events)
                     runner.run_processor(key, rows, len(events), lambda: events[0], binding, self.now, self.wm, out)
                     src.extend([None] * (len(out) - before))
         if ks.timers:
@@ -201,11 +212,12 @@ class BulkProgram:
         from ...compat.arrow import arrow_schema as to_arrow_schema
 
         plan = self.plan
-        runner = KeyedRunner(plan.spec, [], plan.keyed)  # rows come in order: no sort here
+        runner = KeyedRunner(plan.spec, [], plan.keyed, plan.input_names)  # rows come in order: no sort here
         key_pass = KeyPass(plan, runner, self.now_ms, None, None, end_of_input=True)
         arrow_schema = to_arrow_schema(self.out_schema)
         keys = plan.key_columns
         build_events = event_builder(list(plan.event_names))
+        input_events = InputEvents(plan) if plan.inputs else None
         crashed_here = False
         fresh = MemoryKeyState()
         spec = plan.spec
@@ -218,12 +230,16 @@ class BulkProgram:
             init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)] if self.has_initial else []
             args = [pylist(rb.column(c)) for c in plan.arg_columns]
             slicer = cut = None
-            if not key_pass.function and key_pass.rows_format != "records":
+            inputs = None
+            if input_events is not None:
+                events, inputs = input_events(rb)
+            elif not key_pass.function and key_pass.rows_format != "records":
                 slicer = frame_slicer(list(plan.event_names), [rb.column(c) for c in plan.arg_columns], n)
                 if slicer is not None:
                     cut = slicer.frame if key_pass.rows_format == "pandas" else slicer.column_rows
             # a processor fed frames reads no event dicts (only the first, for an error message)
-            events = None if slicer is not None else build_events(*args) if args else build_events(n)
+            if input_events is None:
+                events = None if slicer is not None else build_events(*args) if args else build_events(n)
 
             def first_event(i: int, args: list = args) -> dict:
                 return build_events(*[a[i : i + 1] for a in args])[0] if args else {}
@@ -247,6 +263,7 @@ class BulkProgram:
                     out,
                     src,
                     at_key,
+                    inputs,
                 )
                 key_values = []
             for s0, e, kv in zip(starts.tolist(), ends, key_values):
@@ -262,7 +279,7 @@ class BulkProgram:
                         kv, ks, cut(s, e) if e > s else None, e - s, lambda s=s: first_event(s), out, src
                     )
                 else:
-                    key_pass.run(kv, ks, events[s:e], out, src, s)  # type: ignore[index]
+                    key_pass.run(kv, ks, events[s:e], out, src, s, inputs=inputs[s:e] if inputs is not None else None)  # type: ignore[index]
                 made = len(out) - before
                 if made == 1:
                     at_key.append(s0)

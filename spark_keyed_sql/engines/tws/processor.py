@@ -182,7 +182,7 @@ class KeyedStatefulProcessor(StatefulProcessor):
         self.chunks = chunks
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed)
+        self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed, self.plan.input_names)
         self.attr_var = None
         self._batch_now: int | None = None
         if self.runner.layout is not None:
@@ -239,6 +239,8 @@ class KeyedStatefulProcessor(StatefulProcessor):
             w,
             event_map=list(zip(plan.event_names, plan.arg_columns)),
             passthrough=plan.passthrough,
+            input_maps=[list(i.event_map) for i in plan.inputs] if plan.inputs else None,
+            input_column=plan.input_column,
         )
         return self._emit(key, out)
 

@@ -1,0 +1,70 @@
+"""A function with several inputs in KeyedTester: ``self.ctx.input`` names each row's input, a
+KeyedProcessor gets one frame per input by name (the others empty), state is shared by the key
+across inputs; unknown inputs and a processor whose parameters do not match are refused."""
+import pytest
+
+from spark_keyed_sql import KeyedProcessor, KeyedSQLError, KeyedTester, RegistrationError, StatefulFunction, ValueState
+
+
+class AdClickJoin(StatefulFunction):
+    """Samza's stream-stream join: a click is matched to its impression (either may come first)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.impression = None
+        self.clicks = []
+
+    def execute(self, event):
+        if self.ctx.input == "impressions":
+            self.impression = event["campaign"]
+            out, self.clicks = [(self.ctx.get_key(), self.impression, c) for c in self.clicks], []
+            return out or None
+        if self.impression is None:
+            self.clicks.append(event["pos"])
+            return None
+        return [(self.ctx.get_key(), self.impression, event["pos"])]
+
+
+class ProfileSettings(KeyedProcessor):
+    returns = "profiles bigint, settings bigint, total bigint"
+    seen = ValueState("bigint", default=0)
+
+    def process(self, key, profiles, settings):
+        self.seen.update(self.seen.get() + len(profiles) + len(settings))
+        yield (len(profiles), len(settings), self.seen.get())
+
+
+def test_ctx_input_names_each_rows_input_and_state_is_shared():
+    t = KeyedTester(AdClickJoin, returns="imp string, campaign string, pos bigint")
+    assert t.run([{"pos": 1}], key="i1", input="clicks") == []  # a click before its impression waits
+    assert t.run([{"campaign": "c9"}], key="i1", input="impressions") == [{"imp": "i1", "campaign": "c9", "pos": 1}]
+    assert t.run([{"pos": 2}], key="i1", input="clicks") == [{"imp": "i1", "campaign": "c9", "pos": 2}]
+    assert t.state("i1")["impression"] == "c9"
+
+
+def test_a_processor_gets_one_frame_per_input_the_other_empty():
+    t = KeyedTester(ProfileSettings)
+    assert t.inputs == ["profiles", "settings"]
+    assert t.run([{"a": 1}, {"a": 2}], key="m", input="profiles") == [{"profiles": 2, "settings": 0, "total": 2}]
+    assert t.run([{"b": 1}], key="m", input="settings") == [{"profiles": 0, "settings": 1, "total": 3}]
+
+
+def test_an_unknown_input_is_refused_naming_the_inputs():
+    with pytest.raises(KeyedSQLError, match=r"unknown input 'prefs'; its inputs are profiles, settings"):
+        KeyedTester(ProfileSettings).run([{"a": 1}], key="m", input="prefs")
+    with pytest.raises(KeyedSQLError, match=r"unknown input 'views'; its inputs are impressions, clicks"):
+        KeyedTester(AdClickJoin, returns="a string", inputs=["impressions", "clicks"]).run([{}], key="i", input="views")
+
+
+def test_a_processor_with_several_inputs_needs_run_to_say_which():
+    with pytest.raises(KeyedSQLError, match=r"has the inputs profiles, settings; say which one"):
+        KeyedTester(ProfileSettings).run([{"a": 1}], key="m")
+
+
+def test_process_parameters_must_match_the_input_names():
+    from spark_keyed_sql.runtime.runner import KeyedRunner
+    from spark_keyed_sql.runtime.spec import FunctionSpec
+
+    spec = FunctionSpec.build("ps", ProfileSettings, None, {})
+    with pytest.raises(RegistrationError, match=r"process\(self, key, profiles, settings\) does not take the inputs users, settings"):
+        KeyedRunner(spec, [], True, ["users", "settings"])
