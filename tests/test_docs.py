@@ -28,9 +28,10 @@ def blocks(lang):
 
 def test_sql_reference_examples_run(spark, ks_auto):
     shutil.rmtree("/tmp/spark-keyed-sql-docs", ignore_errors=True)
-    (setup,) = blocks("python")
+    setup, *more = blocks("python")  # the setup, then the classes of later sections
     scope = {"__name__": "docs_sql"}
-    exec(compile(setup, "docs/sql.md", "exec"), scope)
+    for code in (setup, *more):
+        exec(compile(code, "docs/sql.md", "exec"), scope)
     docs_ks = scope["ks"]
     sqls = blocks("sql")
     assert len(sqls) >= 12
@@ -58,6 +59,10 @@ def test_sql_reference_examples_run(spark, ks_auto):
     assert sorted(boot) == [("U2", 1, 5.0), ("u1", 11, 101.0), ("u1", 12, 103.0), ("u2", 1, 4.0)]
     top = next(v for k, v in by_first.items() if k.startswith("SELECT user_id, s.total_value AS total"))
     assert top == [("U2", 5.0), ("u2", 4.0)]
+    # several inputs, by hand: i1 clicked at 2 after its impression at 1; i2's click at 3 came
+    # before its impression (no campaign yet), the one at 5 after it
+    joined = next(v for k, v in by_first.items() if "ad_join(" in k)
+    assert sorted(joined) == [("i1", "spring", 3), ("i2", None, 1), ("i2", "summer", 2)]
 
 
 def run_python_block(code: str, scope: dict, where: str) -> list:
@@ -90,7 +95,7 @@ def test_state_page_examples_run(spark, ks_auto):
     u1 1.0, 2.0 then 3.0 in the second run; U2 5.0; u2 4.0."""
     shutil.rmtree("/tmp/spark-keyed-sql-docs", ignore_errors=True)
     scope = {"__name__": "docs_state"}
-    (setup,) = blocks("python")
+    setup = blocks("python")[0]
     exec(compile(setup, "docs/sql.md", "exec"), scope)
     results = run_page("state.md", scope)
     assert [lang for lang, _ in results] == ["python", "python", "sql", "python", "sql", "sql", "python"]

@@ -45,9 +45,21 @@ def make_table_function(spec: FunctionSpec) -> type:
 
     class KeyedTableFunction:
         @staticmethod
-        def analyze(
-            table: AnalyzeArgument, key: AnalyzeArgument | None = None, order_by: AnalyzeArgument | None = None
-        ) -> AnalyzeResult:
+        def analyze(*args: AnalyzeArgument, **named: AnalyzeArgument) -> AnalyzeResult:
+            tables = [a for a in args if a.isTable] + [a for a in named.values() if a.isTable]
+            if len(tables) > 1 or [n for n, a in named.items() if a.isTable]:
+                inputs = [n for n, a in named.items() if a.isTable]
+                raise SchemaError(
+                    f"{fn}: named inputs ({', '.join(inputs)}) are run by ks.sql / ks.run / ks.start, not plain "
+                    "spark.sql (Spark's Python UDTFs take one table): give the same statement to ks.sql(...)"
+                )
+            unknown = sorted(set(named) - {"key", "order_by"})
+            if unknown or len(args) != 1:
+                raise SchemaError(
+                    f"{fn}: plain spark.sql takes {fn}(TABLE(...), key => '...', order_by => '...'); got "
+                    f"{len(args)} positional argument(s) and {', '.join(unknown) or 'no other named ones'}"
+                )
+            table, key, order_by = args[0], named.get("key"), named.get("order_by")
             if not table.isTable:
                 raise SchemaError(f"{fn}: the first argument must be TABLE(<table or query>)")
             source: T.StructType = table.dataType  # type: ignore[assignment]

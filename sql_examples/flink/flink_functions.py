@@ -21,18 +21,20 @@ class LatestTransaction(KeyedProcessor):
 
 
 class EnrichTransactions(KeyedProcessor):
-    """Enrichment join that waits for missing data: transactions wait in a ListState until
-    the customer's details (ValueState) arrive; a MapState keeps spend per merchant."""
+    """Enrichment join of two inputs, ``transactions`` and ``customers`` (a frame each), that
+    waits for missing data: transactions wait in a ListState until the customer's details
+    (ValueState) arrive; a MapState keeps spend per merchant."""
 
     customer = ValueState("name string, tier string")
     pending = ListState("tx_id string, amount double, merchant string")
     spend = MapState("string", "double")
     returns = "tx_id string, amount double, merchant string, name string, tier string, merchant_spend double"
 
-    def process(self, key, rows):
+    def process(self, key, transactions, customers):
         out = []
-        for r in rows.sort_values(["ts", "kind"]).itertuples():
-            if r.kind == "customer":
+        rows = [(r.ts, 0, r) for r in customers.itertuples()] + [(r.ts, 1, r) for r in transactions.itertuples()]
+        for _, kind, r in sorted(rows, key=lambda x: (x[0], x[1])):  # by time; a customer before a tx at one time
+            if kind == 0:
                 self.customer.update({"name": r.name, "tier": r.tier})
                 waiting = list(self.pending.get())
                 self.pending.clear()

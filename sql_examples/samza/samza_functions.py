@@ -39,10 +39,11 @@ class HourlyPageViews(StatefulFunction):
 
 
 class ProfileSettingsJoin(StatefulFunction):
-    """Table-table join: the latest profile and the latest settings of a member; every change
-    to either side emits the joined row once both sides are known (the joined changelog)."""
+    """Table-table join of two inputs, ``profiles`` and ``settings``: the latest profile and the
+    latest settings of a member; every change to either emits the joined row once both are
+    known (the joined changelog)."""
 
-    returns = "region string, language string"
+    returns = "ts timestamp, region string, language string"
 
     def __init__(self, **kw):
         super().__init__(**kw)
@@ -50,34 +51,36 @@ class ProfileSettingsJoin(StatefulFunction):
         self.language = None
 
     def execute(self, change):
-        if change["side"] == "profile":
-            self.region = change["value"]
+        if self.ctx.input == "profiles":
+            self.region = change["region"]
         else:
-            self.language = change["value"]
+            self.language = change["language"]
         if self.region is not None and self.language is not None:
-            return {"region": self.region, "language": self.language}
+            return {"ts": change["ts"], "region": self.region, "language": self.language}
         return None
 
 
 class EnrichWithRegion(StatefulFunction):
-    """Table-stream join: page views enriched with the member's region as of the view."""
+    """Table-stream join of ``profiles`` and ``page_views``: each view enriched with the
+    member's region as of the view."""
 
-    returns = "page string, region string"
+    returns = "ts timestamp, page string, region string"
 
     def __init__(self, **kw):
         super().__init__(**kw)
         self.region = None
 
     def execute(self, e):
-        if e["kind"] == "profile":
-            self.region = e["value"]
+        if self.ctx.input == "profiles":
+            self.region = e["region"]
             return None
-        return {"page": e["value"], "region": self.region}
+        return {"ts": e["ts"], "page": e["page"], "region": self.region}
 
 
 class AdClickJoin(StatefulFunction):
-    """Stream-stream join: a click joins its impression if it comes within 10 minutes; an
-    impression not clicked in time expires (event-time timer) and is reported unmatched."""
+    """Stream-stream join of ``impressions`` and ``clicks``: a click joins its impression if it
+    comes within 10 minutes; an impression not clicked in time expires (event-time timer) and is
+    reported unmatched."""
 
     returns = "ad string, outcome string, delay_seconds bigint"
 
@@ -87,7 +90,7 @@ class AdClickJoin(StatefulFunction):
         self.shown = None
 
     def execute(self, e):
-        if e["kind"] == "impression":
+        if self.ctx.input == "impressions":
             self.ad, self.shown = e["ad"], e["ts"]
             self.ctx.register_timer(self.shown + EXPIRY)
             return None

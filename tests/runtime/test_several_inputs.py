@@ -1,6 +1,7 @@
 """A function with several inputs in KeyedTester: ``self.ctx.input`` names each row's input, a
 KeyedProcessor gets one frame per input by name (the others empty), state is shared by the key
 across inputs; unknown inputs and a processor whose parameters do not match are refused."""
+
 import pytest
 
 from spark_keyed_sql import KeyedProcessor, KeyedSQLError, KeyedTester, RegistrationError, StatefulFunction, ValueState
@@ -66,5 +67,7 @@ def test_process_parameters_must_match_the_input_names():
     from spark_keyed_sql.runtime.spec import FunctionSpec
 
     spec = FunctionSpec.build("ps", ProfileSettings, None, {})
-    with pytest.raises(RegistrationError, match=r"process\(self, key, profiles, settings\) does not take the inputs users, settings"):
+    with pytest.raises(
+        RegistrationError, match=r"process\(self, key, profiles, settings\) does not take the inputs users, settings"
+    ):
         KeyedRunner(spec, [], True, ["users", "settings"])
