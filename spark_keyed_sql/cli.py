@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import re
 import sys
+import warnings
 from typing import Any
 
 __all__ = [
@@ -109,17 +111,32 @@ _DEBUG = False  # --debug: Spark's own log lines, this package's log at DEBUG, t
 EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130
 
 
-def _log_to_stderr() -> None:
-    """--debug: this package's log (every module's ``spark_keyed_sql.*`` logger) at DEBUG on stderr."""
-    import logging
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (not the one at creation)."""
 
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def _log_to_stderr() -> logging.Handler:
+    """--debug: this package's log (every module's ``spark_keyed_sql.*`` logger) at DEBUG on stderr."""
     root = logging.getLogger("spark_keyed_sql")
-    if not any(getattr(h, "_ks_cli", False) for h in root.handlers):
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler._ks_cli = True  # type: ignore[attr-defined]
-        root.addHandler(handler)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
     root.setLevel(logging.DEBUG)
+    return handler
+
+
+def _stop_logging(handler: logging.Handler) -> None:
+    root = logging.getLogger("spark_keyed_sql")
+    root.removeHandler(handler)
+    root.setLevel(logging.NOTSET)
 
 
 class UsageError(Exception):
@@ -426,19 +443,26 @@ def main(argv: list[str] | None = None) -> int:
     global _DEBUG
     args = build_parser().parse_args(argv)
     _DEBUG = args.debug
-    if _DEBUG:
-        _log_to_stderr()
-    try:
-        return args.fn(args)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, not a traceback
-        if _DEBUG:
-            raise
-        text = str(exc) if isinstance(exc, (_FileError, UsageError)) else _describe(exc)
-        print(f"error: {text}", file=sys.stderr)
-        return EXIT_ERROR
+    handler = _log_to_stderr() if _DEBUG else None
+    with warnings.catch_warnings():
+        if not _DEBUG:
+            # PySpark >= 4.2 with pandas 3 (supported, tested) warns on every pandas UDF it makes;
+            # the CLI's stderr is for errors (--debug shows it)
+            warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
+        try:
+            return args.fn(args)
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, not a traceback
+            if _DEBUG:
+                raise
+            text = str(exc) if isinstance(exc, (_FileError, UsageError)) else _describe(exc)
+            print(f"error: {text}", file=sys.stderr)
+            return EXIT_ERROR
+        finally:
+            if handler is not None:
+                _stop_logging(handler)
 
 
 if __name__ == "__main__":

@@ -174,6 +174,7 @@ class KeyedSQL:
     def _plan(self, query: str, mode: RunMode, checkpoint: str | None = None) -> tuple[KeyedStatement | None, bool]:
         """The statement's plan (None for plain Spark SQL), and whether it was EXPLAIN KEYED."""
         from .sql import ExplainKeyed, bind, mentions_keyed_syntax, parse_statement, plan_statement
+        from .sql.parse import has_keyed_parts
         from .sql.table_calls import expand_table_calls, mentions_table_call, source_schema
 
         def registered(name: str) -> bool:
@@ -187,6 +188,8 @@ class KeyedSQL:
             tree = tree.this
         # fn(TABLE(t), key => ...) of a registered function: the keyed select it stands for
         tree = expand_table_calls(tree, registered, source_schema(self.spark))
+        if not has_keyed_parts(tree):
+            return None, explain  # e.g. `GROUP BY key` of a column named key: Spark's, as written
         default = self.default_engine
         if default == AUTO and checkpoint:
             default = engine_of(self.spark, checkpoint) or default  # continue on the engine that wrote it
@@ -200,12 +203,10 @@ class KeyedSQL:
 
         ``EXPLAIN KEYED <query>`` returns a one-row DataFrame (column ``plan``)."""
         statement, explain = self._plan(query, RunMode.SQL)
+        if explain:
+            return self.spark.createDataFrame([(_plan_text(query, statement, explain),)], "plan string")
         if statement is None:
             return translating(self.spark.sql(query))  # a table-function call fails with our error too
-        if explain:
-            from .sql.explain import format_plan
-
-            return self.spark.createDataFrame([(format_plan(statement),)], "plan string")
         for step in statement.steps:
             if "checkpoint" in step.options:  # it would be ignored: the state would silently not carry over
                 from .sql.errors import KeyedQueryError
@@ -228,12 +229,8 @@ class KeyedSQL:
     def explain(self, query: str) -> str:
         """The plan the rewriter makes for ``query``: source SQL, keys, function, options,
         engine and outer SQL."""
-        from .sql.explain import format_plan
-
-        statement, _ = self._plan(query, RunMode.SQL)
-        if statement is None:
-            return "== Keyed plan ==\n(no GROUP BY KEY / WITH STATE: runs as plain Spark SQL)\n" + query
-        return format_plan(statement)
+        statement, explain = self._plan(query, RunMode.SQL)
+        return _plan_text(query, statement, explain)
 
     # ------------------------------------------------------------------ streaming
     def start(self, query: str, checkpoint: str | None = None, sink: str = "console", *, trigger: str | None = None):
@@ -313,3 +310,16 @@ class KeyedSQL:
             transform=transform,
             partitions=partitions,
         )
+
+
+def _plan_text(query: str, statement: KeyedStatement | None, explain: bool) -> str:
+    """What EXPLAIN KEYED / ks.explain show: the keyed plan, or that Spark runs the query as is."""
+    from .sql.explain import format_plan
+
+    if statement is not None:
+        return format_plan(statement)
+    if explain:  # the query after EXPLAIN KEYED
+        from .sql import parse_statement, render
+
+        query = render(parse_statement(query).this)
+    return "== Keyed plan ==\n(no GROUP BY KEY / WITH STATE: runs as plain Spark SQL)\n" + query

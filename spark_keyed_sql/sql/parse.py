@@ -8,8 +8,11 @@ from sqlglot.errors import ParseError, TokenError
 
 from .dialect import KeyedSpark
 from .errors import KeyedSQLSyntaxError
+from .expressions import KeyedGroup
 
-__all__ = ["parse_statement", "mentions_keyed_syntax", "render"]
+__all__ = ["STATE_TABLE_FUNCTIONS", "has_keyed_parts", "parse_statement", "mentions_keyed_syntax", "render"]
+
+STATE_TABLE_FUNCTIONS = ("keyed_state", "keyed_state_changes")  # resolved by the rewriter, not by Spark
 
 
 def mentions_keyed_syntax(text: str) -> bool:
@@ -31,9 +34,18 @@ def mentions_keyed_syntax(text: str) -> bool:
     return False
 
 
+def has_keyed_parts(tree: exp.Expression) -> bool:
+    """Whether the parsed statement has anything the rewriter plans (``GROUP BY KEY`` or a state
+    table function); one that only looked like it (a column named ``key``) goes to Spark as written."""
+    if tree.find(KeyedGroup) is not None:
+        return True
+    return any((f.name or "").lower() in STATE_TABLE_FUNCTIONS for f in tree.find_all(exp.Anonymous, exp.Table))
+
+
 def parse_statement(text: str) -> exp.Expression:
     if not isinstance(text, str) or not text.strip():
         raise KeyedSQLSyntaxError("empty SQL statement")
+    _refuse_plain_explain(text)
     try:
         trees = [t for t in sqlglot.parse(text, read=KeyedSpark) if t is not None]
     except ParseError as e:
@@ -43,7 +55,34 @@ def parse_statement(text: str) -> exp.Expression:
         raise KeyedSQLSyntaxError(f"cannot tokenize SQL: {e}") from None
     if len(trees) != 1:
         raise KeyedSQLSyntaxError(f"expected one SQL statement, got {len(trees)}")
-    return trees[0]
+    tree = trees[0]
+    return tree
+
+
+def _refuse_plain_explain(text: str) -> None:
+    """Spark's EXPLAIN cannot parse the keyed clause: say what shows a keyed query's plan."""
+    if not mentions_keyed_syntax(text):
+        return
+    tokens = KeyedSpark().tokenize(text)
+    if len(tokens) < 2 or tokens[0].text.upper() != "EXPLAIN" or tokens[1].text.upper() == "KEYED":
+        return
+    rest = tokens[2] if tokens[1].text.upper() in _EXPLAIN_MODES and len(tokens) > 2 else tokens[1]
+    try:
+        inner = sqlglot.parse_one(text[rest.start :], read=KeyedSpark)
+    except (ParseError, TokenError):
+        return  # not a keyed query after all: Spark's EXPLAIN says what it thinks of it
+    if has_keyed_parts(inner):
+        first = tokens[0]
+        raise KeyedSQLSyntaxError(
+            "EXPLAIN of a keyed query: use EXPLAIN KEYED <query> for its keyed plan, "
+            "or ks.sql(<query>).explain() for Spark's physical plan",
+            first.line,
+            first.col,
+            text,
+        )
+
+
+_EXPLAIN_MODES = {"EXTENDED", "FORMATTED", "CODEGEN", "COST"}
 
 
 def render(tree: exp.Expression) -> str:

@@ -105,7 +105,7 @@ class _Source:
         for col in e.find_all(exp.Column):
             if col.name.lower() not in lower:
                 raise KeyedQueryError(
-                    f"{what} refers to '{col.sql(dialect='spark')}', which is not a column of the source "
+                    f"{what} refers to '{col.name}', which is not a column of the source "
                     f"(columns: {', '.join(self.columns)})"
                 )
 

@@ -11,10 +11,9 @@ from sqlglot import exp
 
 from ..engines.state_tables import read_state, read_state_changes
 from .errors import KeyedQueryError
+from .parse import STATE_TABLE_FUNCTIONS
 
 __all__ = ["STATE_TABLE_FUNCTIONS", "Sources", "file_source", "literal", "plain_sql_guide", "view_name"]
-
-STATE_TABLE_FUNCTIONS = ("keyed_state", "keyed_state_changes")  # resolved by the rewriter, not by Spark
 
 
 def plain_sql_guide(name: str) -> type:

@@ -19,7 +19,7 @@ from typing import Any
 
 from .checkpoint import CheckpointError
 
-__all__ = ["COMMIT_FORMAT", "BaseMarker", "BatchMetrics", "CommitRecord", "DeltaEntry", "store_token"]
+__all__ = ["COMMIT_FORMAT", "BaseMarker", "BatchMetrics", "CommitRecord", "DeltaEntry", "damaged_commit", "store_token"]
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +129,9 @@ class CommitRecord:
         try:
             d = json.loads(text)
         except ValueError as exc:
-            raise _damaged(where, f"not JSON ({exc})") from None
+            raise damaged_commit(where, f"not JSON ({exc})") from None
         if not isinstance(d, dict):
-            raise _damaged(where, "not a JSON object")
+            raise damaged_commit(where, "not a JSON object")
         if d.get("format") != COMMIT_FORMAT:
             raise CheckpointError(
                 f"commit file {where} has format {d.get('format')!r}; this spark-keyed-sql reads format "
@@ -164,7 +164,7 @@ class CommitRecord:
                 metrics=metrics,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise _damaged(where, f"{type(exc).__name__}: {exc}") from None
+            raise damaged_commit(where, f"{type(exc).__name__}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ def _with(obj: Any, **changes: Any) -> Any:
     return replace(obj, **changes)
 
 
-def _damaged(where: str, why: str) -> CheckpointError:
+def damaged_commit(where: str, why: str) -> CheckpointError:
     return CheckpointError(
         f"commit file {where} is damaged ({why}); nothing was run. Restore the checkpoint from a copy. If it is the "
         "newest commit file and the query died while writing it (Spark's <checkpoint>/commits/ then has no entry past "

@@ -84,6 +84,17 @@ class CheckpointFS:
                 f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}"
             ) from None
 
+    @staticmethod
+    def _raw(fs: Any) -> Any:
+        """The file system under Hadoop's checksum layer (local disks): this package's small files
+        (commit records, leases) carry no ``.crc`` beside them, so a record restored or edited by
+        hand is judged by its own content (a damaged one is refused as such), not by a stale
+        checksum file."""
+        try:
+            return fs.getRawFileSystem() if fs.getClass().getName().endswith("LocalFileSystem") else fs
+        except Exception:  # noqa: BLE001 - not a ChecksumFileSystem
+            return fs
+
     def _connect_local(self, path: str) -> str:
         if not _is_local_uri(path):
             raise FSError(
@@ -202,7 +213,7 @@ class CheckpointFS:
                 return f.read()
 
         def f(fs, p):
-            stream = fs.open(p)
+            stream = self._raw(fs).open(p)
             try:
                 return bytes(stream.readAllBytes())
             finally:
@@ -227,6 +238,7 @@ class CheckpointFS:
                 return f.read()
 
         def f(fs, p):
+            fs = self._raw(fs)
             length = fs.getFileStatus(p).getLen()
             stream = fs.open(p)
             try:
@@ -251,7 +263,7 @@ class CheckpointFS:
 
         def f(fs, p):
             try:
-                out = fs.create(p, bool(overwrite))
+                out = self._raw(fs).create(p, bool(overwrite))
             except Exception as exc:  # noqa: BLE001
                 if "FileAlreadyExistsException" in str(exc) or "already exists" in str(exc):
                     raise FileExistsError(path) from None

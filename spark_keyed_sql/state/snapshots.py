@@ -30,8 +30,8 @@ import uuid
 from typing import Any
 
 from .checkpoint import CheckpointError
-from .commit_record import BaseMarker, CommitRecord
-from .fs import CheckpointFS, join
+from .commit_record import BaseMarker, CommitRecord, damaged_commit
+from .fs import CheckpointFS, FSError, join
 
 __all__ = [
     "BULK_DIR",
@@ -102,10 +102,10 @@ class SnapshotStore:
                 path = join(d, name)
                 try:
                     text = self.fs.read_text(path)
-                except OSError as exc:
-                    raise CheckpointError(
-                        f"checkpoint {self.checkpoint!r}: commit file {path} is unreadable ({exc})"
-                    ) from None
+                except FileNotFoundError:
+                    continue  # deleted since the listing (cleanup of an old version)
+                except (OSError, FSError) as exc:  # FSError: e.g. the store's checksum does not match
+                    raise damaged_commit(path, f"unreadable: {exc}") from None
                 self._seen[name] = CommitRecord.from_json(text, int(name[: -len(".json")]), path)
             out.append(self._seen[name])
         for gone in set(self._seen) - set(names):

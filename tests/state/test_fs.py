@@ -152,14 +152,27 @@ def test_a_dead_holders_lease_is_taken_over(spark, viewfs, case):
         _plant(disk, host=socket.gethostname(), pid=_dead_pid(), heartbeat_ms=now)
     elif case == "old_heartbeat_other_host":
         _plant(disk, heartbeat_ms=now - int(CheckpointLock.TIMEOUT_S * 1000) - 5_000)
-    else:
+    else:  # a half-written lease no one has touched for longer than the timeout
         (disk / "cp").mkdir()
         (disk / "cp" / LOCK_FILE).write_text('{"owner": "half-writ')
+        old = time.time() - CheckpointLock.TIMEOUT_S - 5
+        os.utime(disk / "cp" / LOCK_FILE, (old, old))
     lock = CheckpointLock(f"{root}/cp", spark).acquire()
     try:
         assert _lease(disk)["pid"] == os.getpid()
     finally:
         lock.release()
+
+
+def test_a_fresh_unreadable_lease_is_refused_not_taken_over(spark, viewfs):
+    """A lease being written right now reads as garbage too: it is not taken over, and the error
+    says how to clear it."""
+    root, disk = viewfs
+    (disk / "cp").mkdir()
+    (disk / "cp" / LOCK_FILE).write_text('{"owner": "half-writ')
+    with pytest.raises(CheckpointError, match=r"is not a lease .*ks\.unlock"):
+        CheckpointLock(f"{root}/cp", spark).acquire()
+    assert (disk / "cp" / LOCK_FILE).read_text() == '{"owner": "half-writ'
 
 
 def test_a_fresh_lease_elsewhere_blocks_until_unlocked(spark, viewfs):
