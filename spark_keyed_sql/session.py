@@ -173,7 +173,7 @@ class KeyedSQL:
     # ------------------------------------------------------------------ SQL
     def _plan(self, query: str, mode: RunMode, checkpoint: str | None = None) -> tuple[KeyedStatement | None, bool]:
         """The statement's plan (None for plain Spark SQL), and whether it was EXPLAIN KEYED."""
-        from .sql import ExplainKeyed, bind, mentions_keyed_syntax, parse_statement, plan_statement
+        from .sql import ExplainKeyed, KeyedQueryError, bind, mentions_keyed_syntax, parse_statement, plan_statement
         from .sql.parse import has_keyed_parts
         from .sql.table_calls import expand_table_calls, mentions_table_call, source_schema
 
@@ -186,16 +186,19 @@ class KeyedSQL:
         explain = isinstance(tree, ExplainKeyed)
         if explain:
             tree = tree.this
-        # fn(TABLE(t), key => ...) of a registered function: the keyed select it stands for
-        tree = expand_table_calls(tree, registered, source_schema(self.spark))
-        if not has_keyed_parts(tree):
-            return None, explain  # e.g. `GROUP BY key` of a column named key: Spark's, as written
-        default = self.default_engine
-        if default == AUTO and checkpoint:
-            default = engine_of(self.spark, checkpoint) or default  # continue on the engine that wrote it
-        statement = plan_statement(
-            self.spark, tree, self.function, lambda step: bind(step, mode), default_engine=default, mode=mode
-        )
+        try:
+            # fn(TABLE(t), key => ...) of a registered function: the keyed select it stands for
+            tree = expand_table_calls(tree, registered, source_schema(self.spark))
+            if not has_keyed_parts(tree):
+                return None, explain  # e.g. `GROUP BY key` of a column named key: Spark's, as written
+            default = self.default_engine
+            if default == AUTO and checkpoint:
+                default = engine_of(self.spark, checkpoint) or default  # continue on the engine that wrote it
+            statement = plan_statement(
+                self.spark, tree, self.function, lambda step: bind(step, mode), default_engine=default, mode=mode
+            )
+        except KeyedQueryError as exc:  # one that knows where: shown with the statement's line
+            raise exc.in_statement(query) from None
         return statement, explain
 
     def sql(self, query: str) -> DataFrame:

@@ -3,27 +3,54 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..api.errors import KeyedSQLError
 from ..compat.exceptions import exception_texts, first_line
 
-__all__ = ["KeyedSQLSyntaxError", "KeyedQueryError", "spark_hint"]
+__all__ = ["KeyedSQLSyntaxError", "KeyedQueryError", "position", "spark_hint"]
+
+
+def _located(message: str, line: int | None, col: int | None, sql: str) -> str:
+    where = f"line {line}, column {col}: " if line is not None else ""
+    pointer = ""
+    if line is not None and sql:
+        lines = sql.splitlines() or [""]
+        text = lines[min(line, len(lines)) - 1]
+        pointer = f"\n  {text}\n  {' ' * max((col or 1) - 1, 0)}^"
+    return f"{where}{message}{pointer}"
 
 
 class KeyedSQLSyntaxError(KeyedSQLError):
     def __init__(self, message: str, line: int | None = None, col: int | None = None, sql: str = ""):
         self.line, self.col, self.description = line, col, message
-        where = f"line {line}, column {col}: " if line is not None else ""
-        pointer = ""
-        if line is not None and sql:
-            lines = sql.splitlines() or [""]
-            text = lines[min(line, len(lines)) - 1]
-            pointer = f"\n  {text}\n  {' ' * max((col or 1) - 1, 0)}^"
-        super().__init__(f"{where}{message}{pointer}")
+        super().__init__(_located(message, line, col, sql))
 
 
 class KeyedQueryError(KeyedSQLError):
-    """A well-formed keyed query that cannot run as written (unknown column, bad option...)."""
+    """A well-formed keyed query that cannot run as written (unknown column, bad option...);
+    ``line``/``col``: where in the statement, when the rewriter knows (the start of the part at fault)."""
+
+    def __init__(self, message: str, line: int | None = None, col: int | None = None, sql: str = ""):
+        self.line, self.col, self.description, self.sql = line, col, message, sql
+        super().__init__(_located(message, line, col, sql))
+
+    def in_statement(self, sql: str) -> KeyedQueryError:
+        """The same error showing the statement's line with a caret (when it has a position)."""
+        if self.line is None or self.sql:
+            return self
+        return KeyedQueryError(self.description, self.line, self.col, sql)
+
+
+def position(node: Any) -> tuple[int | None, int | None]:
+    """(line, column of its first character) of a parsed node, or of the first node under it that
+    the parser placed; (None, None) when none was."""
+    for n in node.walk() if node is not None else ():
+        meta = getattr(n, "_meta", None) or {}
+        if "line" in meta and "col" in meta:
+            width = meta["end"] - meta["start"] if "end" in meta and "start" in meta else 0
+            return meta["line"], max(1, meta["col"] - width)
+    return None, None
 
 
 NANOS_HINT = (

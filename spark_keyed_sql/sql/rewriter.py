@@ -27,7 +27,7 @@ from ..runtime.clock import session_offset_ms
 from ..runtime.plan import KeyedPlan, PlanInput
 from ..runtime.runner import OrderSpec
 from ..runtime.spec import FunctionKind, FunctionSpec, check_process_inputs
-from .errors import KeyedQueryError, spark_hint
+from .errors import KeyedQueryError, position, spark_hint
 from .expressions import KeyedGroup
 from .parse import render
 from .sources import Sources, literal, view_name
@@ -106,7 +106,8 @@ class _Source:
             if col.name.lower() not in lower:
                 raise KeyedQueryError(
                     f"{what} refers to '{col.name}', which is not a column of the source "
-                    f"(columns: {', '.join(self.columns)})"
+                    f"(columns: {', '.join(self.columns)})",
+                    *position(col),
                 )
 
 

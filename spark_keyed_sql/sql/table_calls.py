@@ -30,14 +30,15 @@ from sqlglot.errors import TokenError
 from ..api.errors import SchemaError
 from ..runtime.columns import parse_column_list
 from .dialect import KeyedSpark
-from .errors import KeyedQueryError
+from .errors import KeyedQueryError, position
 from .expressions import KeyedGroup
 from .parse import render
 
 __all__ = ["INPUT_COLUMN", "TABLE_CALL_ARGUMENTS", "expand_table_calls", "input_column", "mentions_table_call"]
 
-# the named arguments of the table-function form (besides the named inputs)
-TABLE_CALL_ARGUMENTS = ("key", "order_by", "event_time", "watermark")
+# the named arguments of the table-function form (besides the named inputs); string literals,
+# but initial_state, which is TABLE(...) like an input
+TABLE_CALL_ARGUMENTS = ("key", "order_by", "event_time", "watermark", "ttl", "initial_state")
 INPUT_COLUMN = "__ks_input"  # the index of the input a row came from (several inputs)
 
 Schema = Callable[[exp.Expression], list[tuple[str, str]]]  # a FROM item -> (column, Spark type) pairs
@@ -49,18 +50,28 @@ def input_column(i: int, column: str) -> str:
 
 
 def mentions_table_call(text: str, registered: Callable[[str], bool]) -> bool:
-    """True when the tokens hold ``<registered name> ( TABLE`` or ``<name> ( <arg> => TABLE``."""
+    """True when the tokens hold a registered name called with a ``TABLE(...)`` argument
+    (``fn(TABLE(t), ...)``, ``fn(..., name => TABLE(t), ...)``)."""
     try:
         tokens = KeyedSpark().tokenize(text)
     except (TokenError, ValueError):
         return False
+    words = [t.text.upper() for t in tokens]
     for i, t in enumerate(tokens[:-2]):
-        if tokens[i + 1].text != "(" or t.text.upper() == "TABLE" or not registered(t.text):
+        if words[i + 1] != "(" or words[i] == "TABLE" or not registered(t.text):
             continue
-        rest = [x.text.upper() for x in tokens[i + 2 : i + 5]]
-        if rest[:1] == ["TABLE"] or rest[1:3] == ["=>", "TABLE"] or rest[1:2] == ["=>"] and rest[2:3] == ["TABLE"]:
-            return True
+        depth = 0
+        for j in range(i + 1, len(words) - 1):
+            depth += {"(": 1, ")": -1}.get(words[j], 0)
+            if depth == 0:
+                break
+            if depth == 1 and words[j] in ("(", ",", "=>") and words[j + 1] == "TABLE":
+                return True
     return False
+
+
+def _error(message: str, node: exp.Expression | None) -> KeyedQueryError:
+    return KeyedQueryError(message, *position(node))
 
 
 def _is_table_arg(e: exp.Expression) -> bool:
@@ -77,19 +88,10 @@ def _call_of(table: exp.Table) -> exp.Anonymous | None:
     return None
 
 
-def _literal(fn: str, name: str, value: exp.Expression) -> str:
-    if not (isinstance(value, exp.Literal) and value.is_string):
-        raise KeyedQueryError(
-            f"{fn}(TABLE(...), {name} => ...): {name} must be a string literal such as '{name}_column', "
-            f"got {value.sql(dialect=KeyedSpark)}"
-        )
-    return value.this
-
-
 def _source(fn: str, arg: exp.Expression, alias: str) -> exp.Expression:
     """What ``TABLE(...)`` names, as a FROM item: a table, a file directory or a subquery."""
     if len(arg.expressions) != 1:
-        raise KeyedQueryError(f"{fn}: TABLE(...) takes one table, view or subquery")
+        raise _error(f"{fn}: TABLE(...) takes one table, view or subquery", arg)
     inner = arg.expressions[0]
     if isinstance(inner, exp.Subquery):
         inner = inner.this
@@ -102,61 +104,86 @@ def _source(fn: str, arg: exp.Expression, alias: str) -> exp.Expression:
         )
     if isinstance(inner, exp.Table):
         return inner.copy()
-    raise KeyedQueryError(
+    raise _error(
         f"{fn}: TABLE(...) takes a table, a view, a directory (parquet.`/dir`) or a subquery, "
-        f"got {inner.sql(dialect=KeyedSpark)}"
+        f"got {inner.sql(dialect=KeyedSpark)}",
+        arg,
     )
 
 
-def _parts(call: exp.Anonymous) -> tuple[list[tuple[str | None, exp.Expression]], dict[str, str]]:
-    """The call's inputs ((name or None, TABLE(...))) and its other named arguments."""
-    fn = call.name
-    inputs: list[tuple[str | None, exp.Expression]] = []
-    named: dict[str, str] = {}
-    for arg in call.expressions:
+class _Call:
+    """One table-function call's parts: its inputs (name or None, ``TABLE(...)``) and its other
+    named arguments (string values; ``initial_state``'s ``TABLE(...)`` apart)."""
+
+    def __init__(self, call: exp.Anonymous):
+        self.node, self.fn = call, call.name
+        self.inputs: list[tuple[str | None, exp.Expression]] = []
+        self.named: dict[str, str] = {}
+        self.nodes: dict[str, exp.Expression] = {}  # argument -> its value (for positions)
+        self.initial: exp.Expression | None = None
+        for arg in call.expressions:
+            self._take(arg)
+
+    def _take(self, arg: exp.Expression) -> None:
+        fn = self.fn
         if _is_table_arg(arg):
-            if inputs:
-                raise KeyedQueryError(
-                    f"{fn}: several inputs are given by name: {fn}(a => TABLE(...), b => TABLE(...), key => '...')"
+            if self.inputs:
+                raise _error(
+                    f"{fn}: several inputs are given by name: {fn}(a => TABLE(...), b => TABLE(...), key => '...')",
+                    arg,
                 )
-            inputs.append((None, arg))
-            continue
+            self.inputs.append((None, arg))
+            return
         if not isinstance(arg, exp.Kwarg):
-            raise KeyedQueryError(
+            raise _error(
                 f"{fn}(TABLE(...), ...): arguments after TABLE(...) are named, e.g. key => 'user_id', "
-                f"order_by => 'ts'; got {arg.sql(dialect=KeyedSpark)}"
+                f"order_by => 'ts'; got {arg.sql(dialect=KeyedSpark)}",
+                arg,
             )
-        name = arg.this.name
-        if _is_table_arg(arg.expression):
-            if any(n is None for n, _ in inputs) or name.lower() in {(n or "").lower() for n, _ in inputs}:
-                raise KeyedQueryError(f"{fn}: input {name!r} given twice, or beside an unnamed TABLE(...)")
-            if name.lower() in TABLE_CALL_ARGUMENTS:
-                raise KeyedQueryError(f"{fn}: an input cannot be named {name!r} (the name of an argument)")
-            inputs.append((name, arg.expression))
-            continue
-        if name.lower() not in TABLE_CALL_ARGUMENTS:
-            raise KeyedQueryError(
+        name, value = arg.this.name, arg.expression
+        low = name.lower()
+        if low == "initial_state":
+            if not _is_table_arg(value):
+                raise _error(f"{fn}: initial_state takes TABLE(<table or subquery>) of key and state columns", value)
+            self.initial = value
+            return
+        if _is_table_arg(value):
+            if any(n is None for n, _ in self.inputs) or low in {(n or "").lower() for n, _ in self.inputs}:
+                raise _error(f"{fn}: input {name!r} given twice, or beside an unnamed TABLE(...)", value)
+            if low in TABLE_CALL_ARGUMENTS:
+                raise _error(f"{fn}: an input cannot be named {name!r} (the name of an argument)", value)
+            self.inputs.append((name, value))
+            return
+        if low not in TABLE_CALL_ARGUMENTS:
+            raise _error(
                 f"{fn}(TABLE(...), ...): unknown argument {name!r}; known: {', '.join(TABLE_CALL_ARGUMENTS)} "
-                "(an input is name => TABLE(...))"
+                "(an input is name => TABLE(...))",
+                value,
             )
-        named[name.lower()] = _literal(fn, name.lower(), arg.expression)
-    return inputs, named
+        if not (isinstance(value, exp.Literal) and value.is_string):
+            raise _error(
+                f"{fn}(TABLE(...), {low} => ...): {low} must be a string literal such as '{low}_column', "
+                f"got {value.sql(dialect=KeyedSpark)}",
+                value,
+            )
+        self.named[low], self.nodes[low] = value.this, value
 
+    def columns(self, what: str) -> list[str]:
+        try:
+            return parse_column_list(self.named.get(what), what)
+        except SchemaError as exc:
+            raise _error(f"{self.fn}: {exc}", self.nodes.get(what)) from None
 
-def _columns(text: str | None, what: str, fn: str) -> list[str]:
-    try:
-        return parse_column_list(text, what)
-    except SchemaError as exc:
-        raise KeyedQueryError(f"{fn}: {exc}") from None
-
-
-def _order(fn: str, text: str | None) -> list[exp.Ordered] | None:
-    if not (text or "").strip():
-        return None
-    try:
-        return sqlglot.parse_one(f"SELECT 1 ORDER BY {text}", read=KeyedSpark).args["order"].expressions
-    except Exception:  # noqa: BLE001 - sqlglot's own message is about the made-up SELECT
-        raise KeyedQueryError(f"{fn}: order_by {text!r} is not a list of columns with ASC/DESC") from None
+    def order(self) -> list[exp.Ordered] | None:
+        text = self.named.get("order_by")
+        if not (text or "").strip():
+            return None
+        try:
+            return sqlglot.parse_one(f"SELECT 1 ORDER BY {text}", read=KeyedSpark).args["order"].expressions
+        except Exception:  # noqa: BLE001 - sqlglot's own message is about the made-up SELECT
+            raise _error(
+                f"{self.fn}: order_by {text!r} is not a list of columns with ASC/DESC", self.nodes.get("order_by")
+            ) from None
 
 
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
@@ -166,28 +193,41 @@ def _compatible(a: str, b: str) -> bool:
     return a == b or (a.startswith(_NUMERIC) and b.startswith(_NUMERIC))
 
 
-def _union(fn: str, inputs: list[tuple[str, exp.Expression]], shared: list[str], schema: Schema):
-    """The inputs' rows together: ``shared`` columns once, the input's index, each input's
-    other columns apart (NULL in the others' rows); and per input, (its column, union column)."""
-    sources = [_source(fn, arg, f"__ks_{fn}_{name}") for name, arg in inputs]
+def _check_shared(
+    fn: str, inputs: list[tuple[str | None, exp.Expression]], sources: list[exp.Expression], shared: list[str], schema
+) -> list[list[tuple[str, str]]]:
+    """Every input has the ``shared`` columns (key, order_by, event_time), of one type; returns
+    each input's (column, type) pairs."""
     schemas = [schema(src) for src in sources]
-    lowered = [{c.lower(): (c, t) for c, t in cols} for cols in schemas]
-    types: dict[str, str] = {}
-    for (name, _), cols, lower in zip(inputs, schemas, lowered):
+    types: dict[str, tuple[str, str]] = {}  # column -> (type, the input it was first seen in)
+    for (name, arg), cols in zip(inputs, schemas):
+        lower = {c.lower(): (c, t) for c, t in cols}
+        what = f"input {name!r}" if name is not None else "the input"
         missing = [c for c in shared if c.lower() not in lower]
         if missing:
-            raise KeyedQueryError(
-                f"{fn}: input {name!r} has no column(s) {missing} (its columns: {', '.join(c for c, _ in cols)}); "
-                f"rename in a subquery: {name} => TABLE(SELECT ... AS {missing[0]}, ... FROM ...)"
+            rename = f"{name} => " if name is not None else ""
+            raise _error(
+                f"{fn}: {what} has no column(s) {', '.join(repr(m) for m in missing)} (its columns: "
+                f"{', '.join(c for c, _ in cols)}); rename in a subquery: "
+                f"{rename}TABLE(SELECT ... AS {missing[0]}, ... FROM ...)",
+                arg,
             )
         for c in shared:
             t = lower[c.lower()][1]
-            seen = types.setdefault(c.lower(), t)
+            seen, first = types.setdefault(c.lower(), (t, name or ""))
             if not _compatible(seen, t):
-                raise KeyedQueryError(
-                    f"{fn}: column {c!r} is {seen} in input {inputs[0][0]!r} and {t} in input {name!r}; "
-                    "key, order_by and event_time columns must be of one type in every input (cast it in a subquery)"
+                raise _error(
+                    f"{fn}: column {c!r} is {seen} in input {first!r} and {t} in input {name!r}; key, order_by and "
+                    "event_time columns must be of one type in every input (cast it in a subquery)",
+                    arg,
                 )
+    return schemas
+
+
+def _union(inputs: list[tuple[str, exp.Expression]], sources, schemas, shared: list[str]):
+    """The inputs' rows together: ``shared`` columns once, the input's index, each input's
+    other columns apart (NULL in the others' rows); and per input, (its column, union column)."""
+    lowered = [{c.lower(): (c, t) for c, t in cols} for cols in schemas]
     own = [[(c, t) for c, t in cols if c.lower() not in {s.lower() for s in shared}] for cols in schemas]
     selects = []
     for j, (src, lower) in enumerate(zip(sources, lowered)):
@@ -209,36 +249,41 @@ def _union(fn: str, inputs: list[tuple[str, exp.Expression]], shared: list[str],
 
 
 def _expand(table: exp.Table, call: exp.Anonymous, schema: Schema | None) -> exp.Expression:
-    fn = call.name
-    inputs, named = _parts(call)
-    keys = _columns(named.get("key"), "key", fn)
-    order = _order(fn, named.get("order_by"))
-    event_time = named.get("event_time")
-    if bool(event_time) != bool(named.get("watermark")):
-        raise KeyedQueryError(f"{fn}: event_time => '...' and watermark => '...' go together")
+    c = _Call(call)
+    fn = c.fn
+    keys = c.columns("key")
+    order = c.order()
+    event_time = c.named.get("event_time")
+    if bool(event_time) != bool(c.named.get("watermark")):
+        raise _error(f"{fn}: event_time => '...' and watermark => '...' go together", call)
     key_columns = [exp.column(k, quoted=True) for k in keys]
     group = KeyedGroup(
         keys=key_columns, keyed=bool(keys), function=exp.Anonymous(this=fn, expressions=[exp.Star()]), order=order
     )
     if event_time:
         group.set("event_time", exp.column(event_time, quoted=True))
-        group.set("watermark", exp.Literal.string(named["watermark"]))
-    several = [(n, a) for n, a in inputs if n is not None]
-    if len(several) > 1:
-        if schema is None:
-            raise KeyedQueryError(f"{fn}: several inputs need the session to read their columns")
-        shared = list(
-            dict.fromkeys([*keys, *[o.this.name for o in order or []], *([event_time] if event_time else [])])
-        )
-        union, maps = _union(fn, several, shared, schema)
+        group.set("watermark", exp.Literal.string(c.named["watermark"]))
+    if c.named.get("ttl"):
+        group.set("ttl", exp.Literal.string(c.named["ttl"]))
+    if c.initial is not None:
+        group.set("initial_state", _source(fn, c.initial, f"__ks_{fn}_initial_state"))
+    shared = list(dict.fromkeys([*keys, *[o.this.name for o in order or []], *([event_time] if event_time else [])]))
+    several = len(c.inputs) > 1
+    names = [f"__ks_{fn}_{n}" if n is not None else f"__ks_{fn}_input" for n, _ in c.inputs]
+    sources = [_source(fn, arg, alias) for (_, arg), alias in zip(c.inputs, names)]
+    if several and schema is None:
+        raise _error(f"{fn}: several inputs need the session to read their columns", call)
+    schemas = _check_shared(fn, c.inputs, sources, shared, schema) if schema is not None else []
+    if several:
+        union, maps = _union(c.inputs, sources, schemas, shared)  # type: ignore[arg-type]
         source: exp.Expression = exp.Subquery(
             this=union, alias=exp.TableAlias(this=exp.to_identifier(f"__ks_{fn}_inputs"))
         )
         # ties in the order: the order of the inputs
         group.set("order", [*(order or []), exp.Ordered(this=exp.column(INPUT_COLUMN, quoted=True), desc=False)])
-        group.set("inputs", [(n, m) for (n, _), m in zip(several, maps)])
+        group.set("inputs", [(n, m) for (n, _), m in zip(c.inputs, maps)])
     else:
-        source = _source(fn, inputs[0][1], f"__ks_{fn}_input")
+        source = sources[0]
     select = exp.select(*[k.copy() for k in key_columns], exp.Column(this=exp.Star(), table=exp.to_identifier(fn)))
     select = select.from_(source)
     select.set("group", group)

@@ -247,12 +247,12 @@ def test_a_key_missing_from_one_input_names_it_and_its_columns(ks_auto, two_view
     fn = _register(ks_auto, "enrich_views")
     with pytest.raises(
         KeyedSQLError,
-        match=r"input 'views' has no column\(s\) \['user_id'\] \(its columns: member_id, "
-        r"ts, page\)",
+        match=r"^line 2, column 50: si_enrich_views: input 'views' has no column\(s\) 'user_id' \(its columns: "
+        r"member_id, ts, page\)",
     ):
         ks_auto.sql(
-            f"SELECT * FROM {fn}(profiles => TABLE(SELECT member_id AS user_id, ts, region FROM si_p), "
-            "views => TABLE(si_v), key => 'user_id')"
+            f"SELECT * FROM {fn}(profiles => TABLE(SELECT member_id AS user_id, ts, region FROM si_p),\n"
+            "                                        views => TABLE(si_v), key => 'user_id')"
         )
 
 
