@@ -4,13 +4,16 @@ ks.sql, two incremental ks.run over Parquet directories (the second with new fil
 only: just those are processed), and a stream (ks.start) restarted from its checkpoint; on
 every engine. And the errors of the form."""
 
+import datetime as dt
+import json
 import os
 
 import pytest
+from data import clock_moved
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from spark_keyed_sql import KeyedProcessor, KeyedSQLError, StatefulFunction, ValueState
+from spark_keyed_sql import KeyedProcessor, KeyedSQL, KeyedSQLError, MigrationError, StatefulFunction, ValueState
 
 EXAMPLES = int(os.environ.get("KS_SEVERAL_EXAMPLES", "3"))
 LEFT = "member_id string, ts bigint, region string"
@@ -283,3 +286,201 @@ def test_explain_keyed_shows_each_input(ks_auto, two_views):
     fn = _register(ks_auto, "enrich_views")
     plan = ks_auto.explain(_call(fn, "si_p", "si_v"))
     assert "inputs:    profiles: member_id, ts, region; views: member_id, ts, page" in plan
+
+
+# ------------------------------------------------- stream-stream join with expiry (timers)
+EXPIRY = dt.timedelta(minutes=10)
+T0 = dt.datetime(2026, 3, 1, 8, 0)
+IMPRESSIONS = "impression_id string, ts timestamp, ad string"
+CLICKS = "impression_id string, ts timestamp, pos bigint"
+
+
+class AdClicks(StatefulFunction):
+    """Samza's stream-stream join: a click within 10 minutes of its impression joins it; an
+    impression not clicked in time expires by an event-time timer and is reported unmatched."""
+
+    returns = "ad string, outcome string, delay_seconds bigint"
+    ad: str
+    shown: dt.datetime
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.ad = None
+        self.shown = None
+
+    def execute(self, e):
+        if self.ctx.input == "impressions":
+            self.ad, self.shown = e["ad"], e["ts"]
+            self.ctx.register_timer(self.shown + EXPIRY)
+            return None
+        if self.shown is not None and e["ts"] - self.shown <= EXPIRY:
+            out = {"ad": self.ad, "outcome": "clicked", "delay_seconds": int((e["ts"] - self.shown).total_seconds())}
+            self.ctx.clear_state()
+            return out
+        return None
+
+    def on_timer(self, key, timestamp):
+        out = {"ad": self.ad, "outcome": "expired", "delay_seconds": None}
+        self.ctx.clear_state()
+        return out
+
+
+def ad_oracle(impressions, clicks, open_after=None):
+    """Output of the join over both inputs: per impression id in time order (an impression
+    before a click at one time); an impression neither clicked in time nor later than
+    ``open_after`` (still waiting at the final watermark) expires."""
+    events = sorted([(r[1], 0, r) for r in impressions] + [(r[1], 1, r) for r in clicks], key=lambda x: x[:2])
+    state, out = {}, []
+    for ts, side, r in events:
+        s = state.get(r[0])
+        if side == 0:
+            state[r[0]] = (r[2], ts)
+        elif s is not None and ts - s[1] <= EXPIRY:
+            out.append((r[0], s[0], "clicked", int((ts - s[1]).total_seconds())))
+            del state[r[0]]
+    for key, (ad, shown) in state.items():
+        if open_after is None or shown + EXPIRY <= open_after:
+            out.append((key, ad, "expired", None))
+    left = {k: v for k, v in state.items() if open_after is not None and v[1] + EXPIRY > open_after}
+    return sorted(out, key=repr), left
+
+
+@st.composite
+def ad_inputs(draw):
+    """One impression per id (some ids only clicked), clicks at random minutes around it."""
+    ids = draw(st.lists(st.sampled_from(["i1", "i2", "i3", "i4"]), min_size=1, max_size=4, unique=True))
+    minute = st.integers(0, 30).map(lambda m: T0 + dt.timedelta(minutes=m))
+    impressions = [(i, draw(minute), f"ad-{i}") for i in ids if draw(st.booleans()) or i == ids[0]]
+    clicks = [(draw(st.sampled_from(ids)), draw(minute), n) for n in range(draw(st.integers(0, 6)))]
+    return impressions, clicks
+
+
+def _ad_call(impressions, clicks, extra=""):
+    return (
+        f"SELECT * FROM si_ad_clicks(impressions => TABLE({impressions}), clicks => TABLE({clicks}), "
+        f"key => 'impression_id', order_by => 'ts', event_time => 'ts', watermark => '0 seconds'{extra})"
+    )
+
+
+def test_ad_click_join_in_a_batch_fires_expiry_at_end_of_input(spark, ks):
+    ks.register("si_ad_clicks", AdClicks)
+
+    @seed(20261126)
+    @settings(max_examples=EXAMPLES + 2, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(data=ad_inputs())
+    def check(data):
+        impressions, clicks = data
+        spark.createDataFrame(impressions, IMPRESSIONS).createOrReplaceTempView("si_impressions")
+        spark.createDataFrame(clicks, CLICKS).createOrReplaceTempView("si_clicks")
+        got = sorted((tuple(r) for r in ks.sql(_ad_call("si_impressions", "si_clicks")).collect()), key=repr)
+        assert got == ad_oracle(impressions, clicks)[0]
+
+    check()
+
+
+def _m(minutes):
+    return T0 + dt.timedelta(minutes=minutes)
+
+
+# three incremental runs: the watermark (max event time of a run, no delay) fires the expiry
+# timers of keys that get no new rows; the third run has new impressions only
+AD_RUNS = [
+    ([("i1", _m(0), "a1"), ("i2", _m(1), "a2"), ("i3", _m(2), "a3")], [("i1", _m(4), 1)]),
+    ([("i4", _m(21), "a4")], [("i2", _m(9), 2), ("i3", _m(20), 3)]),
+    ([("zz", _m(120), "az")], []),
+]
+
+
+def test_ad_click_join_incremental_state_changes_and_migration(spark, ks, tmp_path):
+    """ks.run three times (timers fired by the watermark between runs), the state read back and
+    its change feed, then the checkpoint migrated and continued on the bulk engine."""
+    ks.register("si_ad_clicks", AdClicks)
+    i_dir, c_dir, cp, out = (str(tmp_path / d) for d in ("impressions", "clicks", "cp", "out"))
+    sql = _ad_call(f"parquet.`{i_dir}`", f"parquet.`{c_dir}`")
+    summaries = []
+    for impressions, clicks in AD_RUNS:
+        _write(spark, impressions, IMPRESSIONS, i_dir)
+        _write(spark, clicks, CLICKS, c_dir)
+        summaries.append(ks.run(sql, checkpoint=cp, output=out))
+    assert [s["input_rows"] for s in summaries] == [4, 3, 1]
+    assert sum(s["late_rows"] for s in summaries) == 0
+    impressions = [r for run in AD_RUNS for r in run[0]]
+    clicks = [r for run in AD_RUNS for r in run[1]]
+    expected, left = ad_oracle(impressions, clicks, open_after=_m(120))
+    assert sorted((tuple(r) for r in spark.read.parquet(out).collect()), key=repr) == expected
+    assert [r[2] for r in expected].count("expired") == 2  # the data exercises both outcomes
+
+    # the state as a table: only the impression still waiting, one row for both inputs
+    state = [(r["impression_id"], r["ad"], r["shown"]) for r in ks.read_state(cp).collect()]
+    assert state == [(k, ad, shown) for k, (ad, shown) in left.items()]
+    # the change feed: each key's last change is its final state (deleted once matched/expired);
+    # i1, shown and clicked within the first run, never had state at a batch's end
+    last = {}
+    for r in sorted(ks.read_state_changes(cp).collect(), key=lambda r: r["batch_id"]):
+        if r["variable"] == "ad":
+            last[r["impression_id"]] = (r["change"], None if r["new_value"] is None else json.loads(r["new_value"]))
+    assert last == {
+        **{k: ("delete", None) for k in ("i2", "i3", "i4")},
+        **{k: ("upsert", {"ad": ad}) for k, (ad, _) in left.items()},
+    }
+
+    dst, out2 = str(tmp_path / "cp2"), str(tmp_path / "out2")
+    if ks.default_engine == "tws":  # Spark's state reader cannot read tws timers
+        with pytest.raises(MigrationError, match=r"timers registered in this checkpoint \(engine 'tws'\) are not"):
+            ks.migrate_state(cp, dst)
+        return
+    # migrated, then continued on the bulk engine: both inputs resume where they were
+    bulk = KeyedSQL(spark, engine="bulk")
+    bulk.register("si_ad_clicks", AdClicks)
+    info = ks.migrate_state(cp, dst)
+    assert info["keys"] == len(left)
+    more = ([("i5", _m(125), "a5")], [("zz", _m(123), 4), ("i5", _m(200), 5)])
+    _write(spark, more[0], IMPRESSIONS, i_dir)
+    _write(spark, more[1], CLICKS, c_dir)
+    assert bulk.run(sql, checkpoint=dst, output=out2)["input_rows"] == 3  # only the new files
+    after = sorted((tuple(r) for r in spark.read.parquet(out2).collect()), key=repr)
+    # zz clicked 3 minutes after its impression; i5's click comes too late, its expiry is due by
+    # the new watermark (200 minutes)
+    assert after == sorted([("zz", "az", "clicked", 180), ("i5", "a5", "expired", None)], key=repr)
+
+
+# ------------------------------------------------------ initial_state and ttl as arguments
+def test_initial_state_argument_seeds_the_shared_state(spark, ks):
+    fn = _register(ks, "enrich_views")
+    spark.createDataFrame([("m1", "west"), ("m2", "east")], "member_id string, region string").createOrReplaceTempView(
+        "si_seed"
+    )
+    spark.createDataFrame([("m2", 1, "north")], LEFT).createOrReplaceTempView("si_p1")
+    spark.createDataFrame([("m1", 1, "p1"), ("m2", 2, "p2"), ("m3", 2, "p3")], RIGHT).createOrReplaceTempView("si_v1")
+    got = ks.sql(
+        f"SELECT * FROM {fn}(profiles => TABLE(si_p1), views => TABLE(si_v1), key => 'member_id', order_by => 'ts',\n"
+        "                    initial_state => TABLE(SELECT * FROM si_seed))"
+    ).collect()
+    # m1 keeps its seeded region, m2's profile replaces the seed before its view, m3 has none
+    assert sorted(map(tuple, got), key=repr) == sorted(
+        [("m1", 1, "west", "p1"), ("m2", 2, "north", "p2"), ("m3", 2, None, "p3")], key=repr
+    )
+
+
+def test_ttl_argument_expires_the_shared_state_between_runs(spark, ks, tmp_path):
+    fn = _register(ks, "enrich_views")
+    p_dir, v_dir, cp, out = (str(tmp_path / d) for d in ("profiles", "views", "cp", "out"))
+    sql = _call(fn, f"parquet.`{p_dir}`", f"parquet.`{v_dir}`").replace(
+        "order_by => 'ts'", "order_by => 'ts', ttl => '1 hour'"
+    )
+    _write(spark, [("m1", 1, "north")], LEFT, p_dir)
+    _write(spark, [("m2", 1, "p1")], RIGHT, v_dir)
+    ks.run(sql, checkpoint=cp, output=out)
+    _write(spark, [("m1", 2, "p2")], RIGHT, v_dir)  # soon after: the profile's region is alive
+    ks.run(sql, checkpoint=cp, output=out)
+    _write(spark, [("m1", 3, "p3")], RIGHT, v_dir)  # two hours later (processing time): expired
+    with clock_moved(spark, hours=2):
+        ks.run(sql, checkpoint=cp, output=out)
+    got = sorted((tuple(r) for r in spark.read.parquet(out).collect()), key=repr)
+    assert got == sorted([("m2", 1, None, "p1"), ("m1", 2, "north", "p2"), ("m1", 3, None, "p3")], key=repr)
+
+
+def test_initial_state_argument_must_be_a_table(ks_auto, two_views):
+    fn = _register(ks_auto, "enrich_views")
+    with pytest.raises(KeyedSQLError, match=r"^line 1, column \d+: si_enrich_views: initial_state takes TABLE\("):
+        ks_auto.sql(_call(fn, "si_p", "si_v").replace("order_by => 'ts'", "order_by => 'ts', initial_state => 'si_p'"))
