@@ -103,7 +103,11 @@ def test_table_function_key_not_in_table(spark, ks_auto, bad_df):
 
 def test_table_call_key_not_in_table_through_ks_sql(ks, bad_df):
     ks.register("boom", Boom, returns="n bigint")
-    with pytest.raises(KeyedQueryError, match=r"'nokey', which is not a column of the source"):
+    with pytest.raises(
+        KeyedQueryError,
+        match=r"^line 1, column 46: boom: key column 'nokey' is not a column of the input "
+        r"\(its columns: user_id, value\)",
+    ):
         ks.sql("SELECT * FROM boom(TABLE(bad_events), key => 'nokey')").collect()
 
 

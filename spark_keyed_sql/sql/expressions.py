@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-__all__ = ["KeyedGroup", "KeyedOption", "ExplainKeyed"]
+__all__ = ["KNOWN_OPTIONS", "STREAMING_ONLY_OPTIONS", "ExplainKeyed", "KeyedGroup", "KeyedOption"]
 
 
 class KeyedGroup(exp.Expression):
@@ -46,6 +46,11 @@ class KeyedGroup(exp.Expression):
     @property
     def options(self) -> dict[str, exp.Expression]:
         return {o.name.lower(): o.args["value"] for o in self.args.get("options") or []}
+
+
+# OPTIONS (name = value) of WITH STATE, also named arguments of the table-function form
+KNOWN_OPTIONS = {"engine", "checkpoint", "output_mode", "trigger", "max_files_per_trigger", "state_partitions"}
+STREAMING_ONLY_OPTIONS = {"output_mode", "trigger", "max_files_per_trigger"}
 
 
 class KeyedOption(exp.Expression):

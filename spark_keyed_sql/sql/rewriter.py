@@ -28,7 +28,7 @@ from ..runtime.plan import KeyedPlan, PlanInput
 from ..runtime.runner import OrderSpec
 from ..runtime.spec import FunctionKind, FunctionSpec, check_process_inputs
 from .errors import KeyedQueryError, position, spark_hint
-from .expressions import KeyedGroup
+from .expressions import KNOWN_OPTIONS, STREAMING_ONLY_OPTIONS, KeyedGroup
 from .parse import render
 from .sources import Sources, literal, view_name
 from .statement import KeyedStatement, KeyedStep, RunMode
@@ -38,9 +38,7 @@ __all__ = ["KNOWN_OPTIONS", "STREAMING_ONLY_OPTIONS", "plan_statement"]
 
 log = logging.getLogger(__name__)
 
-KNOWN_OPTIONS = {"engine", "checkpoint", "output_mode", "trigger", "max_files_per_trigger", "state_partitions"}
 MAX_STATE_PARTITIONS = 100_000
-STREAMING_ONLY_OPTIONS = {"output_mode", "trigger", "max_files_per_trigger"}
 
 
 def _interval_ms(e: exp.Expression | None) -> int | None:

@@ -31,14 +31,14 @@ from ..api.errors import SchemaError
 from ..runtime.columns import parse_column_list
 from .dialect import KeyedSpark
 from .errors import KeyedQueryError, position
-from .expressions import KeyedGroup
+from .expressions import KNOWN_OPTIONS, KeyedGroup, KeyedOption
 from .parse import render
 
 __all__ = ["INPUT_COLUMN", "TABLE_CALL_ARGUMENTS", "expand_table_calls", "input_column", "mentions_table_call"]
 
 # the named arguments of the table-function form (besides the named inputs); string literals,
-# but initial_state, which is TABLE(...) like an input
-TABLE_CALL_ARGUMENTS = ("key", "order_by", "event_time", "watermark", "ttl", "initial_state")
+# but initial_state, which is TABLE(...) like an input; and WITH STATE's OPTIONS (any literal)
+TABLE_CALL_ARGUMENTS = ("key", "order_by", "event_time", "watermark", "ttl", "initial_state", *sorted(KNOWN_OPTIONS))
 INPUT_COLUMN = "__ks_input"  # the index of the input a row came from (several inputs)
 
 Schema = Callable[[exp.Expression], list[tuple[str, str]]]  # a FROM item -> (column, Spark type) pairs
@@ -121,6 +121,7 @@ class _Call:
         self.named: dict[str, str] = {}
         self.nodes: dict[str, exp.Expression] = {}  # argument -> its value (for positions)
         self.initial: exp.Expression | None = None
+        self.options: list[KeyedOption] = []  # WITH STATE's OPTIONS given as arguments
         for arg in call.expressions:
             self._take(arg)
 
@@ -160,6 +161,11 @@ class _Call:
                 "(an input is name => TABLE(...))",
                 value,
             )
+        if low in KNOWN_OPTIONS:
+            if not isinstance(value, (exp.Literal, exp.Boolean)):
+                raise _error(f"{fn}: {low} needs a literal value (string, number, true/false)", value)
+            self.options.append(KeyedOption(this=exp.to_identifier(low), value=value.copy()))
+            return
         if not (isinstance(value, exp.Literal) and value.is_string):
             raise _error(
                 f"{fn}(TABLE(...), {low} => ...): {low} must be a string literal such as '{low}_column', "
@@ -194,16 +200,28 @@ def _compatible(a: str, b: str) -> bool:
 
 
 def _check_shared(
-    fn: str, inputs: list[tuple[str | None, exp.Expression]], sources: list[exp.Expression], shared: list[str], schema
+    fn: str,
+    inputs: list[tuple[str | None, exp.Expression]],
+    sources: list[exp.Expression],
+    shared: dict[str, str],
+    schema,
+    arguments: dict[str, exp.Expression],
 ) -> list[list[tuple[str, str]]]:
-    """Every input has the ``shared`` columns (key, order_by, event_time), of one type; returns
-    each input's (column, type) pairs."""
+    """Every input has the ``shared`` columns (column -> its argument: key, order_by,
+    event_time), of one type; returns each input's (column, type) pairs. ``arguments``: the
+    call's argument values, where an error points."""
     schemas = [schema(src) for src in sources]
     types: dict[str, tuple[str, str]] = {}  # column -> (type, the input it was first seen in)
     for (name, arg), cols in zip(inputs, schemas):
         lower = {c.lower(): (c, t) for c, t in cols}
         what = f"input {name!r}" if name is not None else "the input"
         missing = [c for c in shared if c.lower() not in lower]
+        if missing and name is None:  # one input: most likely a misspelled argument
+            raise _error(
+                f"{fn}: {shared[missing[0]]} column {missing[0]!r} is not a column of the input (its columns: "
+                f"{', '.join(c for c, _ in cols)})",
+                arguments.get(shared[missing[0]], arg),
+            )
         if missing:
             rename = f"{name} => " if name is not None else ""
             raise _error(
@@ -265,17 +283,25 @@ def _expand(table: exp.Table, call: exp.Anonymous, schema: Schema | None) -> exp
         group.set("watermark", exp.Literal.string(c.named["watermark"]))
     if c.named.get("ttl"):
         group.set("ttl", exp.Literal.string(c.named["ttl"]))
+    if c.options:
+        group.set("options", c.options)
     if c.initial is not None:
         group.set("initial_state", _source(fn, c.initial, f"__ks_{fn}_initial_state"))
-    shared = list(dict.fromkeys([*keys, *[o.this.name for o in order or []], *([event_time] if event_time else [])]))
+    shared: dict[str, str] = {}  # the columns every input has -> the argument naming each (the first)
+    for column, argument in [
+        *((k, "key") for k in keys),
+        *((o.this.name, "order_by") for o in order or []),
+        *([(event_time, "event_time")] if event_time else []),
+    ]:
+        shared.setdefault(column, argument)
     several = len(c.inputs) > 1
     names = [f"__ks_{fn}_{n}" if n is not None else f"__ks_{fn}_input" for n, _ in c.inputs]
     sources = [_source(fn, arg, alias) for (_, arg), alias in zip(c.inputs, names)]
     if several and schema is None:
         raise _error(f"{fn}: several inputs need the session to read their columns", call)
-    schemas = _check_shared(fn, c.inputs, sources, shared, schema) if schema is not None else []
+    schemas = _check_shared(fn, c.inputs, sources, shared, schema, c.nodes) if schema is not None else []
     if several:
-        union, maps = _union(c.inputs, sources, schemas, shared)  # type: ignore[arg-type]
+        union, maps = _union(c.inputs, sources, schemas, list(shared))  # type: ignore[arg-type]
         source: exp.Expression = exp.Subquery(
             this=union, alias=exp.TableAlias(this=exp.to_identifier(f"__ks_{fn}_inputs"))
         )

@@ -1,7 +1,8 @@
 """One incarnation of the crash-test query over the input directory, one file per micro-batch,
 until everything is processed (or the harness kills it). Mode ``run``: an incremental
 ``ks.run``; mode ``start``: a continuous ``ks.start`` stream (processing-time trigger),
-stopped once all available input is processed."""
+stopped once all available input is processed. ``inputs`` 2: the input is two directories,
+two named inputs of one function."""
 
 import os
 import sys
@@ -9,7 +10,7 @@ import sys
 os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())  # before Spark starts: workers inherit it
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from crash_functions import RunningTotal  # noqa: E402
+from crash_functions import RunningTotal, RunningTotalBySeq  # noqa: E402
 from harness import CACHE_ENV, VIEWFS_ENV, child_conf  # noqa: E402
 
 from spark_keyed_sql import KeyedSQL  # noqa: E402
@@ -20,14 +21,21 @@ SQL = (
     "WITH STATE running_total(value) ORDER BY seq OPTIONS (engine = '{engine}', max_files_per_trigger = 1)"
 )
 
+# two named inputs (the input split in src/a and src/b): one running total over both
+SQL_TWO_INPUTS = (
+    "SELECT * FROM running_total_by_seq(a => TABLE(parquet.`{src}/a`), b => TABLE(parquet.`{src}/b`), "
+    "key => 'user_id', order_by => 'seq', engine => '{engine}', max_files_per_trigger => 1)"
+)
 
-def main(engine: str, src: str, cp: str, out: str, mode: str = "run") -> None:
+
+def main(engine: str, src: str, cp: str, out: str, mode: str = "run", inputs: str = "1") -> None:
     spark = local_session(
         "crash child", shuffle_partitions=2, conf=child_conf(os.environ.get(VIEWFS_ENV), os.environ.get(CACHE_ENV))
     )
     ks = KeyedSQL(spark)
     ks.register("running_total", RunningTotal, returns="n bigint, total double")
-    sql = SQL.format(src=src, engine=engine)
+    ks.register("running_total_by_seq", RunningTotalBySeq, returns="seq bigint, n bigint, total double")
+    sql = (SQL if inputs == "1" else SQL_TWO_INPUTS).format(src=src, engine=engine)
     if mode == "start":
         q = ks.start(sql, checkpoint=cp, sink=out, trigger="500 milliseconds")
         q.processAllAvailable()
@@ -38,4 +46,4 @@ def main(engine: str, src: str, cp: str, out: str, mode: str = "run") -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])

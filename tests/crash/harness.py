@@ -32,9 +32,13 @@ class CrashReport:
     wrong_state: int = 0
 
 
-def make_input(src: str, files: int, keys: int, per_file: int, seed: int) -> pd.DataFrame:
+def make_input(src: str, files: int, keys: int, per_file: int, seed: int, inputs: int = 1) -> pd.DataFrame:
+    """``files`` Parquet files of rising ``seq``; with ``inputs`` 2, alternately in ``src/a`` and
+    ``src/b`` (one file of each per micro-batch keeps every batch's rows after the last one's)."""
     rng = random.Random(seed)
-    os.makedirs(src, exist_ok=True)
+    dirs = [src] if inputs == 1 else [os.path.join(src, d) for d in "ab"[:inputs]]
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
     frames = []
     seq = 0
     for i in range(files):
@@ -43,7 +47,7 @@ def make_input(src: str, files: int, keys: int, per_file: int, seed: int) -> pd.
             rows.append({"user_id": f"u{rng.randrange(keys):03d}", "seq": seq, "value": float(rng.randrange(100))})
             seq += 1
         df = pd.DataFrame(rows)
-        df.to_parquet(os.path.join(src, f"part-{i:04d}.parquet"), index=False)
+        df.to_parquet(os.path.join(dirs[i % inputs], f"part-{i:04d}.parquet"), index=False)
         frames.append(df)
     return pd.concat(frames)
 
@@ -74,6 +78,7 @@ def _child(
     crash_dir: str,
     viewfs_root: str | None = None,
     cache_dir: str | None = None,
+    inputs: int = 1,
 ) -> subprocess.Popen:
     env = dict(os.environ)
     env.pop(VIEWFS_ENV, None)
@@ -87,7 +92,7 @@ def _child(
         env["SPARK_KEYED_SQL_CRASH_AT"] = crash_at
         env["SPARK_KEYED_SQL_CRASH_DIR"] = crash_dir
     return subprocess.Popen(
-        [sys.executable, CHILD, engine, src, cp, out, mode],
+        [sys.executable, CHILD, engine, src, cp, out, mode, str(inputs)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -108,12 +113,14 @@ def run(
     timeout: float = 300,
     mode: str = "run",
     viewfs: bool = False,
+    inputs: int = 1,
 ) -> CrashReport:
     """``plan``: fault specs ('point:n') used one per incarnation; then ``random_kills``
     incarnations killed after a random delay; then one incarnation runs to the end.
     ``mode``: ``run`` (incremental ks.run) or ``start`` (a continuous ks.start stream).
     ``viewfs``: input, checkpoint and output as ``viewfs://ks/data/...`` URIs mounted on the
-    work directory (tests/viewfs.py), which only Spark's file system layer resolves."""
+    work directory (tests/viewfs.py), which only Spark's file system layer resolves.
+    ``inputs``: 2 splits the input in two directories read as two named inputs of one function."""
     if workdir is None:  # make crash: its own temp dir, removed afterwards (KS_CRASH_KEEP=1 keeps it)
         d = tempfile.mkdtemp(prefix="ks-crash-")
         try:
@@ -129,12 +136,13 @@ def run(
                 timeout=timeout,
                 mode=mode,
                 viewfs=viewfs,
+                inputs=inputs,
             )
         finally:
             if not os.environ.get("KS_CRASH_KEEP"):
                 shutil.rmtree(d, ignore_errors=True)
     d = workdir
-    events = make_input(os.path.join(d, "in"), files, keys, per_file, seed)
+    events = make_input(os.path.join(d, "in"), files, keys, per_file, seed, inputs)
     base = "viewfs://ks/data" if viewfs else d
     src, cp, out = base + "/in", base + "/cp", base + "/out"
     mount = d if viewfs else None
@@ -146,7 +154,9 @@ def run(
         # every other restart finds its host's local state gone (bulk): the batch is fed from
         # the checkpoint, so its crash points are hit too
         cache_dir = os.path.join(d, f"cache-{i // 2}")
-        proc = _child(engine, mode, src, cp, out, spec if kind == "point" else None, crash_dir, mount, cache_dir)
+        proc = _child(
+            engine, mode, src, cp, out, spec if kind == "point" else None, crash_dir, mount, cache_dir, inputs
+        )
         if kind == "random":
             time.sleep(rng.uniform(8, 25))  # Spark takes ~8 s to start: land in the work
             if proc.poll() is None:

@@ -62,3 +62,16 @@ def test_kill_a_continuous_stream_then_recover_exactly_once(engine, where, tmp_p
     assert sum(report.kills.values()) == len(START_PLANS[engine]), report
     assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
     assert report.rows_out == report.rows_expected
+
+
+# two named inputs of one function, each a streaming file source, killed in ks.run (one file of
+# each input per micro-batch): nothing lost, nothing twice, one state per key over both
+TWO_INPUT_PLANS = {"bulk": ["processing:2", "state_written:2", "after_sink:1"], "tws": ["processing:10"]}
+
+
+@pytest.mark.parametrize("engine", sorted(TWO_INPUT_PLANS))
+def test_kill_with_two_streaming_inputs_then_recover_exactly_once(engine, tmp_path):
+    report = run(engine, TWO_INPUT_PLANS[engine], files=8, keys=10, per_file=20, workdir=str(tmp_path), inputs=2)
+    assert sum(report.kills.values()) == len(TWO_INPUT_PLANS[engine]), report
+    assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
+    assert report.rows_out == report.rows_expected
