@@ -2,7 +2,9 @@
 timestamps, late rows) through a zoo of classes on every path — KeyedTester, a one-shot ks.sql
 on each engine, the table function, ks.run increments and ks.start micro-batches on each engine.
 Every path must give the same rows per batch and the same final state; the simple classes are
-also checked against a plain-Python oracle written here.
+also checked against a plain-Python oracle written here. A class with two named inputs
+(``two_sides``) goes through the table-function form on the engines, KeyedTester fed each run of
+one input's rows with ``input=``.
 
 CI (make test) runs one fixed seed over a small selection of (class, path) pairs; `make fuzz`
 sets KS_DIFF_EXAMPLES for more seeds and KS_DIFF_ALL=1 for every pair. Pairs a path cannot run
@@ -10,6 +12,7 @@ are marked with the reason (Ibis-style, as the `notyet` marker of the engine sui
 """
 
 import datetime as dt
+import itertools
 import os
 import random
 import time
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from sage_patterns import CounterFunction, FeatureComputer, FlexibleFunction, UserSessionFunction, WindowAggregator
-from zoo import EventSessions, Ticker, TtlTyped, Typed, Whole
+from zoo import EventSessions, Ticker, TtlTyped, TwoSides, Typed, Whole
 
 from spark_keyed_sql import KeyedTester
 from spark_keyed_sql.engines import ENGINES
@@ -46,6 +49,8 @@ class Case:
     # returns a map keyed by the key: Spark maps have no NULL keys, so the NULL key's rows get
     # key 'd' here and test_null_map_key_fails_alike checks the NULL key's error on every path
     map_by_key: bool = False
+    # named inputs (the table-function form): a row goes to evens or odds by its n
+    inputs: tuple[str, ...] = ()
 
 
 def oracle_sessions(rows):
@@ -102,6 +107,13 @@ CASES = {
         EventSessions, "who string, kind string, start timestamp, count bigint", "ts", event_time=True
     ),
     "ticker": Case(Ticker, "who string, kind string, seen bigint", "n", processing_timers=True),
+    "two_sides": Case(
+        TwoSides,
+        "who string, side string, evens bigint, odds bigint, total double",
+        "k, n, value, ts",
+        event_time=True,
+        inputs=("evens", "odds"),
+    ),
 }
 # what CI runs (make fuzz: KS_DIFF_ALL=1 runs every case on every path)
 CI_CASES = {"sage_sessions", "typed", "event_sessions", "whole"}
@@ -133,6 +145,8 @@ def not_applicable(name: str, path: str) -> str | None:
     case = CASES[name]
     if path == "table_function" and not case.keyed:
         return "the table function is keyed (key => ...); unkeyed use is WITH STATE without GROUP BY KEY"
+    if path == "table_function" and case.inputs:
+        return "plain spark.sql's UDTFs take one table (tests/sql/test_several_inputs.py checks its refusal)"
     if path == "table_function" and case.event_time:
         return "the table function has no EVENT TIME clause (its timers follow the end-of-input rule only)"
     return None
@@ -159,6 +173,11 @@ def generate(seed: int, batches: int = 3, per_batch: int = 10) -> list[list[dict
             n += 1
         out.append(rows)
     return out
+
+
+def input_of(row: dict) -> str:
+    """The named input a row of a several-input case comes from."""
+    return "evens" if row["n"] % 2 == 0 else "odds"
 
 
 def ordered(rows):
@@ -213,7 +232,7 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
     ``flush`` that batch is the no-data batch, which evicted by the newest watermark."""
     case = CASES[name]
     # rows go in already in (ts, n) order; the events hold the call's arguments only, as in SQL
-    t = KeyedTester(case.cls, case.returns, **case.kwargs)
+    t = KeyedTester(case.cls, case.returns, **case.kwargs, **({"inputs": case.inputs} if case.inputs else {}))
     args = [a.strip() for a in case.args.split(",")]
     outs, wm, late_wm = [], None, None
     for rows in [sum(batches, [])] if one_shot else batches:
@@ -229,6 +248,12 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
                 if not (case.event_time and late_wm is not None and not one_shot and r["ts"] <= late_wm)
             ]
             if not kept:
+                continue
+            if case.inputs:  # each run of consecutive rows of one input, in the key's order
+                got = []
+                for name, part in itertools.groupby(kept, key=input_of):
+                    got += t.run([{a: r[a] for a in args} for r in part], key=k, input=name)
+                out += [(k, *o.values()) for o in got]
                 continue
             events = [{a: r[a] for a in args} for r in kept]
             got = t.run(events, key=k) if case.keyed else t.run(events)
@@ -252,8 +277,15 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
     return t, outs
 
 
-def sql_text(name: str, source: str, engine: str | None) -> str:
+def sql_text(name: str, source, engine: str | None) -> str:
+    """The case's query over ``source`` (for a several-input case: one source per input, the
+    table-function form)."""
     case = CASES[name]
+    if case.inputs:
+        tables = ", ".join(f"{i} => TABLE({src})" for i, src in zip(case.inputs, source))
+        et = ", event_time => 'ts', watermark => '5 minutes'" if case.event_time else ""
+        opts = f", engine => '{engine}'" if engine else ""
+        return f"SELECT * FROM {name}({tables}, key => 'k', order_by => 'ts, n'{et}{opts})"
     key = "GROUP BY KEY k " if case.keyed else ""
     cols = "k, s.*" if case.keyed else "s.*"
     et = "EVENT TIME ts WATERMARK '5 minutes' " if case.event_time else ""
@@ -277,7 +309,13 @@ def register(ks, name: str) -> None:
     ks.register(name, case.cls, returns=case.returns, **case.kwargs)
 
 
-def write_batch(spark, rows: list[dict], path: str) -> None:
+def write_batch(spark, rows: list[dict], path: str, inputs: tuple[str, ...] = ()) -> None:
+    """``rows`` appended to ``path`` as one file (with ``inputs``: one file per input, in
+    ``path/<input>``, empty or not, so a micro-batch of one file per input is one batch)."""
+    if inputs:
+        for name in inputs:
+            write_batch(spark, [r for r in rows if input_of(r) == name], f"{path}/{name}")
+        return
     spark.createDataFrame([(r["k"], r["n"], r["value"], r["ts"]) for r in rows], SCHEMA).coalesce(1).write.mode(
         "append"
     ).parquet(path)
@@ -286,6 +324,11 @@ def write_batch(spark, rows: list[dict], path: str) -> None:
 def spark_one_shot(spark, ks, name: str, path: str, rows: list[dict]) -> list[tuple]:
     view = f"diff_all_{name}"
     spark.createDataFrame([(r["k"], r["n"], r["value"], r["ts"]) for r in rows], SCHEMA).createOrReplaceTempView(view)
+    if CASES[name].inputs:
+        views = [f"{view}_{i}" for i in CASES[name].inputs]
+        for i, v in zip(CASES[name].inputs, views):
+            spark.table(view).where("n % 2 = " + ("0" if i == "evens" else "1")).createOrReplaceTempView(v)
+        return row_tuples(ks.sql(sql_text(name, views, split_path(path)[1])))
     if path == "table_function":
         return row_tuples(spark.sql(f"SELECT * FROM {name}(TABLE({view}), key => 'k', order_by => 'ts, n')"))
     return row_tuples(ks.sql(sql_text(name, view, split_path(path)[1])))
@@ -295,11 +338,12 @@ def spark_run(spark, ks, name: str, engine: str, batches: list[list[dict]], tmp)
     """ks.run once per batch (and once more without input, which fires timers due by the last
     watermark): output rows per run, and the final state."""
     src, cp, out = str(tmp / "in"), str(tmp / "cp"), str(tmp / "out")
-    sql = sql_text(name, f"parquet.`{src}`", engine)
+    inputs = CASES[name].inputs
+    sql = sql_text(name, [f"parquet.`{src}/{i}`" for i in inputs] if inputs else f"parquet.`{src}`", engine)
     per_batch, before = [], []
     for rows in [*batches, None]:
         if rows is not None:
-            write_batch(spark, rows, src)
+            write_batch(spark, rows, src, inputs)
         ks.run(sql, checkpoint=cp, output=out)
         now = row_tuples(spark.read.parquet(out))
         per_batch.append(bag_diff(now, before))
@@ -310,16 +354,20 @@ def spark_run(spark, ks, name: str, engine: str, batches: list[list[dict]], tmp)
 def spark_start(spark, ks, name: str, engine: str, batches: list[list[dict]], tmp, settle) -> list[list]:
     """ks.start over a file stream, one file per micro-batch: output rows after each batch."""
     src, cp = str(tmp / "in"), str(tmp / "cp")
-    write_batch(spark, batches[0], src)
+    inputs = CASES[name].inputs
+    write_batch(spark, batches[0], src, inputs)
     view = f"diff_stream_{name}_{engine}"
-    spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(src).createOrReplaceTempView(view)
+    views = [f"{view}_{i}" for i in inputs] or [view]
+    for v, path in zip(views, [f"{src}/{i}" for i in inputs] or [src]):
+        spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(path).createOrReplaceTempView(v)
     sink = f"diff_sink_{name}_{engine}"
-    q = ks.start(sql_text(name, view, engine), checkpoint=cp, sink=f"memory:{sink}", trigger="1 second")
+    sql = sql_text(name, views if inputs else view, engine)
+    q = ks.start(sql, checkpoint=cp, sink=f"memory:{sink}", trigger="1 second")
     per_batch, before = [], []
     try:
         for i, rows in enumerate(batches):
             if i:
-                write_batch(spark, rows, src)
+                write_batch(spark, rows, src, inputs)
             q.processAllAvailable()
             now = settle(lambda: row_tuples(spark.table(sink)))
             per_batch.append(bag_diff(now, before))
@@ -390,6 +438,8 @@ CI_PAIRS = {
     ("whole", "table_function"),
     ("sage_counter", "table_function"),
     ("event_sessions", "run_bulk"),
+    ("two_sides", "sql_tws"),
+    ("two_sides", "run_bulk"),
 }
 
 

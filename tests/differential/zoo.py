@@ -6,7 +6,7 @@ import datetime as dt
 
 from spark_keyed_sql import KeyedProcessor, ListState, MapState, StatefulFunction, ValueState
 
-__all__ = ["Typed", "TtlTyped", "EventSessions", "Ticker", "Whole"]
+__all__ = ["Typed", "TtlTyped", "EventSessions", "Ticker", "TwoSides", "Whole"]
 
 
 class Typed(KeyedProcessor):
@@ -96,3 +96,41 @@ class Ticker(KeyedProcessor):
     def on_timer(self, key, timestamp):
         yield {"who": key, "kind": "tick", "seen": self.seen.get()}
         self.seen.update(self.seen.get() * 10)
+
+
+class TwoSides(StatefulFunction):
+    """Two named inputs, ``evens`` and ``odds``, into one state per key: rows and a total per
+    input, emitted on every row; an event-time timer 30 minutes after the key's last row of
+    either input closes the key (one watermark over both inputs)."""
+
+    GAP = dt.timedelta(minutes=30)
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.evens = 0
+        self.odds = 0
+        self.total = 0.0
+        self.last = None
+
+    def execute(self, e):
+        if self.ctx.input == "evens":
+            self.evens += 1
+        else:
+            self.odds += 1
+        self.total += e["value"] if e["n"] % 3 else -e["value"]
+        if self.last is not None:
+            self.ctx.delete_timer(self.last + self.GAP)
+        self.last = e["ts"] if self.last is None else max(self.last, e["ts"])
+        self.ctx.register_timer(self.last + self.GAP)
+        return {
+            "who": self.ctx.get_key(),
+            "side": self.ctx.input,
+            "evens": self.evens,
+            "odds": self.odds,
+            "total": self.total,
+        }
+
+    def on_timer(self, key, timestamp):
+        out = {"who": key, "side": "closed", "evens": self.evens, "odds": self.odds, "total": self.total}
+        self.ctx.clear_state()
+        return out
