@@ -46,7 +46,7 @@ W1_OUT = "user_id string, ts timestamp, n bigint, total double"
 
 SLOW_PATHS = {
     "ks.sql engine=tws",
-    "table function",
+    "table function in plain spark.sql (UDTF)",
     "plain UDTF PARTITION BY",
     "transformWithState rows (hand-written)",
     "transformWithStateInPandas (hand-written)",
@@ -297,7 +297,11 @@ def workloads(spark: SparkSession, ks: KeyedSQL, df: DataFrame) -> dict[str, dic
             "mapInArrow floor (hand-written)": lambda: floor_counter(df),
             "ks.sql engine=bulk": lambda: ks.sql(w1_sql.format(e="bulk")),
             "ks.sql engine=tws": lambda: ks.sql(w1_sql.format(e="tws")),
-            "table function": lambda: spark.sql(
+            "table function through ks.sql": lambda: ks.sql(
+                "SELECT user_id, ts, n, total FROM bench_counter_ts(TABLE(bench_events), "
+                "key => 'user_id', order_by => 'ts')"
+            ),
+            "table function in plain spark.sql (UDTF)": lambda: spark.sql(
                 "SELECT user_id, ts, n, total FROM bench_counter_ts(TABLE(bench_events), "
                 "key => 'user_id', order_by => 'ts')"
             ),
@@ -351,7 +355,10 @@ def workloads(spark: SparkSession, ks: KeyedSQL, df: DataFrame) -> dict[str, dic
                 f"GROUP BY user_id, session_window(ts, '{int(GAP.total_seconds() // 60)} minutes')"
             ),
             "ks.sql engine=bulk": lambda: ks.sql(w3_sql),
-            "table function": lambda: spark.sql(
+            "table function through ks.sql": lambda: ks.sql(
+                "SELECT * FROM bench_sessions(TABLE(bench_events), key => 'user_id', order_by => 'ts')"
+            ),
+            "table function in plain spark.sql (UDTF)": lambda: spark.sql(
                 "SELECT * FROM bench_sessions(TABLE(bench_events), key => 'user_id', order_by => 'ts')"
             ),
         },
