@@ -74,6 +74,11 @@ def digest(df: DataFrame) -> tuple[int, int]:
     return int(r[0]), int(r[1] or 0)
 
 
+def to_noop(df: DataFrame) -> None:
+    """The whole of ``df`` produced and dropped (Spark's ``noop`` sink)."""
+    df.write.format("noop").mode("overwrite").save()
+
+
 def timed(spark: SparkSession, fn: Callable[[], Any], budget: float) -> tuple[float, Any]:
     """Run ``fn`` (which runs Spark jobs); cancel its jobs when over ``budget`` seconds."""
     group = f"bench-{time.monotonic_ns()}"
@@ -679,10 +684,11 @@ def main() -> None:
                         check = spark.createDataFrame(got, W1_OUT)
                         d = digest(check)
                     else:
-                        runs = [timed(spark, lambda p=path: digest(p()), budget) for _ in range(a.repeat)]
-                        t, d = min(runs, key=lambda r: r[0])
-                        if any(r[1] != d for r in runs):
-                            raise RuntimeError(f"runs of the same path gave different rows: {[r[1] for r in runs]}")
+                        # timed as a user sees it: the whole output to the noop sink; the
+                        # digest that checks the rows is taken apart, untimed
+                        runs = [timed(spark, lambda p=path: to_noop(p()), budget) for _ in range(a.repeat)]
+                        t = min(r[0] for r in runs)
+                        d = digest(path())
                 except OverBudget as exc:
                     results.append((k, wname, pname, None, str(exc), None, None))
                     continue
@@ -752,14 +758,14 @@ def write_report(
         "per run.",
         "",
         (
-            "Each time is one Spark action over the path's full output (count + hash digest); the digest is"
+            "Each time is the path's whole output written to Spark's `noop` sink; a digest of its rows, taken"
             if repeat == 1
             else (
-                f"Each time is the fastest of {repeat} runs of one Spark action over the path's full output "
-                "(count + hash digest); the digest is"
+                f"Each time is the fastest of {repeat} runs writing the path's whole output to Spark's `noop` "
+                "sink; a digest of its rows, taken"
             )
         ),
-        "compared with native Spark SQL's before the time is reported. Ratios: time / native time, and",
+        "apart and untimed, is compared with native Spark SQL's. Ratios: time / native time, and",
         "time / the hand-written mapInArrow floor (the practical Python floor). µs/row over floor: the",
         "path's wall-clock time above the floor's, per input row (2 cores), i.e. what the path adds per row.",
         "",
