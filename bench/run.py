@@ -37,6 +37,7 @@ from bench.workloads import (  # noqa: E402
     Sessions,
     aggregate_apply_in_pandas_with_state,
     counter_apply_in_pandas_with_state,
+    digest,
 )
 from spark_keyed_sql import KeyedSQL, KeyedTester  # noqa: E402
 from spark_keyed_sql.local import local_session  # noqa: E402
@@ -59,19 +60,6 @@ BUDGET = 600.0  # seconds; main() sets it from --budget
 
 class OverBudget(Exception):
     pass
-
-
-def digest(df: DataFrame) -> tuple[int, int]:
-    cols = [
-        F.round(F.col(f.name), 6).alias(f.name) if f.dataType.simpleString() == "double" else F.col(f.name)
-        for f in df.schema.fields
-    ]
-    r = (
-        df.select(*cols)
-        .agg(F.count(F.lit(1)), F.sum(F.hash(*[F.col(f.name) for f in df.schema.fields]).cast("decimal(38,0)")))
-        .collect()[0]
-    )
-    return int(r[0]), int(r[1] or 0)
 
 
 def to_noop(df: DataFrame) -> None:

@@ -35,7 +35,7 @@ def _child(repeat: int, data: str) -> dict:
     import pyspark
     from pyspark.sql import functions as F
 
-    from bench.workloads import Aggregate, Counter
+    from bench.workloads import Aggregate, Counter, digest
     from spark_keyed_sql import KeyedSQL
     from spark_keyed_sql.compat import features
     from spark_keyed_sql.engines import available
@@ -78,18 +78,6 @@ def _child(repeat: int, data: str) -> dict:
             **{f"ks.sql engine={e}": (lambda e=e: ks.sql(w2.format(e=e))) for e in engines},
         },
     }
-
-    def digest(df):
-        cols = [
-            F.round(F.col(f.name), 6).alias(f.name) if f.dataType.simpleString() == "double" else F.col(f.name)
-            for f in df.schema.fields
-        ]
-        r = (
-            df.select(*cols)
-            .agg(F.count(F.lit(1)), F.sum(F.hash(*[F.col(f.name) for f in df.schema.fields]).cast("decimal(38,0)")))
-            .collect()[0]
-        )
-        return int(r[0]), int(r[1] or 0)
 
     out: dict = {"pyspark": pyspark.__version__, "python": sys.version.split()[0], "workloads": {}}
     for workload, by_path in paths.items():

@@ -327,7 +327,8 @@ def spark_one_shot(spark, ks, name: str, path: str, rows: list[dict]) -> list[tu
     if CASES[name].inputs:
         views = [f"{view}_{i}" for i in CASES[name].inputs]
         for i, v in zip(CASES[name].inputs, views):
-            spark.table(view).where("n % 2 = " + ("0" if i == "evens" else "1")).createOrReplaceTempView(v)
+            mine = [(r["k"], r["n"], r["value"], r["ts"]) for r in rows if input_of(r) == i]
+            spark.createDataFrame(mine, SCHEMA).createOrReplaceTempView(v)
         return row_tuples(ks.sql(sql_text(name, views, split_path(path)[1])))
     if path == "table_function":
         return row_tuples(spark.sql(f"SELECT * FROM {name}(TABLE({view}), key => 'k', order_by => 'ts, n')"))
