@@ -20,7 +20,7 @@ from .engines import LEGACY_ENGINE, get_engine, migration_target
 from .engines.state_tables import read_state
 from .runtime.spec import FunctionSpec
 from .state.checkpoint import MigrationError, read_metadata, write_metadata
-from .state.fs import CheckpointFS, join
+from .state.fs import filesystem, join
 
 __all__ = ["migrate_state", "MigrationError", "SPARK_POSITION_FILES"]
 
@@ -37,7 +37,7 @@ def migrate_state(
     transform: str | None = None,
     partitions: int | None = None,
 ) -> dict[str, Any]:
-    fs = CheckpointFS(spark)
+    fs = filesystem(spark)
     fs.probe(src)
     fs.probe(dst, "destination checkpoint")
     meta = read_metadata(src, spark)
@@ -58,6 +58,16 @@ def migrate_state(
     if partitions is not None and partitions < 1:
         raise MigrationError(f"partitions must be a positive number, got {partitions}")
     where = f"migrate_state({src!r} -> {dst!r}, function '{target.name}')"
+    copied = [name for name in SPARK_POSITION_FILES if fs.exists(join(src, name))]
+    if copied and not fs.names_files:
+        raise MigrationError(
+            f"{where}: not possible through Spark Connect. The migrated checkpoint continues from the source's input "
+            f"position, which lives in Spark's own checkpoint files ({', '.join(copied)}), files Spark reads by exact "
+            "name; a Connect session reaches files only through DataFrame writers, which write directories of "
+            "part-files, never a file of a given name (see docs/operations.md). Migrate from a classic SparkSession "
+            "(e.g. a job on the cluster); reading the state (ks.read_state) and bootstrapping a new query from it "
+            "(INITIAL STATE FROM) work on Connect"
+        )
     source_layout = get_engine(op.get("engine") or LEGACY_ENGINE).layout
     position = source_layout.position(spark, src, op)
 

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from .api.errors import SchemaError, UnknownFunctionError
 from .compat.features import Feature, features
 from .compat.interpreter import worker_python_set_here
-from .engines import AUTO, migration_target, require_engine
+from .engines import AUTO, require_engine
 from .engines import choose as choose_engine
 from .engines.state_tables import read_state, read_state_changes
 from .runtime.clock import session_offset_ms
@@ -23,7 +23,6 @@ from .runtime.plan import KeyedPlan
 from .runtime.spec import FunctionSpec
 from .shipping import ship_class, ship_package, use_this_python
 from .sql.statement import KeyedStatement, RunMode
-from .state.checkpoint import MigrationError
 from .streaming import queries
 from .streaming.checkpoints import engine_of
 from .streaming.failures import translating
@@ -294,13 +293,6 @@ class KeyedSQL:
         from .migrate import migrate_state
         from .state.checkpoint import read_metadata
 
-        target_engine = migration_target()
-        if is_connect(self.spark) and not target_engine.capabilities.streams_on_connect:
-            raise MigrationError(
-                f"migrate_state({src_checkpoint!r} -> {dst_checkpoint!r}): not supported on Spark Connect; it writes a "
-                f"checkpoint of engine '{target_engine.name}', and {target_engine.connect_note}. Migrate from a "
-                "classic SparkSession"
-            )
         meta = read_metadata(src_checkpoint, self.spark)
         source_fn = function or (meta["operators"][0]["function"] if meta and meta["operators"] else None)
         target = self.function(to_function or source_fn or "")

@@ -91,7 +91,6 @@ def choose(
     fires timers at end of input when the named one has no timers in a batch.
     """
     needs_batch_timers = not streaming and spec.has_timers
-    connect = features.connect
     if requested != AUTO:
         engine = require_engine(requested, features)
         if needs_batch_timers and not engine.capabilities.batch_timers:
@@ -102,9 +101,7 @@ def choose(
         c = e.capabilities
         if not streaming:
             return c.batch_timers or not needs_batch_timers
-        if connect and not c.streams_on_connect:
-            return False
-        return c.streams_as_dataframe or (per_batch_ok and not connect and c.streams_per_batch)
+        return c.streams_as_dataframe or (per_batch_ok and c.streams_per_batch)
 
     engine = next((e for e in available(features) if can(e)), None)
     log.debug(

@@ -53,8 +53,6 @@ class Capabilities:
     streams_per_batch: bool = False
     # event- and processing-time timers in a one-shot batch query (fired at end of input)
     batch_timers: bool = False
-    # ks.start / ks.run from a Spark Connect client
-    streams_on_connect: bool = False
     # several keyed steps (nested keyed selects) in one streaming statement
     nested_streaming_steps: bool = False
     # ORDER BY after WITH STATE over a stream (each micro-batch's output ordered)
@@ -174,8 +172,6 @@ class Engine(ABC):
     # the Spark feature it is built on (None: every supported Spark has what it needs)
     requires: ClassVar[Feature | None] = None
     layout: StateLayout
-    # why its streams cannot run from a Spark Connect client (when streams_on_connect is False)
-    connect_note: ClassVar[str] = "its streams need a classic SparkSession"
 
     @abstractmethod
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:

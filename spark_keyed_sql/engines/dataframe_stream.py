@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ..api.errors import SchemaError
-from ..state.fs import CheckpointFS, is_path
+from ..state.fs import filesystem, is_path
 from .base import StreamJob, StreamRun
 from .streams import configure_writer, wait_until_done
 
@@ -112,7 +112,7 @@ def committed_rows(spark: SparkSession, output: str) -> int:
     """Rows readers see in ``output`` (a file sink's reader honours its _spark_metadata log)."""
     try:
         if is_path(output):
-            if not CheckpointFS(spark).exists(output):
+            if not filesystem(spark).exists(output):
                 return 0  # not created yet (reading it would log a FileNotFoundException stack)
             return spark.read.parquet(output).count()
         return spark.table(output).count()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from ..state.checkpoint import CheckpointError, read_metadata
-from ..state.fs import CheckpointFS
+from ..state.fs import filesystem
 from ..state.reader import pick_operator, state_changes
 from . import LEGACY_ENGINE, get_engine
 from .base import Engine
@@ -15,7 +15,7 @@ __all__ = ["read_state", "read_state_changes"]
 
 
 def _locate(spark: SparkSession, checkpoint: str, function: str | None) -> tuple[int, dict | None, Engine]:
-    fs = CheckpointFS(spark)
+    fs = filesystem(spark)
     fs.probe(checkpoint)
     if not fs.is_dir(checkpoint):
         raise CheckpointError(f"checkpoint {checkpoint!r} does not exist")

@@ -365,7 +365,7 @@ class _Planner:
                 streaming=streaming,
                 spec=call.spec,
                 features=found,
-                per_batch_ok=self.mode is RunMode.STREAM and not found.connect,
+                per_batch_ok=self.mode is RunMode.STREAM,
             )
         except SchemaError as exc:
             raise KeyedQueryError(f"{exc} (OPTIONS of {call.where})") from None

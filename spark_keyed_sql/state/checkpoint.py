@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ..api.errors import KeyedSQLError
-from .fs import CheckpointFS, join
+from .fs import filesystem, join
 
 __all__ = ["METADATA_FILE", "write_metadata", "read_metadata", "check_compatible", "CheckpointError", "MigrationError"]
 
@@ -27,7 +27,7 @@ class MigrationError(KeyedSQLError):
 def write_metadata(checkpoint: str, operators: list[dict[str, Any]], spark: Any = None) -> None:
     """Record the query's shape. One small file, replaced in one write (a single PUT on object
     stores); unchanged content is not rewritten."""
-    fs = CheckpointFS(spark)
+    fs = filesystem(spark)
     text = json.dumps({"version": VERSION, "operators": operators}, indent=1, sort_keys=True)
     path = join(checkpoint, METADATA_FILE)
     fs.mkdirs(checkpoint)
@@ -41,7 +41,7 @@ def write_metadata(checkpoint: str, operators: list[dict[str, Any]], spark: Any 
 
 def read_metadata(checkpoint: str, spark: Any = None) -> dict[str, Any] | None:
     try:
-        text = CheckpointFS(spark).read_text(join(checkpoint, METADATA_FILE))
+        text = filesystem(spark).read_text(join(checkpoint, METADATA_FILE))
     except FileNotFoundError:
         return None
     try:

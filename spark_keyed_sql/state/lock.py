@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .checkpoint import CheckpointError
-from .fs import CheckpointFS, join
+from .fs import filesystem, join
 
 __all__ = ["CheckpointLock", "LOCK_FILE", "unlock", "lock_holder"]
 
@@ -51,7 +51,7 @@ def lock_holder(checkpoint: str, spark: Any = None) -> dict | None:
     """The lease's content (``owner``, ``host``, ``pid``, ``query``, ``started_ms``,
     ``heartbeat_ms``), ``{}`` when unreadable, None when the checkpoint is not locked."""
     try:
-        text = CheckpointFS(spark).read_text(join(checkpoint, LOCK_FILE))
+        text = filesystem(spark).read_text(join(checkpoint, LOCK_FILE))
     except FileNotFoundError:
         return None
     try:
@@ -66,7 +66,7 @@ def unlock(checkpoint: str, spark: Any = None) -> dict | None:
     gone and its lease has not timed out yet). Returns what the lease said, or None."""
     holder = lock_holder(checkpoint, spark)
     if holder is not None:
-        CheckpointFS(spark).delete(join(checkpoint, LOCK_FILE), recursive=False)
+        filesystem(spark).delete(join(checkpoint, LOCK_FILE), recursive=False)
     return holder
 
 
@@ -79,7 +79,7 @@ class CheckpointLock:
         takes the lease over while this process holds it."""
         self.on_lost: Callable[[CheckpointError], None] | None = None
         self.checkpoint = checkpoint
-        self.fs = CheckpointFS(spark)
+        self.fs = filesystem(spark)
         self.path = join(checkpoint, LOCK_FILE)
         self.query = query
         self.token = uuid.uuid4().hex

@@ -31,7 +31,7 @@ from typing import Any
 
 from .checkpoint import CheckpointError
 from .commit_record import BaseMarker, CommitRecord, damaged_commit
-from .fs import CheckpointFS, FSError, join
+from .fs import FSError, filesystem, join
 
 __all__ = [
     "BULK_DIR",
@@ -67,7 +67,7 @@ def state_column_names(columns: list[str]) -> dict[str, str]:
 class SnapshotStore:
     def __init__(self, checkpoint: str, spark: Any = None):
         self.checkpoint = checkpoint
-        self.fs = CheckpointFS(spark)
+        self.fs = filesystem(spark)
         self.root = join(checkpoint, BULK_DIR)
         self._seen: dict[str, CommitRecord] = {}  # commit files never change once created
         self._trimmed: set[str] = set()  # committed attempt directories already cut down to what commits read

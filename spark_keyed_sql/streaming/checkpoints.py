@@ -18,7 +18,7 @@ from ..runtime.spec import FunctionKind, FunctionSpec
 from ..sql.statement import KeyedStatement, KeyedStep
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, check_compatible, read_metadata, write_metadata
-from ..state.fs import CheckpointFS, join
+from ..state.fs import filesystem, join
 
 __all__ = ["checkpoint_in_sql", "engine_of", "prepare_checkpoint"]
 
@@ -152,4 +152,4 @@ def check_seed(checkpoint: str, operators: list[dict], previous: list[dict], has
 
 
 def _has_commits(spark: SparkSession, checkpoint: str) -> bool:
-    return any(not f.startswith(".") for f in CheckpointFS(spark).list(join(checkpoint, "commits")))
+    return any(not f.startswith(".") for f in filesystem(spark).list(join(checkpoint, "commits")))

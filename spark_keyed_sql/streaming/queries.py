@@ -15,11 +15,10 @@ from ..api.errors import SchemaError
 from ..engines import ENGINES, StreamJob, StreamRun
 from ..engines.background import fail_query
 from ..engines.dataframe_stream import DataFrameStreamRun, recent_progress, state_metrics
-from ..runtime.connect import is_connect
 from ..runtime.spec import FunctionSpec
 from ..sql.errors import KeyedQueryError
 from ..sql.statement import KeyedStatement
-from ..state.fs import CheckpointFS, is_path
+from ..state.fs import filesystem, is_path
 from ..state.lock import CheckpointLock
 from .checkpoints import checkpoint_in_sql, prepare_checkpoint
 from .failures import from_stream_failure, translating
@@ -146,13 +145,9 @@ def _launch(
     per_batch = statement.per_batch_steps if statement else []
     if not per_batch:
         engine = steps[0].engine if steps else None
-        if engine is not None and is_connect(spark) and not engine.capabilities.streams_on_connect:
-            raise KeyedQueryError(f"{where}: {engine.connect_note}")
         return engine.start_stream(job) if engine is not None else DataFrameStreamRun.start(job)
     step = per_batch[0]
     engine = step.engine
-    if is_connect(spark) and not engine.capabilities.streams_on_connect:
-        raise KeyedQueryError(f"{where}: {engine.connect_note}")
     if len(steps) > 1 and not engine.capabilities.nested_streaming_steps:
         nested = " or ".join(f"'{e.name}'" for e in ENGINES.values() if e.capabilities.nested_streaming_steps)
         raise KeyedQueryError(
@@ -166,13 +161,13 @@ def _launch(
 def _probe_output(spark: SparkSession, sink: str | None) -> None:
     """A directory output Spark cannot reach fails now, naming it, before any state is written."""
     if sink and is_path(sink) and not sink.startswith("memory:"):
-        CheckpointFS(spark).probe(sink, "output")
+        filesystem(spark).probe(sink, "output")
 
 
 def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> CheckpointLock | None:
     if not checkpoint:
         return None
-    key = CheckpointFS(spark).qualify(checkpoint, "checkpoint")
+    key = filesystem(spark).qualify(checkpoint, "checkpoint")
     with _HELD_LOCK:
         held = _HELD.get(key)
         if held is not None and not held[1].isActive:  # stopped, its waiter not yet run: take over

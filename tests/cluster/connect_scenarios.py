@@ -1,71 +1,173 @@
-"""The scenarios through a Spark Connect client session (given ``sc://`` URL): batch on both
-engines and the table-function form, incremental ks.run (tws) with state carried, a ks.start
-stream into a memory sink, state read back, and what is refused (bulk streams). Prints JSON
-results for the test's oracle."""
+"""Every entry point through a Spark Connect client (``pyspark-client``: no JVM, no classic
+pyspark), with inputs, checkpoints and outputs under ``root``: a ``viewfs://`` mount only the
+server knows. Run by tests/cluster/test_connect.py in the client's own venv; prints JSON
+results for the test's plain-Python oracle.
 
-import atexit
+    python connect_scenarios.py sc://127.0.0.1:PORT viewfs://m/ks
+"""
+
+import datetime
+import importlib.util
 import json
 import os
-import shutil
 import sys
-import tempfile
-
-from pyspark.sql import SparkSession
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_functions import Running  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
 
-from spark_keyed_sql import KeyedSQL, KeyedSQLError  # noqa: E402
+from spark_keyed_sql import KeyedSQL, KeyedSQLError, StatefulFunction  # noqa: E402
+
+ENGINES = ("bulk", "tws")
+
+
+class Remind(StatefulFunction):
+    """A processing-time timer per key, 1 s after its first row: emits 'reminder' for the key."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen = False
+
+    def execute(self, e):
+        if not self.seen:
+            self.seen = True
+            self.ctx.register_timer(self.ctx.current_processing_time() + datetime.timedelta(seconds=1))
+        return None
+
+    def on_timer(self, key, timestamp):
+        return ("reminder",)
 
 
 def rows(df):
     return sorted(map(list, df.collect()))
 
 
-def main(url: str, data: str) -> None:
+def error(fn) -> str:
+    try:
+        fn()
+    except KeyedSQLError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
+def add_part(spark, root: str, part: str, dst: str) -> None:
+    """The data's part ``part`` appended to the input directory ``dst`` (through the server)."""
+    spark.read.parquet(f"{root}/data/{part}").write.mode("append").parquet(dst)
+
+
+def main(url: str, root: str) -> None:
+    out: dict = {"py4j": importlib.util.find_spec("py4j") is not None}
     spark = SparkSession.builder.remote(url).getOrCreate()
+    out["session"] = type(spark).__module__
+    spark.conf.set("spark.sql.shuffle.partitions", "4")  # a user's setting for small data
     ks = KeyedSQL(spark)
     ks.register("running", Running, returns="n bigint, total double")
-    out = {"session": type(spark).__module__}
-    spark.read.parquet(f"{data}/a").createOrReplaceTempView("events")
+    ks.register("remind", Remind, returns="what string")
+    spark.read.parquet(f"{root}/data/a").createOrReplaceTempView("events")
+
+    # one-shot batches
     sql = "SELECT user_id, seq, n, total FROM events GROUP BY KEY user_id WITH STATE running(value) ORDER BY seq"
-    out["batch_bulk"] = rows(ks.sql(sql + " OPTIONS (engine = 'bulk')"))
-    out["batch_tws"] = rows(ks.sql(sql + " OPTIONS (engine = 'tws')"))
+    for engine in ENGINES:
+        out[f"batch_{engine}"] = rows(ks.sql(sql + f" OPTIONS (engine = '{engine}')"))
     out["table_function"] = rows(
         ks.sql("SELECT user_id, n, total FROM running(TABLE(events), key => 'user_id', order_by => 'seq')")
     )
-
-    work = tempfile.mkdtemp(prefix="ks-connect-")
-    atexit.register(shutil.rmtree, work, True)  # removed when this child exits
-    src, cp, sink = f"{work}/src", f"{work}/cp", f"{work}/out"
-    os.makedirs(src)
-    run_sql = (
-        f"SELECT user_id, seq, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running(value) "
-        "ORDER BY seq"
+    out["apply"] = rows(
+        ks.apply(spark.table("events"), "running", key="user_id", order_by="seq").select("user_id", "n", "total")
     )
-    for part in ("a", "b"):
-        for f in sorted(os.listdir(f"{data}/{part}")):
-            os.link(f"{data}/{part}/{f}", f"{src}/{part}-{f}")
-        ks.run(run_sql, checkpoint=cp, output=sink)  # engine auto: tws on Connect
-    out["run"] = rows(spark.read.parquet(sink))
-    out["state"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(cp).collect())
-    out["engine"] = json.load(open(f"{cp}/spark_keyed_sql.json"))["operators"][0]["engine"]
+    out["explain"] = ks.explain(sql)
 
-    q = ks.start(run_sql, checkpoint=f"{work}/cp_start", sink="memory:connect_out")
-    q.processAllAvailable()
-    q.stop()
-    out["start"] = rows(spark.table("connect_out"))
+    # ks.run twice, state read back, the change feed; on each engine
+    for engine in ENGINES:
+        w = f"{root}/work/{engine}"
+        run_sql = (
+            f"SELECT user_id, seq, n, total FROM parquet.`{w}/src` GROUP BY KEY user_id "
+            f"WITH STATE running(value) ORDER BY seq "
+            f"OPTIONS (engine = '{engine}')"
+        )
+        add_part(spark, root, "a", f"{w}/src")
+        first = ks.run(run_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
+        add_part(spark, root, "b", f"{w}/src")
+        second = ks.run(run_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
+        out[f"run_{engine}"] = rows(spark.read.parquet(f"{w}/out"))
+        out[f"run_inputs_{engine}"] = [first["input_rows"], second["input_rows"]]
+        out[f"state_{engine}"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(f"{w}/cp").collect())
+        out[f"keyed_state_{engine}"] = rows(ks.sql(f"SELECT user_id, n, total FROM keyed_state('{w}/cp')"))
+        changes = ks.read_state_changes(f"{w}/cp").filter("variable = 'n'").collect()
+        out[f"changes_{engine}"] = len(changes)
+        out[f"migrate_{engine}"] = error(lambda w=w: ks.migrate_state(f"{w}/cp", f"{w}/migrated"))
 
-    try:
-        ks.run(run_sql + " OPTIONS (engine = 'bulk')", checkpoint=f"{work}/cp_bulk", output=f"{work}/out_bulk")
-        out["bulk_stream"] = "ran"
-    except KeyedSQLError as exc:
-        out["bulk_stream"] = f"{type(exc).__name__}: {exc}"
-    try:
-        ks.migrate_state(cp, f"{work}/migrated")
-        out["migrate"] = "ran"
-    except KeyedSQLError as exc:
-        out["migrate"] = f"{type(exc).__name__}: {exc}"
+    # the table-function form through ks.run, and a view over files read by spark.read
+    w = f"{root}/work/tf"
+    add_part(spark, root, "a", f"{w}/src")
+    add_part(spark, root, "b", f"{w}/src")
+    ks.run(
+        f"SELECT user_id, n, total FROM running(TABLE(parquet.`{w}/src`), key => 'user_id', order_by => 'seq')",
+        checkpoint=f"{w}/cp",
+        output=f"{w}/out",
+    )
+    out["run_table_function"] = rows(spark.read.parquet(f"{w}/out"))
+
+    # INITIAL STATE FROM: part b's keys continue from the state part a left
+    for engine in ENGINES:
+        w = f"{root}/work/init_{engine}"
+        spark.createDataFrame(
+            ks.read_state(f"{root}/work/{engine}/cp").select("user_id", "n", "total").collect(),
+            "user_id string, n bigint, total double",
+        ).createOrReplaceTempView("seed")
+        add_part(spark, root, "b", f"{w}/src")
+        ks.run(
+            f"SELECT user_id, seq, n, total FROM parquet.`{w}/src` GROUP BY KEY user_id "
+            f"WITH STATE running(value) ORDER BY seq "
+            f"INITIAL STATE FROM seed OPTIONS (engine = '{engine}')",
+            checkpoint=f"{w}/cp",
+            output=f"{w}/out",
+        )
+        out[f"initial_{engine}"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(f"{w}/cp").collect())
+
+    # ks.start into a directory, stopped and restarted (a second starter refused meanwhile); and
+    # into a memory sink
+    for engine in ENGINES:
+        w = f"{root}/work/start_{engine}"
+        start_sql = (
+            f"SELECT user_id, seq, n, total FROM parquet.`{w}/src` GROUP BY KEY user_id "
+            f"WITH STATE running(value) ORDER BY seq "
+            f"OPTIONS (engine = '{engine}')"
+        )
+        add_part(spark, root, "a", f"{w}/src")
+        q = ks.start(start_sql, checkpoint=f"{w}/cp", sink=f"{w}/out")
+        q.processAllAvailable()
+        out[f"lease_{engine}"] = error(lambda s=start_sql, w=w: ks.start(s, checkpoint=f"{w}/cp", sink=f"{w}/out"))
+        q.stop()
+        add_part(spark, root, "b", f"{w}/src")
+        q = ks.start(start_sql, checkpoint=f"{w}/cp", sink=f"{w}/out")
+        q.processAllAvailable()
+        q.stop()
+        out[f"start_{engine}"] = rows(spark.read.parquet(f"{w}/out"))
+        q = ks.start(start_sql, checkpoint=f"{w}/cp_memory", sink=f"memory:started_{engine}")
+        q.processAllAvailable()
+        q.stop()
+        out[f"memory_{engine}"] = rows(spark.table(f"started_{engine}"))
+
+    # processing-time timers fire in a running stream with no new input (bulk: the timer pump)
+    for engine in ENGINES:
+        w = f"{root}/work/timers_{engine}"
+        add_part(spark, root, "a", f"{w}/src")
+        q = ks.start(
+            f"SELECT user_id, what FROM parquet.`{w}/src` GROUP BY KEY user_id WITH STATE remind(value) "
+            f"OPTIONS (engine = '{engine}')",
+            checkpoint=f"{w}/cp",
+            sink=f"memory:reminders_{engine}",
+            trigger="1 second",
+        )
+        q.processAllAvailable()
+        deadline = time.time() + 60
+        while time.time() < deadline and spark.table(f"reminders_{engine}").count() < 25:
+            time.sleep(1)
+        q.stop()
+        out[f"timers_{engine}"] = rows(spark.table(f"reminders_{engine}"))
+
     print("RESULT " + json.dumps(out, default=str))
     spark.stop()
 

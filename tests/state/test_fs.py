@@ -15,7 +15,8 @@ from data import make_events, write_parquet
 from keyed_functions import Count
 
 from spark_keyed_sql.state.checkpoint import CheckpointError
-from spark_keyed_sql.state.fs import CheckpointFS, FSError
+from spark_keyed_sql.state.fs import FSError
+from spark_keyed_sql.state.fs import filesystem as CheckpointFS
 from spark_keyed_sql.state.lock import LOCK_FILE, CheckpointLock, lock_holder, unlock
 
 
@@ -87,6 +88,38 @@ def test_unreachable_location_is_named_before_anything_is_written(spark, ks_auto
     assert not (tmp_path / "cp").exists() and not (tmp_path / "out").exists()
     with pytest.raises(FSError, match=reason):
         ks_auto.read_state(uri)
+
+
+def _record_dir(spark, path: str, text: str | None) -> None:
+    """A record as a Spark Connect session writes it (state/connect_fs.py): Spark's text writer,
+    one row (None: an empty overwrite, what a removal through Connect leaves)."""
+    rows = [] if text is None else [(text,)]
+    spark.createDataFrame(rows, "value string").coalesce(1).write.mode("overwrite").text(path)
+
+
+def test_classic_reads_records_a_connect_session_wrote(spark, viewfs):
+    """A checkpoint moves between a Connect and a classic session: records written as
+    directories (one part file) read as their text; a removed one (emptied) reads as absent and
+    may be created again; a live one is not overwritten by an exclusive create."""
+    root, disk = viewfs
+    fs = CheckpointFS(spark)
+    _record_dir(spark, f"{root}/r/a.json", '{"x": 1}\nsecond line')
+    assert fs.read_text(f"{root}/r/a.json") == '{"x": 1}\nsecond line'
+    part = next(p for p in (disk / "r" / "a.json").iterdir() if p.name.startswith("part-"))
+    assert abs(fs.modified_ms(f"{root}/r/a.json") - part.stat().st_mtime * 1000) < 1000  # the part file's
+    with pytest.raises(FileExistsError):
+        fs.create_text(f"{root}/r/a.json", "other")
+    assert fs.read_text(f"{root}/r/a.json") == '{"x": 1}\nsecond line'
+    _record_dir(spark, f"{root}/r/a.json", None)
+    with pytest.raises(FileNotFoundError):
+        fs.read_text(f"{root}/r/a.json")
+    fs.create_text(f"{root}/r/a.json", "again")
+    assert (disk / "r" / "a.json").read_text() == "again"  # oracle: the mounted directory
+    # a lease a Connect client holds is seen, and refused, by a classic starter
+    holder = {"owner": "x", "host": socket.gethostname(), "pid": os.getpid(), "query": "ks.start"}
+    holder |= {"started_ms": int(time.time() * 1000), "heartbeat_ms": int(time.time() * 1000)}
+    _record_dir(spark, f"{root}/cp/{LOCK_FILE}", json.dumps(holder))
+    assert lock_holder(f"{root}/cp", spark) == holder
 
 
 def _lease(disk: Path) -> dict:

@@ -31,12 +31,6 @@ class BulkEngine(Engine):
         migration_target=True,
     )
     layout = BulkLayout()
-    connect_note = (
-        "engine 'bulk' runs a stream through foreachBatch with its commit protocol (state snapshot, "
-        "idempotent output, commit file, checkpoint lock, timer pump) on the driver; Spark Connect runs "
-        "foreachBatch functions on the server, so that is not supported there. Use engine 'tws' "
-        "(engine 'auto' picks it on Spark Connect), or a classic SparkSession"
-    )
 
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
         if df.isStreaming:

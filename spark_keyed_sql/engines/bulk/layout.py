@@ -17,7 +17,7 @@ from ...state.attributes import AttributeLayout
 from ...state.checkpoint import CheckpointError, MigrationError, read_metadata
 from ...state.commit_record import BaseMarker, BatchMetrics, CommitRecord
 from ...state.encoding import dumps
-from ...state.fs import CheckpointFS, join
+from ...state.fs import filesystem, join
 from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, SnapshotStore, state_column_names
 from ..base import Position, StateLayout
 from .partitioning import PART, part_column
@@ -142,7 +142,7 @@ class BulkLayout(StateLayout):
         latest = SnapshotStore(checkpoint, spark).latest()
         if latest is None:
             raise MigrationError(f"checkpoint {checkpoint!r} holds no committed state to migrate")
-        commits = [int(f) for f in CheckpointFS(spark).list(join(checkpoint, "commits")) if f.isdigit()]
+        commits = [int(f) for f in filesystem(spark).list(join(checkpoint, "commits")) if f.isdigit()]
         return Position(latest.version, max(commits) if commits else None, latest.watermark_ms)
 
     def timers(self, spark: SparkSession, checkpoint: str, op: dict, version: int) -> DataFrame | None:

@@ -12,6 +12,8 @@ Spark accepts.
   not at all; a crash mid-way leaves some files of the version, which the retry replaces.
 - Table: the insert is followed by creating ``<checkpoint>/bulk/sink/<version>.done``
   (create-without-overwrite); a retry finding it skips the insert.
+- Directory, on Spark Connect (which has no rename): appended like a table, with the same
+  marker; a crash between the append and its marker writes that version twice.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from ...runtime.faults import crash_point
-from ...state.fs import CheckpointFS, is_path, join
+from ...state.fs import CheckpointFS, filesystem, is_path, join
 
 __all__ = ["reset_memory_sink", "write_batch"]
 
@@ -61,20 +63,25 @@ def _write_path(fs: CheckpointFS, df: DataFrame, path: str, checkpoint: str, ver
     fs.delete(tmp)
 
 
-def _write_table(fs: CheckpointFS, df: DataFrame, table: str, marker_dir: str, version: int) -> None:
+def _once(fs: CheckpointFS, marker_dir: str, version: int, write: Any) -> None:
+    """``write()`` unless ``version`` already did, then its marker (create-without-overwrite)."""
     marker = join(marker_dir, f"{version}.done")
     if fs.exists(marker):
-        return  # this version already reached the table
-    spark = df.sparkSession
-    if spark.catalog.tableExists(table):
-        df.write.insertInto(table)
-    else:
-        df.write.saveAsTable(table)
+        return  # this version already reached the sink
+    write()
     fs.mkdirs(marker_dir)
     try:
         fs.create_text(marker, "done\n")
     except FileExistsError:
         pass
+
+
+def _write_table(df: DataFrame, table: str) -> None:
+    spark = df.sparkSession
+    if spark.catalog.tableExists(table):
+        df.write.insertInto(table)
+    else:
+        df.write.saveAsTable(table)
 
 
 def _write_memory(spark: SparkSession, df: DataFrame, name: str, version: int) -> None:
@@ -98,7 +105,11 @@ def write_batch(driver: SparkSession, df: DataFrame, sink: str, checkpoint: str,
     elif sink.startswith("memory:"):
         _write_memory(driver, df, sink.split(":", 1)[1], version)
     elif is_path(sink):
-        _write_path(CheckpointFS(driver), df, sink, checkpoint, version)
+        fs = filesystem(driver)
+        if fs.renames:
+            _write_path(fs, df, sink, checkpoint, version)
+        else:  # Spark Connect: no rename; appended, then marked, as a table is
+            _once(fs, join(checkpoint, "bulk", "sink"), version, lambda: df.write.mode("append").parquet(sink))
     else:
-        _write_table(CheckpointFS(driver), df, sink, join(checkpoint, "bulk", "sink"), version)
+        _once(filesystem(driver), join(checkpoint, "bulk", "sink"), version, lambda: _write_table(df, sink))
         driver.catalog.refreshTable(sink)  # the batch wrote through Spark's streaming session

@@ -35,6 +35,7 @@ from pyspark.sql import types as T
 from ...api.errors import KeyedSQLError
 from ...api.intervals import parse_interval_ms
 from ...runtime.clock import now_ms
+from ...runtime.connect import default_parallelism, is_connect, session_by_id
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...state.commit_record import BatchMetrics, CommitRecord, DeltaEntry
@@ -55,6 +56,8 @@ from .state_row import StateRowCodec
 __all__ = [
     "BulkStream",
     "BulkStreamRun",
+    "FinalSQL",
+    "ServerStep",
     "COMPACT_DELTAS",
     "COMPACT_DELTAS_CONF",
     "COMPACT_MIN_ROWS",
@@ -159,8 +162,15 @@ class BulkStream:
         finish: Callable[[DataFrame], DataFrame],
         function: str,
         on_commit: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        views: SparkSession | None = None,
+        on_server: bool = False,
     ):
+        """``views``: the session a memory sink's view is registered in (``driver``'s when not
+        given); ``on_server``: built by :class:`ServerStep` on a Connect server, where the
+        client has already checked the checkpoint and the sink and staged INITIAL STATE."""
         self.driver = driver
+        self.views = views or driver
         self.store = SnapshotStore(checkpoint, driver)
         self.fs = self.store.fs
         latest = self.store.latest()
@@ -175,7 +185,7 @@ class BulkStream:
         )
         if not plan.keyed:
             self.partitions = 1
-        self.tasks = max(1, min(self.partitions, driver.sparkContext.defaultParallelism))
+        self.tasks = max(1, min(self.partitions, default_parallelism(driver)))
         self.plan = plan
         self.shipped = dataclasses.replace(plan, initial_state=None)
         self.source_schema = source_schema
@@ -193,6 +203,8 @@ class BulkStream:
         self.step_schema = step_schema(self.out_schema, self.codec, n)
         self.snapshot_schema = T.StructType(self.step_schema.fields[1 : 1 + n] + self.codec.fields)
         self.compactor = Compactor(self.store, driver)
+        if on_server:
+            return
         if is_path(sink) and self.fs.is_dir(join(sink, "_spark_metadata")):
             raise KeyedSQLError(
                 f"output {sink!r} was written by Spark's file sink (it has _spark_metadata), whose readers would hide "
@@ -203,7 +215,7 @@ class BulkStream:
         self._stage_initial_state()
         if sink.startswith("memory:"):  # queryable from the start, as Spark's memory sink is
             reset_memory_sink(sink.split(":", 1)[1])
-            driver.createDataFrame([], self.finish(self._empty_output()).schema).createOrReplaceTempView(
+            self.views.createDataFrame([], self.finish(self._empty_output()).schema).createOrReplaceTempView(
                 sink.split(":", 1)[1]
             )
 
@@ -386,7 +398,7 @@ class BulkStream:
         )
         final = self.finish(out)
         output_rows = final.count() if self.sink != "console" else None
-        write_batch(self.driver, final, self.sink, self.checkpoint, plan.version)
+        write_batch(self.views, final, self.sink, self.checkpoint, plan.version)
         return output_rows
 
     def record(
@@ -501,6 +513,71 @@ class BulkStream:
         return out
 
 
+@dataclass(frozen=True)
+class FinalSQL:
+    """The statement's outer SQL over one batch's keyed output (``view`` the name it reads the
+    output by): what the sink receives."""
+
+    view: str
+    columns: list[str]
+    final_sql: str
+
+    def __call__(self, out: DataFrame) -> DataFrame:
+        out.selectExpr(*self.columns).createOrReplaceTempView(self.view)
+        return out.sparkSession.sql(self.final_sql)
+
+
+class ServerStep:
+    """The ``foreachBatch`` function of a bulk stream started from a Spark Connect client.
+
+    Connect runs ``foreachBatch`` in a Python worker on the server, itself a Connect client of
+    the query's session: this object is pickled there and builds its :class:`BulkStream` on the
+    first batch, from plain values (no session, no lock, no thread travels). The commit protocol
+    is the same, with file I/O through ``ConnectFS``. The timer pump runs beside the steps in
+    that worker (one process: the step lock holds); a pump that keeps failing fails the query at
+    its next batch. A memory sink's view is registered in the client's own session."""
+
+    def __init__(self, stream: BulkStream, checkpoint: str, session_id: str, pump_s: float | None):
+        self.args = (stream.shipped, stream.source_schema, checkpoint, stream.sink, stream.finish, stream.function)
+        self.session_id, self.pump_s = session_id, pump_s
+        self._stream: BulkStream | None = None
+        self._failed: BaseException | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"args": self.args, "session_id": self.session_id, "pump_s": self.pump_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _stream=None, _failed=None)
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        if self._failed is not None:
+            raise self._failed
+        if self._stream is None:
+            plan, schema, checkpoint, sink, finish, function = self.args
+            views = session_by_id(self.session_id) if sink.startswith("memory:") else None
+            self._stream = BulkStream(
+                batch_df.sparkSession, plan, schema, checkpoint, sink, finish, function, views=views, on_server=True
+            )
+            if self.pump_s is not None:
+                threading.Thread(target=self._pump, name=f"spark-keyed-sql timers {function}", daemon=True).start()
+        self._stream(batch_df, batch_id)
+
+    def _pump(self) -> None:
+        """Until this worker ends with its query: due timers fired every ``pump_s``."""
+        assert self._stream is not None
+        retrying = Retrying(f"firing the timers of {self._stream.function} (checkpoint {self._stream.checkpoint!r})")
+        while True:
+            time.sleep(self.pump_s or 1.0)
+            try:
+                self._stream.flush_timers()
+            except Exception as exc:  # noqa: BLE001 - counted, logged, and past the bound the query's failure
+                if retrying.failed(exc):
+                    self._failed = exc
+                    return
+                continue
+            retrying.succeeded()
+
+
 def _idle_steps(plan: KeyedPlan) -> bool:
     """Does a stream of ``plan`` need steps without input (Spark's no-data batches): timers to
     fire, state to expire, a watermark to advance?"""
@@ -520,10 +597,7 @@ class BulkStreamRun(StreamRun):
         checkpoint = job.checkpoint or temp_dir("spark-keyed-sql-checkpoint-")
         view, columns, final_sql = job.view, list(job.columns), job.final_sql
 
-        def finish(out: DataFrame) -> DataFrame:
-            out.selectExpr(*columns).createOrReplaceTempView(view)
-            return out.sparkSession.sql(final_sql)
-
+        finish = FinalSQL(view, list(columns), final_sql)
         stream = BulkStream(
             job.spark,
             job.plan,
@@ -535,9 +609,15 @@ class BulkStreamRun(StreamRun):
             on_commit=job.progress,
         )
         latest = stream.store.latest()
-        query = configure_writer(job.source.writeStream.foreachBatch(stream), job, checkpoint).start()
+        pump_s = None
         if not job.available_now and _idle_steps(job.plan):
-            stream.pump_timers(query, parse_interval_ms(job.trigger) / 1000 if job.trigger else 1.0)
+            pump_s = parse_interval_ms(job.trigger) / 1000 if job.trigger else 1.0
+        batch_fn: Any = stream
+        if is_connect(job.spark):  # foreachBatch runs on the server: the step goes there
+            batch_fn = ServerStep(stream, checkpoint, job.spark.session_id, pump_s)
+        query = configure_writer(job.source.writeStream.foreachBatch(batch_fn), job, checkpoint).start()
+        if pump_s is not None and batch_fn is stream:
+            stream.pump_timers(query, pump_s)
         return cls(job, query, stream, -1 if latest is None else latest.version)
 
     def wait(self) -> None:

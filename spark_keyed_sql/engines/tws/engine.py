@@ -38,7 +38,6 @@ class TransformWithStateEngine(Engine):
     requires = Feature.TRANSFORM_WITH_STATE
     capabilities = Capabilities(
         streams_as_dataframe=True,
-        streams_on_connect=True,
         nested_streaming_steps=True,
     )
     layout = TwsLayout()

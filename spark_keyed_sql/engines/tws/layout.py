@@ -15,7 +15,7 @@ from ...compat.features import Feature, features
 from ...compat.quirks import ensure_state_store_coordinator
 from ...runtime.spec import FunctionKind
 from ...state.checkpoint import CheckpointError, MigrationError
-from ...state.fs import CheckpointFS, join
+from ...state.fs import filesystem, join
 from ..base import Position, StateLayout
 
 __all__ = ["ATTRIBUTES_VAR", "EXPIRES", "TwsLayout"]
@@ -40,7 +40,7 @@ def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
     ensure_state_store_coordinator(spark)  # Spark's statestore reader is a batch query on the state store
     found = features(spark)
     if not found.has(Feature.STATE_READER):
-        if not CheckpointFS(spark).exists(join(checkpoint, "commits")):
+        if not filesystem(spark).exists(join(checkpoint, "commits")):
             raise CheckpointError(
                 f"checkpoint {checkpoint!r} holds no stateful operator {op_index} (nothing committed yet?)"
             )
@@ -131,7 +131,7 @@ class TwsLayout(StateLayout):
     def position(self, spark: SparkSession, checkpoint: str, op: dict) -> Position:
         """Spark's last committed micro-batch (its state is that batch's) and the watermark
         its offset log recorded."""
-        fs = CheckpointFS(spark)
+        fs = filesystem(spark)
         commits = [int(f) for f in fs.list(join(checkpoint, "commits")) if f.isdigit()]
         if not commits:
             raise MigrationError(f"checkpoint {checkpoint!r} holds no committed batch to migrate")

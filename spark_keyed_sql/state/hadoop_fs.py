@@ -1,0 +1,224 @@
+"""Classic sessions: checkpoint files through Hadoop's ``FileSystem`` (the layer Spark's own
+checkpoints use), reached from the driver through the session's JVM. The Hadoop configuration
+is the session's (``sessionState.newHadoopConf()``), so ``spark.hadoop.*`` settings apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..compat.exceptions import first_line
+from .fs import CheckpointFS, FSError, record_part
+
+__all__ = ["HadoopFS"]
+
+
+class HadoopFS(CheckpointFS):
+    """File operations on paths/URIs through the session's Hadoop ``FileSystem``."""
+
+    def __init__(self, spark: Any):
+        self.spark = spark
+        self.jvm = spark._jvm
+        self.conf = spark._jsparkSession.sessionState().newHadoopConf()
+
+    # ------------------------------------------------------------------ resolution
+    def _path(self, path: str):
+        return self.jvm.org.apache.hadoop.fs.Path(path)
+
+    def _fs(self, path: str, what: str = "path"):
+        try:
+            p = self._path(path)
+            return p.getFileSystem(self.conf), p
+        except Exception as exc:  # noqa: BLE001 - Spark/Hadoop's reason is kept in our message
+            raise FSError(
+                f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}"
+            ) from None
+
+    @staticmethod
+    def _raw(fs: Any) -> Any:
+        """The file system under Hadoop's checksum layer (local disks): this package's small files
+        (commit records, leases) carry no ``.crc`` beside them, so a record restored or edited by
+        hand is judged by its own content (a damaged one is refused as such), not by a stale
+        checksum file."""
+        try:
+            return fs.getRawFileSystem() if fs.getClass().getName().endswith("LocalFileSystem") else fs
+        except Exception:  # noqa: BLE001 - not a ChecksumFileSystem
+            return fs
+
+    def _call(self, path: str, what: str, fn):
+        fs, p = self._fs(path, what)
+        try:
+            return fn(fs, p)
+        except (FSError, FileExistsError, FileNotFoundError):
+            raise
+        except Exception as exc:  # noqa: BLE001
+            name = type(exc).__name__
+            if name in ("Py4JJavaError",) and "FileAlreadyExistsException" in str(exc):
+                raise FileExistsError(path) from None
+            raise FSError(f"{what} {path!r}: {first_line(exc)}") from None
+
+    def qualify(self, path: str, what: str = "path") -> str:
+        """The absolute URI Spark would use for ``path`` (``/a/b`` -> ``file:/a/b``)."""
+        fs, p = self._fs(path, what)
+        return str(fs.makeQualified(p).toString())
+
+    def probe(self, path: str, what: str = "checkpoint") -> None:
+        """Fail now, with the URI and Spark's reason, if ``path`` cannot be reached (unknown
+        scheme, connector not on the classpath, no credentials): before anything is written."""
+        fs, p = self._fs(path, what)
+        try:
+            fs.exists(p)
+        except Exception as exc:  # noqa: BLE001
+            raise FSError(
+                f"{what} {path!r} is not reachable through Spark's file system layer: {first_line(exc)}"
+            ) from None
+
+    # ------------------------------------------------------------------ queries
+    def exists(self, path: str) -> bool:
+        return bool(self._call(path, "path", lambda fs, p: fs.exists(p)))
+
+    def is_dir(self, path: str) -> bool:
+
+        def f(fs, p):
+            try:
+                return fs.getFileStatus(p).isDirectory()
+            except Exception as exc:  # noqa: BLE001
+                if "FileNotFoundException" in str(exc):
+                    return False
+                raise
+
+        return bool(self._call(path, "path", f))
+
+    def list(self, path: str) -> list[str]:
+        """Names in directory ``path`` (empty when it does not exist), Hadoop's checksum files left out."""
+
+        def f(fs, p):
+            try:
+                statuses = fs.listStatus(p)
+            except Exception as exc:  # noqa: BLE001
+                if "FileNotFoundException" in str(exc):
+                    return []
+                raise
+            return self._names(fs, p, statuses)
+
+        return sorted(n for n in self._call(path, "directory", f) if not n.endswith(".crc"))
+
+    def _names(self, fs: Any, p: Any, statuses: Any) -> list[str]:
+        """The names of a listing in a few JVM calls, not three per entry (an output directory
+        of a long-running stream holds thousands of files): the paths as one string, split at
+        the parent's qualified path; entry by entry only when that does not add up."""
+        n = len(statuses)
+        if n == 0:
+            return []
+        jvm = self.jvm
+        # "{<path>,<path>,...}" (commons-lang3, on Spark's classpath; takes the array as one Object)
+        text = str(
+            jvm.org.apache.commons.lang3.ArrayUtils.toString(jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses))
+        )
+        head = str(fs.makeQualified(p).toString()).rstrip("/") + "/"
+        names = text[1:-1].split("," + head)
+        if names and names[0].startswith(head):
+            names[0] = names[0][len(head) :]
+            if len(names) == n and not any("/" in x for x in names):
+                return names
+        return [str(s.getPath().getName()) for s in statuses]
+
+    def size(self, path: str) -> int:
+        """Bytes under ``path`` (a file or a directory tree)."""
+        return int(self._call(path, "path", lambda fs, p: fs.getContentSummary(p).getLength()))
+
+    def modified_ms(self, path: str) -> int:
+        part = self._record(path)
+        return int(self._call(part or path, "path", lambda fs, p: fs.getFileStatus(p).getModificationTime()))
+
+    def _record(self, path: str) -> str | None:
+        """The part file of a record directory a Connect session wrote at ``path`` (None when
+        ``path`` is not a directory); ``FileNotFoundError`` for a removed record (no content)."""
+        if not self.is_dir(path):
+            return None
+        part = record_part(self.list(path))
+        if part is None or self.size(f"{path.rstrip('/')}/{part}") == 0:
+            raise FileNotFoundError(path)
+        return f"{path.rstrip('/')}/{part}"
+
+    # ------------------------------------------------------------------ reading
+    def read_bytes(self, path: str) -> bytes:
+        part = self._record(path)
+        if part is not None:
+            data = self._read(part)
+            return data[:-1] if data.endswith(b"\n") else data  # the text writer's line end
+        return self._read(path)
+
+    def _read(self, path: str) -> bytes:
+        def f(fs, p):
+            stream = self._raw(fs).open(p)
+            try:
+                return bytes(stream.readAllBytes())
+            finally:
+                stream.close()
+
+        try:
+            return self._call(path, "file", f)
+        except FSError as exc:
+            if "FileNotFoundException" in str(exc) or "does not exist" in str(exc).lower():
+                raise FileNotFoundError(path) from None
+            raise
+
+    def tail(self, path: str, n: int) -> bytes:
+        """The last ``n`` bytes of a file (fewer if it is shorter)."""
+
+        def f(fs, p):
+            fs = self._raw(fs)
+            length = fs.getFileStatus(p).getLen()
+            stream = fs.open(p)
+            try:
+                stream.seek(max(0, length - n))
+                return bytes(stream.readAllBytes())
+            finally:
+                stream.close()
+
+        return self._call(path, "file", f)
+
+    # ------------------------------------------------------------------ writing
+    def create_text(self, path: str, text: str, overwrite: bool = False) -> None:
+        """Write a small file. Without ``overwrite``: ``FileExistsError`` if it exists (Hadoop
+        ``create(path, overwrite=false)``, atomic where the store offers exclusive create)."""
+        data = text.encode("utf-8")
+        if not overwrite and self.is_dir(path):  # a record directory (a Connect session wrote it)
+            try:
+                self._record(path)
+                raise FileExistsError(path)
+            except FileNotFoundError:
+                self.delete(path)  # a removed record: nothing there
+
+        def f(fs, p):
+            try:
+                out = self._raw(fs).create(p, bool(overwrite))
+            except Exception as exc:  # noqa: BLE001
+                if "FileAlreadyExistsException" in str(exc) or "already exists" in str(exc):
+                    raise FileExistsError(path) from None
+                raise
+            try:
+                out.write(bytearray(data))
+            finally:
+                out.close()
+
+        self._call(path, "file", f)
+
+    def mkdirs(self, path: str) -> None:
+        self._call(path, "directory", lambda fs, p: fs.mkdirs(p))
+
+    def delete(self, path: str, recursive: bool = True) -> bool:
+        """Delete ``path``; False when there was nothing to delete."""
+        return bool(self._call(path, "path", lambda fs, p: fs.delete(p, bool(recursive))))
+
+    def rename(self, src: str, dst: str) -> bool:
+        """Move ``src`` to ``dst`` (which must not exist). Atomic on HDFS and local disks; on
+        object stores a copy then a delete, so callers never use it as a commit."""
+        fs, dp = self._fs(dst, "path")
+        return bool(self._call(src, "path", lambda sfs, sp: sfs.rename(sp, dp)))
+
+    def copy(self, src: str, dst: str) -> None:
+        """Copy a file or directory tree (``FileUtil.copy``), possibly across file systems."""
+        dfs, dp = self._fs(dst, "path")
+        copier = self.jvm.org.apache.hadoop.fs.FileUtil
+        self._call(src, "path", lambda sfs, sp: copier.copy(sfs, sp, dfs, dp, False, self.conf))
