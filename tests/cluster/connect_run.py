@@ -1,8 +1,8 @@
 """One ``ks.run`` through a Spark Connect client, for the fault tests: appends the data's parts
-named to the input directory (through the server), runs the running total over it (slowed down
+named to the input directory of ``faults/WORK`` (through the server), runs the running total over it (slowed down
 and marking its first call in ``marker`` when one is given), and prints output and state.
 
-    python connect_run.py sc://... viewfs://m/ks ENGINE PARTS [MARKER]
+    python connect_run.py sc://... viewfs://m/ks ENGINE PARTS WORK [MARKER]
 """
 
 import json
@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from spark_keyed_sql import KeyedSQL  # noqa: E402
 
 
-def main(url: str, root: str, engine: str, parts: str, marker: str = "") -> None:
+def main(url: str, root: str, engine: str, parts: str, work: str, marker: str = "") -> None:
     spark = SparkSession.builder.remote(url).getOrCreate()
     spark.conf.set("spark.sql.shuffle.partitions", "4")  # a user's setting for small data
     ks = KeyedSQL(spark)
@@ -24,7 +24,7 @@ def main(url: str, root: str, engine: str, parts: str, marker: str = "") -> None
         ks.register("running", SlowRunning, returns="n bigint, total double", marker=marker)
     else:
         ks.register("running", Running, returns="n bigint, total double")
-    w = f"{root}/faults/{engine}"
+    w = f"{root}/faults/{work}"
     for part in filter(None, parts.split(",")):
         spark.read.parquet(f"{root}/data/{part}").write.mode("append").parquet(f"{w}/src")
     print("ADDED", flush=True)

@@ -166,7 +166,7 @@ def test_client_killed_mid_run_then_the_same_run_from_a_new_client(client_python
     marker = s.disk / f"started-{engine}"
     script = str(HERE / "connect_run.py")
     proc = subprocess.Popen(
-        [client_python, script, s.url, s.root, engine, "a,b", str(marker)],
+        [client_python, script, s.url, s.root, engine, "a,b", f"killed_{engine}", str(marker)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -185,7 +185,7 @@ def test_client_killed_mid_run_then_the_same_run_from_a_new_client(client_python
     finally:
         if proc.poll() is None:
             proc.kill()
-    got = run_client(client_python, script, s.url, s.root, engine, "", cwd=tmp_path)
+    got = run_client(client_python, script, s.url, s.root, engine, "", f"killed_{engine}", cwd=tmp_path)
     rows, state = oracle(pd.concat([frames["a"], frames["b"]]))
     assert got["rows"] == rows
     assert got["state"] == state
@@ -194,11 +194,11 @@ def test_client_killed_mid_run_then_the_same_run_from_a_new_client(client_python
 def test_server_restarted_between_two_runs(client_python, server, tmp_path):
     s, frames = server
     script = str(HERE / "connect_run.py")
-    first = run_client(client_python, script, s.url, s.root, "restart", "a", cwd=tmp_path)
+    first = run_client(client_python, script, s.url, s.root, "bulk", "a", "restart", cwd=tmp_path)
     assert first["rows"] == oracle(frames["a"])[0]
     s.stop()
     s.start()
-    got = run_client(client_python, script, s.url, s.root, "restart", "b", cwd=tmp_path)
+    got = run_client(client_python, script, s.url, s.root, "bulk", "b", "restart", cwd=tmp_path)
     rows, state = oracle(pd.concat([frames["a"], frames["b"]]))
     assert got["rows"] == rows
     assert got["state"] == state
