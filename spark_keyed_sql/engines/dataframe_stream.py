@@ -14,10 +14,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ..api.errors import SchemaError
 from ..state.fs import filesystem, is_path
 from .base import StreamJob, StreamRun
-from .streams import configure_writer, wait_until_done
+from .streams import configure_writer, not_a_stream, wait_until_done
 
 __all__ = ["DataFrameStreamRun", "process_all_available", "recent_progress", "state_metrics", "start_sink"]
 
@@ -128,10 +127,7 @@ class DataFrameStreamRun(StreamRun):
     def start(cls, job: StreamJob) -> DataFrameStreamRun:
         df = job.spark.sql(job.final_sql)
         if not df.isStreaming:
-            raise SchemaError(
-                f"{job.where} needs a streaming source (a readStream view, a file directory such as parquet.`/dir`, a "
-                "view over files, or a catalog table); use ks.sql for batch"
-            )
+            raise not_a_stream(job)
         writer = configure_writer(df.writeStream.outputMode("append"), job, job.checkpoint)
         before = committed_rows(job.spark, job.sink) if job.available_now else 0
         with _shuffle_partitions(job.spark, job.state_partitions):

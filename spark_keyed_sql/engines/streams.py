@@ -5,10 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..api.errors import SchemaError
 from .background import failure_of
 from .base import StreamJob
 
-__all__ = ["configure_writer", "wait_until_done"]
+__all__ = ["configure_writer", "not_a_stream", "wait_until_done"]
+
+
+def not_a_stream(job: StreamJob) -> SchemaError:
+    """The error for ks.start / ks.run over a source that is not a stream and not a view over
+    files they could read as one."""
+    from ..runtime.connect import is_connect
+
+    hint = (
+        " On Spark Connect a view made by spark.read... or CREATE TEMPORARY VIEW ... USING cannot be traced to "
+        "its files (that needs the server's query plan): name the directory in SQL (parquet.`/dir`, csv.`/dir`) "
+        "or register a spark.readStream view"
+        if is_connect(job.spark)
+        else ""
+    )
+    return SchemaError(
+        f"{job.where} needs a streaming source (a readStream view, a file directory such as parquet.`/dir`, a "
+        f"view over files, or a catalog table); use ks.sql for batch.{hint}"
+    )
 
 
 def configure_writer(writer: Any, job: StreamJob, checkpoint: str | None) -> Any:

@@ -114,6 +114,27 @@ def main(url: str, root: str, tier: str = "full") -> None:
         output=f"{w}/out",
     )
     out["run_table_function"] = rows(spark.read.parquet(f"{w}/out"))
+    spark.read.parquet(f"{w}/src").createOrReplaceTempView("files_view")
+    out["files_view"] = error(
+        lambda: ks.run(
+            "SELECT user_id, n FROM files_view GROUP BY KEY user_id WITH STATE running(value)",
+            checkpoint=f"{w}/cp_view",
+            output=f"{w}/out_view",
+        )
+    )
+
+    # several named inputs: parts a and b as two inputs of one running total, in seq order
+    for engine in ENGINES:
+        w = f"{root}/work/two_{engine}"
+        add_part(spark, root, "a", f"{w}/a")
+        add_part(spark, root, "b", f"{w}/b")
+        ks.run(
+            f"SELECT user_id, n, total FROM running(a => TABLE(parquet.`{w}/a`), b => TABLE(parquet.`{w}/b`), "
+            f"key => 'user_id', order_by => 'seq', engine => '{engine}')",
+            checkpoint=f"{w}/cp",
+            output=f"{w}/out",
+        )
+        out[f"two_inputs_{engine}"] = rows(spark.read.parquet(f"{w}/out"))
 
     # INITIAL STATE FROM: part b's keys continue from the state part a left
     for engine in ENGINES:

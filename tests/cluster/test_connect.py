@@ -38,7 +38,9 @@ CLIENT = "4.2.0"  # pyspark-client: the newest on the index (the server is the c
 class Server:
     """A Connect server on loopback with ``viewfs://<mount>/ks`` -> ``disk``."""
 
-    def __init__(self, disk: Path, logs: Path):
+    def __init__(self, disk: Path, logs: Path, python: str | None = None):
+        """``python``: the interpreter (and so the PySpark) the server runs, instead of the
+        command's ``.venv/bin/python``."""
         self.disk, self.logs = disk, logs
         self.port = _free_port()
         self.mount = f"m{uuid.uuid4().hex[:8]}"
@@ -48,6 +50,8 @@ class Server:
         ).group(1)
         mount = f"--conf spark.hadoop.fs.viewfs.mounttable.{self.mount}.link./ks={disk.as_uri()}"
         self.script = block.replace("15002", f"{self.port} {mount}")
+        if python is not None:
+            self.script = self.script.replace("$PWD/.venv/bin/python", python).replace(".venv/bin/python", python)
         self.env = dict(
             os.environ, SPARK_LOG_DIR=str(logs), SPARK_PID_DIR=str(logs), SPARK_IDENT_STRING=f"ks{self.port}"
         )
@@ -152,6 +156,9 @@ def test_every_entry_point_through_a_pyspark_client_client(client_python, server
     assert got["table_function"] == short(a_rows)
     assert got["apply"] == short(a_rows)
     assert got["run_table_function"] == short(all_rows)
+    for engine in ("bulk", "tws"):
+        assert got[f"two_inputs_{engine}"] == short(all_rows), engine
+    assert "cannot be traced to its files" in got["files_view"] and "parquet.`/dir`" in got["files_view"]
     assert "WITH STATE running" in got["explain"]
     # every file of the runs went through the mount into the server's directory
     assert (s.disk / "work" / "bulk" / "cp" / "bulk" / "commits").is_dir()

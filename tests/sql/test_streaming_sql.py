@@ -4,6 +4,7 @@ import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events, write_parquet
 
 from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql.api.errors import SchemaError
 from spark_keyed_sql.engines import ENGINES
 from spark_keyed_sql.sql.errors import KeyedQueryError
 
@@ -152,3 +153,14 @@ def test_state_metrics_per_batch(spark, ks, tmp_path):
     assert [m["state_rows"] for m in data] == [30, len({r["user_id"] for r in a + b})]
     assert [m["rows_updated"] for m in data] == [30, 45]
     assert all(m["state_bytes"] > 0 for m in data)
+
+
+def test_run_over_a_batch_view_that_is_not_files_is_a_sentence(spark, ks, tmp_path):
+    """ks.run / ks.start over a batch view they cannot read as a stream (not a plain file
+    relation): the same error on every engine, naming what would work, nothing written."""
+    ks.register("running_sum", RunningSum, returns="n bigint, total double")
+    spark.createDataFrame([("u1", 1.0, 1)], "user_id string, value double, ts int").createOrReplaceTempView("rows_view")
+    sql = "SELECT user_id, s.n FROM rows_view GROUP BY KEY user_id WITH STATE running_sum(value) AS s"
+    with pytest.raises(SchemaError, match=r"ks.run needs a streaming source .*parquet.`/dir`.*use ks.sql for batch"):
+        ks.run(sql, checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()

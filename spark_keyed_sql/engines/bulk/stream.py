@@ -43,7 +43,7 @@ from ...state.fs import is_path, join, temp_dir
 from ...state.snapshots import KEY_PREFIX, SnapshotStore
 from ..background import Retrying, fail_query
 from ..base import StreamJob, StreamRun, output_schema
-from ..streams import configure_writer, wait_until_done
+from ..streams import configure_writer, not_a_stream, wait_until_done
 from .compaction import COMPACT_DELTAS, COMPACT_DELTAS_CONF, COMPACT_MIN_ROWS, Compactor
 from .incremental import IncrementalProgram, incremental_input, step_schema
 from .layout import bulk_partitions, state_frame
@@ -593,7 +593,9 @@ class BulkStreamRun(StreamRun):
 
     @classmethod
     def start(cls, job: StreamJob) -> BulkStreamRun:
-        assert job.source is not None and job.plan is not None and job.view is not None
+        if job.source is None or not job.source.isStreaming:
+            raise not_a_stream(job)
+        assert job.plan is not None and job.view is not None
         checkpoint = job.checkpoint or temp_dir("spark-keyed-sql-checkpoint-")
         view, columns, final_sql = job.view, list(job.columns), job.final_sql
 
