@@ -92,12 +92,15 @@ class ConnectFS(CheckpointFS):
         return row_path.rstrip("/").endswith(_path_part(path).rstrip("/").lstrip("."))
 
     def _children(self, rows: list[Any], path: str) -> list[str]:
+        """The names directly under ``path`` among the listed files (their paths are qualified:
+        ``path``'s own part is looked for after the scheme and authority)."""
         marker = "/" + _path_part(path).strip("/").lstrip("./") + "/"
         if marker == "//":
             marker = "/"
         out = set()
         for r in rows:
-            i = r.path.find(marker) if marker != "/" else r.path.find("/", r.path.find("://") + 3)
+            start = r.path.find("/", r.path.find("://") + 3) if "://" in r.path else r.path.find("/")
+            i = r.path.find(marker, max(start, 0))
             if i >= 0:
                 out.add(r.path[i + len(marker) :].split("/", 1)[0])
         return sorted(n for n in out if n)

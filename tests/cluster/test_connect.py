@@ -51,7 +51,7 @@ class Server:
         mount = f"--conf spark.hadoop.fs.viewfs.mounttable.{self.mount}.link./ks={disk.as_uri()}"
         self.script = block.replace("15002", f"{self.port} {mount}")
         if python is not None:
-            self.script = self.script.replace("$PWD/.venv/bin/python", python).replace(".venv/bin/python", python)
+            self.script = re.sub(r"(\$PWD/)?\.venv/bin/python", lambda _: python, self.script)
         self.env = dict(
             os.environ, SPARK_LOG_DIR=str(logs), SPARK_PID_DIR=str(logs), SPARK_IDENT_STRING=f"ks{self.port}"
         )
@@ -120,7 +120,9 @@ def run_client(python: str, *args: str, timeout: int = 1500, cwd: Path | None = 
         [python, *args], capture_output=True, text=True, timeout=timeout, env=client_env(), cwd=cwd or ROOT
     )
     line = next((x for x in res.stdout.splitlines() if x.startswith("RESULT ")), None)
-    tail = "\n".join(x for x in res.stderr.splitlines() if not x.startswith('{"ts"'))[-4000:]
+    # the client's own lines: not the server's JSON log records nor Java stack frames
+    lines = [x for x in res.stderr.splitlines() if not x.startswith('{"ts"') and not x.lstrip().startswith("at ")]
+    tail = "\n".join(lines)[-4000:]
     assert line is not None, tail
     return json.loads(line[len("RESULT ") :])
 
