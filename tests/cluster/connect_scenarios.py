@@ -39,6 +39,15 @@ class Remind(StatefulFunction):
         return ("reminder",)
 
 
+class RemindAfterSeen(Remind):
+    """Remind, also emitting 'seen' for a key's first row."""
+
+    def execute(self, e):
+        first = not self.seen
+        super().execute(e)
+        return ("seen",) if first else None
+
+
 def rows(df):
     return sorted(map(list, df.collect()))
 
@@ -66,6 +75,7 @@ def main(url: str, root: str, tier: str = "full") -> None:
     ks = KeyedSQL(spark)
     ks.register("running", Running, returns="n bigint, total double")
     ks.register("remind", Remind, returns="what string")
+    ks.register("remind_seen", RemindAfterSeen, returns="what string")
     spark.read.parquet(f"{root}/data/a").createOrReplaceTempView("events")
 
     # one-shot batches
@@ -194,6 +204,18 @@ def main(url: str, root: str, tier: str = "full") -> None:
             time.sleep(1)
         q.stop()
         out[f"timers_{engine}"] = rows(spark.table(f"reminders_{engine}"))
+
+    # ks.run into a memory sink: the batches run on the server; the timers due at end of input
+    # fire from the client, and the view shows both
+    w = f"{root}/work/run_memory"
+    add_part(spark, root, "a", f"{w}/src")
+    ks.run(
+        f"SELECT user_id, what FROM parquet.`{w}/src` GROUP BY KEY user_id WITH STATE remind_seen(value) "
+        "OPTIONS (engine = 'bulk')",
+        checkpoint=f"{w}/cp",
+        output="memory:run_memory",
+    )
+    out["run_memory"] = rows(spark.table("run_memory"))
 
     print("RESULT " + json.dumps(out, default=str))
     spark.stop()

@@ -160,6 +160,8 @@ def test_every_entry_point_through_a_pyspark_client_client(client_python, server
     assert got["run_table_function"] == short(all_rows)
     for engine in ("bulk", "tws"):
         assert got[f"two_inputs_{engine}"] == short(all_rows), engine
+    users = frames["a"].user_id.unique()
+    assert got["run_memory"] == sorted([u, w] for u in users for w in ("reminder", "seen"))
     assert "cannot be traced to its files" in got["files_view"] and "parquet.`/dir`" in got["files_view"]
     assert "WITH STATE running" in got["explain"]
     # every file of the runs went through the mount into the server's directory

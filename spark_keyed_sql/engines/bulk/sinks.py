@@ -87,10 +87,22 @@ def _write_table(df: DataFrame, table: str) -> None:
 def _write_memory(spark: SparkSession, df: DataFrame, name: str, version: int) -> None:
     rows = df.collect()
     with _lock:
-        versions = MEMORY_SINKS.setdefault(name, {})
+        versions = MEMORY_SINKS.get(name)
+        if versions is None:
+            # this process's first write since the query started: keep what the view shows (on
+            # Spark Connect the server's foreachBatch worker wrote the batches; the client
+            # writes only the end-of-input timer step of ks.run)
+            versions = MEMORY_SINKS[name] = {-1: _view_rows(spark, name)}
         versions[version] = rows
         everything = [r for v in sorted(versions) for r in versions[v]]
     spark.createDataFrame(everything, df.schema).createOrReplaceTempView(name)
+
+
+def _view_rows(spark: SparkSession, name: str) -> list[Any]:
+    try:
+        return spark.table(name).collect()
+    except Exception:  # noqa: BLE001 - no such view yet
+        return []
 
 
 def reset_memory_sink(name: str) -> None:
