@@ -20,7 +20,8 @@ from .engines import LEGACY_ENGINE, get_engine, migration_target
 from .engines.state_tables import read_state
 from .runtime.spec import FunctionSpec
 from .state.checkpoint import MigrationError, read_metadata, write_metadata
-from .state.fs import filesystem, join
+from .state.filesystems import filesystem
+from .state.fs import join
 
 __all__ = ["migrate_state", "MigrationError", "SPARK_POSITION_FILES"]
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ..state.fs import filesystem, is_path
+from ..state.filesystems import filesystem
+from ..state.fs import is_path
 from .base import StreamJob, StreamRun
 from .streams import configure_writer, not_a_stream, wait_until_done
 

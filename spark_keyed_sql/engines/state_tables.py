@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from ..state.checkpoint import CheckpointError, read_metadata
-from ..state.fs import filesystem
+from ..state.filesystems import filesystem
 from ..state.reader import pick_operator, state_changes
 from . import LEGACY_ENGINE, get_engine
 from .base import Engine

@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from ..api.errors import KeyedSQLError
-from .fs import filesystem, join
+from .filesystems import filesystem
+from .fs import join
 
 __all__ = ["METADATA_FILE", "write_metadata", "read_metadata", "check_compatible", "CheckpointError", "MigrationError"]
 

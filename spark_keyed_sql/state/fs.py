@@ -7,6 +7,8 @@ Spark accepts works (plain and relative paths, ``file:``, ``hdfs://``, ``s3a://`
 - a Spark Connect session, which has no JVM on this side: DataFrame reads and writes done by the
   server (``connect_fs.py``); the client itself never opens a checkpoint file.
 
+``filesystems.filesystem(spark)`` gives the one for a session.
+
 What the commit protocols built on this rely on (see docs/reliability.md):
 
 - ``create_text(path, text)`` without overwrite fails when a record exists there; on HDFS and on
@@ -30,7 +32,7 @@ from typing import Any
 
 from ..api.errors import KeyedSQLError
 
-__all__ = ["CheckpointFS", "FSError", "join", "filesystem", "is_path", "record_part", "temp_dir"]
+__all__ = ["CheckpointFS", "FSError", "join", "is_path", "record_part", "temp_dir"]
 
 
 class FSError(KeyedSQLError):
@@ -122,21 +124,6 @@ class CheckpointFS(ABC):
     @abstractmethod
     def copy(self, src: str, dst: str) -> None:
         """Copy a file or directory tree, possibly across file systems."""
-
-
-def filesystem(spark: Any = None) -> CheckpointFS:
-    """The :class:`CheckpointFS` for ``spark`` (the active session when not given)."""
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        from .connect_fs import ConnectFS
-
-        return ConnectFS(spark)
-    from .hadoop_fs import HadoopFS
-
-    return HadoopFS(spark)
 
 
 def is_path(target: str) -> bool:

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .checkpoint import CheckpointError
-from .fs import filesystem, join
+from .filesystems import filesystem
+from .fs import join
 
 __all__ = ["CheckpointLock", "LOCK_FILE", "unlock", "lock_holder"]
 

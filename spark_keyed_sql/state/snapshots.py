@@ -31,7 +31,8 @@ from typing import Any
 
 from .checkpoint import CheckpointError
 from .commit_record import BaseMarker, CommitRecord, damaged_commit
-from .fs import FSError, filesystem, join
+from .filesystems import filesystem
+from .fs import FSError, join
 
 __all__ = [
     "BULK_DIR",

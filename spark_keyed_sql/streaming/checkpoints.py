@@ -18,7 +18,8 @@ from ..runtime.spec import FunctionKind, FunctionSpec
 from ..sql.statement import KeyedStatement, KeyedStep
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, check_compatible, read_metadata, write_metadata
-from ..state.fs import filesystem, join
+from ..state.filesystems import filesystem
+from ..state.fs import join
 
 __all__ = ["checkpoint_in_sql", "engine_of", "prepare_checkpoint"]
 

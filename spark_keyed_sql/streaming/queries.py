@@ -18,7 +18,8 @@ from ..engines.dataframe_stream import DataFrameStreamRun, recent_progress, stat
 from ..runtime.spec import FunctionSpec
 from ..sql.errors import KeyedQueryError
 from ..sql.statement import KeyedStatement
-from ..state.fs import filesystem, is_path
+from ..state.filesystems import filesystem
+from ..state.fs import is_path
 from ..state.lock import CheckpointLock
 from .checkpoints import checkpoint_in_sql, prepare_checkpoint
 from .failures import from_stream_failure, translating

@@ -15,8 +15,8 @@ from data import make_events, write_parquet
 from keyed_functions import Count
 
 from spark_keyed_sql.state.checkpoint import CheckpointError
+from spark_keyed_sql.state.filesystems import filesystem as CheckpointFS
 from spark_keyed_sql.state.fs import FSError
-from spark_keyed_sql.state.fs import filesystem as CheckpointFS
 from spark_keyed_sql.state.lock import LOCK_FILE, CheckpointLock, lock_holder, unlock
 
 

@@ -17,7 +17,8 @@ from ...state.attributes import AttributeLayout
 from ...state.checkpoint import CheckpointError, MigrationError, read_metadata
 from ...state.commit_record import BaseMarker, BatchMetrics, CommitRecord
 from ...state.encoding import dumps
-from ...state.fs import filesystem, join
+from ...state.filesystems import filesystem
+from ...state.fs import join
 from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, SnapshotStore, state_column_names
 from ..base import Position, StateLayout
 from .partitioning import PART, part_column

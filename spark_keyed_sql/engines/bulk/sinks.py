@@ -26,7 +26,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from ...runtime.faults import crash_point
-from ...state.fs import CheckpointFS, filesystem, is_path, join
+from ...state.filesystems import filesystem
+from ...state.fs import CheckpointFS, is_path, join
 
 __all__ = ["reset_memory_sink", "write_batch"]
 

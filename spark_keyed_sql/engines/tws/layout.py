@@ -15,7 +15,8 @@ from ...compat.features import Feature, features
 from ...compat.quirks import ensure_state_store_coordinator
 from ...runtime.spec import FunctionKind
 from ...state.checkpoint import CheckpointError, MigrationError
-from ...state.fs import filesystem, join
+from ...state.filesystems import filesystem
+from ...state.fs import join
 from ..base import Position, StateLayout
 
 __all__ = ["ATTRIBUTES_VAR", "EXPIRES", "TwsLayout"]
