@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from ..compat.exceptions import first_line
-from .fs import CheckpointFS, FSError, record_part
+from .fs import CheckpointFS, FSError, record_part, record_text
 
 __all__ = ["ConnectFS"]
 
@@ -91,6 +91,10 @@ class ConnectFS(CheckpointFS):
         """The listed file is ``path`` itself (not a file inside a directory at ``path``)."""
         return row_path.rstrip("/").endswith(_path_part(path).rstrip("/").lstrip("."))
 
+    def _is_file(self, rows: list[Any], path: str) -> bool:
+        """The listing of ``path`` is ``path`` itself: a file."""
+        return len(rows) == 1 and self._is_self(rows[0].path, path)
+
     def _children(self, rows: list[Any], path: str) -> list[str]:
         """The names directly under ``path`` among the listed files (their paths are qualified:
         ``path``'s own part is looked for after the scheme and authority)."""
@@ -124,11 +128,11 @@ class ConnectFS(CheckpointFS):
 
     def is_dir(self, path: str) -> bool:
         rows = self._files(path)
-        return bool(rows) and not (len(rows) == 1 and self._is_self(rows[0].path, path))
+        return bool(rows) and not self._is_file(rows, path)
 
     def list(self, path: str) -> list[str]:
         rows = self._files(path) or []
-        if len(rows) == 1 and self._is_self(rows[0].path, path):
+        if self._is_file(rows, path):
             return []
         return self._children(rows, path)
 
@@ -146,7 +150,7 @@ class ConnectFS(CheckpointFS):
         rows = self._files(path, "content")
         if not rows:
             raise FileNotFoundError(path)
-        if len(rows) == 1 and self._is_self(rows[0].path, path):
+        if self._is_file(rows, path):
             return bytes(rows[0].content)
         by_name = {
             r.path.rsplit("/", 1)[-1]: r
@@ -156,8 +160,7 @@ class ConnectFS(CheckpointFS):
         part = record_part(list(by_name))
         if part is None:
             raise FSError(f"{path!r} is a directory, not a file or a record")
-        data = bytes(by_name[part].content)
-        return data[:-1] if data.endswith(b"\n") else data  # the text writer's line end
+        return record_text(bytes(by_name[part].content))
 
     def tail(self, path: str, n: int) -> bytes:
         rows = self._files(path, f"substring(content, -{int(n)}, {int(n)})")

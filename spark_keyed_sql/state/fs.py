@@ -32,7 +32,7 @@ from typing import Any
 
 from ..api.errors import KeyedSQLError
 
-__all__ = ["CheckpointFS", "FSError", "join", "is_path", "record_part", "temp_dir"]
+__all__ = ["CheckpointFS", "FSError", "join", "is_path", "record_part", "record_text", "temp_dir"]
 
 
 class FSError(KeyedSQLError):
@@ -52,6 +52,12 @@ def record_part(names: list[str]) -> str | None:
     names it ``part-*``; its markers and checksums are hidden names)."""
     parts = sorted(n for n in names if n.startswith("part-") and not n.endswith(".crc"))
     return parts[-1] if parts else None
+
+
+def record_text(data: bytes) -> bytes:
+    """A record directory's text from its part file's bytes: without the line end the text
+    writer adds after its one row."""
+    return data[:-1] if data.endswith(b"\n") else data
 
 
 class CheckpointFS(ABC):

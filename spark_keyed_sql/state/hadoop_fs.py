@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..compat.exceptions import first_line
-from .fs import CheckpointFS, FSError, record_part
+from .fs import CheckpointFS, FSError, record_part, record_text
 
 __all__ = ["HadoopFS"]
 
@@ -133,19 +133,19 @@ class HadoopFS(CheckpointFS):
     def _record(self, path: str) -> str | None:
         """The part file of a record directory a Connect session wrote at ``path`` (None when
         ``path`` is not a directory); ``FileNotFoundError`` for a removed record (no content)."""
-        if not self.is_dir(path):
-            return None
-        part = record_part(self.list(path))
-        if part is None or self.size(f"{path.rstrip('/')}/{part}") == 0:
-            raise FileNotFoundError(path)
-        return f"{path.rstrip('/')}/{part}"
+        return self._part(path) if self.is_dir(path) else None
+
+    def _part(self, directory: str) -> str:
+        part = record_part(self.list(directory))
+        if part is None or self.size(f"{directory.rstrip('/')}/{part}") == 0:
+            raise FileNotFoundError(directory)
+        return f"{directory.rstrip('/')}/{part}"
 
     # ------------------------------------------------------------------ reading
     def read_bytes(self, path: str) -> bytes:
         part = self._record(path)
         if part is not None:
-            data = self._read(part)
-            return data[:-1] if data.endswith(b"\n") else data  # the text writer's line end
+            return record_text(self._read(part))
         return self._read(path)
 
     def _read(self, path: str) -> bytes:
@@ -185,7 +185,7 @@ class HadoopFS(CheckpointFS):
         data = text.encode("utf-8")
         if not overwrite and self.is_dir(path):  # a record directory (a Connect session wrote it)
             try:
-                self._record(path)
+                self._part(path)
                 raise FileExistsError(path)
             except FileNotFoundError:
                 self.delete(path)  # a removed record: nothing there
