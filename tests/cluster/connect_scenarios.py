@@ -60,6 +60,14 @@ def error(fn) -> str:
     return "no error"
 
 
+def running_over(src: str, engine: str, clauses: str = "") -> str:
+    """The running total over the files in ``src`` (rows of a key in ``seq`` order) on ``engine``."""
+    return (
+        f"SELECT user_id, seq, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running(value) "
+        f"ORDER BY seq {clauses} OPTIONS (engine = '{engine}')"
+    )
+
+
 def add_part(spark, root: str, part: str, dst: str) -> None:
     """The data's part ``part`` appended to the input directory ``dst`` (through the server)."""
     spark.read.parquet(f"{root}/data/{part}").write.mode("append").parquet(dst)
@@ -93,11 +101,7 @@ def main(url: str, root: str, tier: str = "full") -> None:
     # ks.run twice, state read back, the change feed; on each engine
     for engine in engines:
         w = f"{root}/work/{engine}"
-        run_sql = (
-            f"SELECT user_id, seq, n, total FROM parquet.`{w}/src` GROUP BY KEY user_id "
-            f"WITH STATE running(value) ORDER BY seq "
-            f"OPTIONS (engine = '{engine}')"
-        )
+        run_sql = running_over(f"{w}/src", engine)
         add_part(spark, root, "a", f"{w}/src")
         first = ks.run(run_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
         add_part(spark, root, "b", f"{w}/src")
@@ -155,9 +159,7 @@ def main(url: str, root: str, tier: str = "full") -> None:
         ).createOrReplaceTempView("seed")
         add_part(spark, root, "b", f"{w}/src")
         ks.run(
-            f"SELECT user_id, seq, n, total FROM parquet.`{w}/src` GROUP BY KEY user_id "
-            f"WITH STATE running(value) ORDER BY seq "
-            f"INITIAL STATE FROM seed OPTIONS (engine = '{engine}')",
+            running_over(f"{w}/src", engine, "INITIAL STATE FROM seed"),
             checkpoint=f"{w}/cp",
             output=f"{w}/out",
         )
@@ -167,11 +169,7 @@ def main(url: str, root: str, tier: str = "full") -> None:
     # into a memory sink
     for engine in ENGINES:
         w = f"{root}/work/start_{engine}"
-        start_sql = (
-            f"SELECT user_id, seq, n, total FROM parquet.`{w}/src` GROUP BY KEY user_id "
-            f"WITH STATE running(value) ORDER BY seq "
-            f"OPTIONS (engine = '{engine}')"
-        )
+        start_sql = running_over(f"{w}/src", engine)
         add_part(spark, root, "a", f"{w}/src")
         q = ks.start(start_sql, checkpoint=f"{w}/cp", sink=f"{w}/out")
         q.processAllAvailable()

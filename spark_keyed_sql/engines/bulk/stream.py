@@ -267,24 +267,30 @@ class BulkStream:
             and (prev.watermark_ms or 0) > (prev.evict_watermark_ms or 0)
         )
 
-    def pump_timers(self, query: Any, interval_s: float) -> threading.Thread:
-        """While ``query`` runs, fire due timers every ``interval_s`` even when no input
-        arrives (Spark schedules no batch for a foreachBatch query without new data). A failure
-        is logged and tried again; past the bound it fails the query (``background.py``)."""
+    def pump_timers(
+        self,
+        interval_s: float,
+        active: Callable[[], bool],
+        fail: Callable[[BaseException, str], None],
+    ) -> threading.Thread:
+        """While ``active()``, fire due timers every ``interval_s`` even when no input arrives
+        (Spark schedules no batch for a foreachBatch query without new data). A failure is
+        logged and tried again; past the bound ``fail(exc, what)`` is called and the pump ends
+        (``background.py``)."""
         retrying = Retrying(f"firing the timers of {self.function} (checkpoint {self.checkpoint!r})")
 
         def loop() -> None:
-            while query.isActive:
+            while active():
                 time.sleep(interval_s)
-                if not query.isActive:
+                if not active():
                     break
                 try:
                     self.flush_timers()
                 except Exception as exc:  # noqa: BLE001 - counted, logged, and past the bound the query's failure
-                    if not query.isActive:
+                    if not active():
                         break
                     if retrying.failed(exc):
-                        fail_query(query, exc, retrying.what)
+                        fail(exc, retrying.what)
                         break
                     continue
                 retrying.succeeded()
@@ -537,8 +543,15 @@ class ServerStep:
     that worker (one process: the step lock holds); a pump that keeps failing fails the query at
     its next batch. A memory sink's view is registered in the client's own session."""
 
-    def __init__(self, stream: BulkStream, checkpoint: str, session_id: str, pump_s: float | None):
-        self.args = (stream.shipped, stream.source_schema, checkpoint, stream.sink, stream.finish, stream.function)
+    def __init__(self, stream: BulkStream, session_id: str, pump_s: float | None):
+        self.args = (
+            stream.shipped,
+            stream.source_schema,
+            stream.checkpoint,
+            stream.sink,
+            stream.finish,
+            stream.function,
+        )
         self.session_id, self.pump_s = session_id, pump_s
         self._stream: BulkStream | None = None
         self._failed: BaseException | None = None
@@ -558,24 +571,12 @@ class ServerStep:
             self._stream = BulkStream(
                 batch_df.sparkSession, plan, schema, checkpoint, sink, finish, function, views=views, on_server=True
             )
-            if self.pump_s is not None:
-                threading.Thread(target=self._pump, name=f"spark-keyed-sql timers {function}", daemon=True).start()
+            if self.pump_s is not None:  # until this worker ends with its query
+                self._stream.pump_timers(self.pump_s, lambda: True, self._fail)
         self._stream(batch_df, batch_id)
 
-    def _pump(self) -> None:
-        """Until this worker ends with its query: due timers fired every ``pump_s``."""
-        assert self._stream is not None
-        retrying = Retrying(f"firing the timers of {self._stream.function} (checkpoint {self._stream.checkpoint!r})")
-        while True:
-            time.sleep(self.pump_s or 1.0)
-            try:
-                self._stream.flush_timers()
-            except Exception as exc:  # noqa: BLE001 - counted, logged, and past the bound the query's failure
-                if retrying.failed(exc):
-                    self._failed = exc
-                    return
-                continue
-            retrying.succeeded()
+    def _fail(self, exc: BaseException, what: str) -> None:
+        self._failed = exc  # raised at the next batch: the query fails there
 
 
 def _idle_steps(plan: KeyedPlan) -> bool:
@@ -616,10 +617,10 @@ class BulkStreamRun(StreamRun):
             pump_s = parse_interval_ms(job.trigger) / 1000 if job.trigger else 1.0
         batch_fn: Any = stream
         if is_connect(job.spark):  # foreachBatch runs on the server: the step goes there
-            batch_fn = ServerStep(stream, checkpoint, job.spark.session_id, pump_s)
+            batch_fn = ServerStep(stream, job.spark.session_id, pump_s)
         query = configure_writer(job.source.writeStream.foreachBatch(batch_fn), job, checkpoint).start()
         if pump_s is not None and batch_fn is stream:
-            stream.pump_timers(query, pump_s)
+            stream.pump_timers(pump_s, lambda: query.isActive, lambda exc, what: fail_query(query, exc, what))
         return cls(job, query, stream, -1 if latest is None else latest.version)
 
     def wait(self) -> None:
