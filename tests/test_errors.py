@@ -451,3 +451,33 @@ def test_started_query_raises_user_function_error(spark, ks, tmp_path):
         assert isinstance(q.exception(), UserFunctionError)
     finally:
         q.stop()
+
+
+class TimerBoom(StatefulFunction):
+    def execute(self, event):
+        self.ctx.register_timer(self.ctx.current_processing_time())
+        return {"n": 1}
+
+    def on_timer(self, key, timestamp):
+        raise ValueError(f"timer boom for {key}")
+
+
+def test_started_query_raises_a_failing_timer_as_user_function_error(spark, ks, tmp_path):
+    """A timer that keeps failing after its input ran (bulk: fired by the pump beside the
+    query; tws: by Spark's no-data batch) stops the query with our error, not Spark's."""
+    ks.register("timer_boom", TimerBoom, returns="n bigint")
+    src = tmp_path / "src"
+    spark.createDataFrame([("u1", 1.0)], "user_id string, value double").write.parquet(str(src))
+    q = ks.start(
+        f"SELECT * FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE timer_boom(value)",
+        checkpoint=str(tmp_path / "ck"),
+        sink=f"memory:timer_boom_{ks.default_engine}",
+        trigger="1 second",
+    )
+    try:
+        with pytest.raises(UserFunctionError, match=r"function 'timer_boom' failed for key 'u1'.*timer boom for"):
+            q.awaitTermination(120)
+        assert isinstance(q.exception(), UserFunctionError)
+        assert not q.isActive
+    finally:
+        q.stop()

@@ -150,12 +150,13 @@ def _wrap(fn: Any, name: str, query: bool) -> Any:
         _reissue(held)
         if query and name == "exception":
             if out is None:  # stopped by a failure of work beside it (a timer pump): that failure
-                return failure_of(args[0])
+                failed = failure_of(args[0])
+                return None if failed is None else from_spark_failure(failed)
             return from_spark_failure(out)  # StreamingQuery.exception(): ours when it is ours
         if query and name in ("awaitTermination", "processAllAvailable"):
             failed = failure_of(args[0])
             if failed is not None:
-                raise failed
+                raise from_spark_failure(failed) from None
         return translating(out)
 
     return call
