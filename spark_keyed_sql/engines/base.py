@@ -92,6 +92,9 @@ class StreamJob:
     # a keyed step with timers and no EVENT TIME: Spark's transformWithState then asks for a
     # batch on every trigger, data or not
     processing_timers: bool = False
+    # how many times a micro-batch reads each source (a per-input watermark on transformWithState
+    # reads the sources once per input): Spark's numInputRows is divided by it
+    input_scans: int = 1
     source: DataFrame | None = None
     plan: KeyedPlan | None = None
     view: str | None = None

@@ -22,14 +22,19 @@ from .streams import configure_writer, not_a_stream, wait_until_done
 __all__ = ["DataFrameStreamRun", "process_all_available", "recent_progress", "state_metrics", "start_sink"]
 
 
-def recent_progress(query: Any) -> list[dict]:
+def recent_progress(query: Any, scans: int = 1) -> list[dict]:
     """``query.recentProgress`` as plain dicts: Spark Connect's progress objects keep some
-    fields (numInputRows, ...) out of their dict view, so go through their JSON."""
+    fields (numInputRows, ...) out of their dict view, so go through their JSON. ``scans``: how
+    many times each batch read every source (``StreamJob.input_scans``); input rows counted once."""
     out = []
     for p in query.recentProgress:
         d = json.loads(p.json) if hasattr(p, "json") else dict(p)
         if "numInputRows" not in d:  # Connect's JSON leaves out the totals it derives from sources
             d["numInputRows"] = sum(int(src.get("numInputRows") or 0) for src in d.get("sources", []))
+        if scans > 1:
+            d["numInputRows"] = int(d["numInputRows"]) // scans
+            for src in d.get("sources", []):
+                src["numInputRows"] = int(src.get("numInputRows") or 0) // scans
         out.append(d)
     return out
 
@@ -146,7 +151,7 @@ class DataFrameStreamRun(StreamRun):
 
         def poll() -> None:
             nonlocal seen
-            recent = recent_progress(q)
+            recent = recent_progress(q, self.job.input_scans)
             if progress is not None:
                 for p in recent[seen:]:
                     ops = p.get("stateOperators", [])
@@ -165,7 +170,7 @@ class DataFrameStreamRun(StreamRun):
         wait_until_done(q, poll)
 
     def summary(self) -> dict[str, Any]:
-        progress = [p for p in recent_progress(self.query) if p.get("batchId") is not None]
+        progress = [p for p in recent_progress(self.query, self.job.input_scans) if p.get("batchId") is not None]
         ops = [op for p in progress for op in p.get("stateOperators", [])]
         return {
             "batches": sum(1 for p in progress if p["numInputRows"] > 0),
@@ -179,4 +184,4 @@ class DataFrameStreamRun(StreamRun):
         }
 
     def metrics(self) -> list[dict[str, Any]]:
-        return state_metrics(recent_progress(self.query), self.functions)
+        return state_metrics(recent_progress(self.query, self.job.input_scans), self.functions)

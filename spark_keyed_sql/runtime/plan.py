@@ -50,6 +50,13 @@ class KeyedPlan:
     input_column: str | None = None
 
     @property
+    def watermarked_inputs(self) -> int:
+        """How many inputs carry a watermark of their own (several inputs with an event time,
+        whose one watermark Spark's rule chooses over theirs); 0 otherwise."""
+        several = self.event_time is not None and self.inputs is not None and len(self.inputs) > 1
+        return len(self.inputs or []) if several else 0
+
+    @property
     def input_names(self) -> list[str] | None:
         return [i.name for i in self.inputs] if self.inputs else None
 

@@ -71,6 +71,8 @@ class CommitRecord:
     next_timer_ms: int | None  # the earliest timer held over all partitions
     next_expiry_ms: int | None  # the earliest TTL expiry held
     metrics: BatchMetrics = field(default_factory=BatchMetrics)
+    # several inputs: each input's own watermark after this batch (the query's is their minimum)
+    input_watermarks_ms: Mapping[str, int] = field(default_factory=dict)
     format: int = COMMIT_FORMAT
 
     # ------------------------------------------------------------------ derived
@@ -112,6 +114,7 @@ class CommitRecord:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("metrics", "deltas", "stores")}
         out["deltas"] = [asdict(e) | {"dirs": list(e.dirs)} for e in self.deltas]
         out["stores"] = {k: list(v) for k, v in self.stores.items()}
+        out["input_watermarks_ms"] = dict(self.input_watermarks_ms)
         out["delta_rows"] = self.delta_rows
         out["state_bytes"] = self.state_bytes
         return out | metrics
@@ -162,6 +165,7 @@ class CommitRecord:
                 next_timer_ms=d["next_timer_ms"],
                 next_expiry_ms=d["next_expiry_ms"],
                 metrics=metrics,
+                input_watermarks_ms={str(k): int(v) for k, v in (d.get("input_watermarks_ms") or {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise damaged_commit(where, f"{type(exc).__name__}: {exc}") from None

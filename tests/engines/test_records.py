@@ -17,7 +17,7 @@ def test_the_delta_directory_name_is_part_of_the_checkpoint_format():
 
 def test_task_stats_columns_come_from_its_fields_and_round_trip():
     names = [f.name for f in TaskStats.struct_fields()]
-    assert names == TaskStats.COLUMNS and len(names) == 12 and names[:2] == ["__ks_st_hit", "__ks_st_token"]
+    assert names == TaskStats.COLUMNS and len(names) == 13 and names[:2] == ["__ks_st_hit", "__ks_st_token"]
     s = TaskStats(
         hit=True,
         token="3-a-17",
@@ -31,9 +31,12 @@ def test_task_stats_columns_come_from_its_fields_and_round_trip():
         changed=2,
         next_timer_ms=None,
         next_expiry_ms=1000,
+        max_event_times='{"clicks": 40, "views": 99}',
     )
     row = dict(zip(TaskStats.COLUMNS, s.values()))
     assert TaskStats.from_row(row) == s and s.task == "17"
+    assert s.input_max_event_times == {"clicks": 40, "views": 99}
+    assert TaskStats(True, "1-x-1").input_max_event_times == {}
 
 
 def test_step_totals_sum_over_partitions_by_hand():
@@ -50,6 +53,7 @@ def test_step_totals_sum_over_partitions_by_hand():
         changed=2,
         next_timer_ms=300,
         next_expiry_ms=None,
+        max_event_times='{"clicks": 50, "views": 10}',
     )
     b = TaskStats(
         True,
@@ -64,9 +68,11 @@ def test_step_totals_sum_over_partitions_by_hand():
         changed=3,
         next_timer_ms=200,
         next_expiry_ms=700,
+        max_event_times='{"views": 80}',
     )
     idle = TaskStats(True, "1-x-3")  # a partition without input: every count None
     t = StepTotals.of([a, b, idle])
     assert (t.late, t.events, t.keys, t.timers_fired, t.inserted, t.deleted, t.changed) == (1, 7, 5, 1, 3, 1, 5)
     assert (t.max_event_time_ms, t.next_timer_ms, t.next_expiry_ms) == (80, 200, 700)
-    assert StepTotals.of([idle]).max_event_time_ms is None
+    assert t.max_event_times == {"clicks": 50, "views": 80}  # each input's newest over partitions
+    assert StepTotals.of([idle]).max_event_time_ms is None and StepTotals.of([idle]).max_event_times == {}

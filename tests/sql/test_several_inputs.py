@@ -382,8 +382,23 @@ def _m(minutes):
     return T0 + dt.timedelta(minutes=minutes)
 
 
-# three incremental runs: the watermark (max event time of a run, no delay) fires the expiry
-# timers of keys that get no new rows; the third run has new impressions only
+def min_rule_watermark(runs, start=None):
+    """Spark's rule for several watermarked inputs, written out (no delay): an input's watermark
+    is the newest event time it has brought; the query's is the minimum over the inputs that
+    have brought rows, and never moves back."""
+    per, wm = {}, start
+    for run in runs:
+        for side, rows in enumerate(run):
+            if rows:
+                per[side] = max([per.get(side, rows[0][1]), *(r[1] for r in rows)])
+        if per:
+            wm = min(per.values()) if wm is None else max(wm, min(per.values()))
+    return wm
+
+
+# three incremental runs: the watermark (the slower input's newest event time, no delay) fires
+# the expiry timers of keys that get no new rows; the third run has new impressions only, so the
+# clicks (at 20 minutes) hold the watermark back
 AD_RUNS = [
     ([("i1", _m(0), "a1"), ("i2", _m(1), "a2"), ("i3", _m(2), "a3")], [("i1", _m(4), 1)]),
     ([("i4", _m(21), "a4")], [("i2", _m(9), 2), ("i3", _m(20), 3)]),
@@ -406,9 +421,12 @@ def test_ad_click_join_incremental_state_changes_and_migration(spark, ks, tmp_pa
     assert sum(s["late_rows"] for s in summaries) == 0
     impressions = [r for run in AD_RUNS for r in run[0]]
     clicks = [r for run in AD_RUNS for r in run[1]]
-    expected, left = ad_oracle(impressions, clicks, open_after=_m(120))
+    watermark = min_rule_watermark(AD_RUNS)
+    assert watermark == _m(20)  # held back by the clicks: the newest event time of any input is 120
+    expected, left = ad_oracle(impressions, clicks, open_after=watermark)
     assert sorted((tuple(r) for r in spark.read.parquet(out).collect()), key=repr) == expected
-    assert [r[2] for r in expected].count("expired") == 2  # the data exercises both outcomes
+    assert {r[2] for r in expected} == {"clicked", "expired"}  # the data exercises both outcomes
+    assert "i4" in left  # due at 31 minutes: still waiting for the slower input
 
     # the state as a table: only the impression still waiting, one row for both inputs
     state = [(r["impression_id"], r["ad"], r["shown"]) for r in ks.read_state(cp).collect()]
@@ -439,9 +457,82 @@ def test_ad_click_join_incremental_state_changes_and_migration(spark, ks, tmp_pa
     _write(spark, more[1], CLICKS, c_dir)
     assert bulk.run(sql, checkpoint=dst, output=out2)["input_rows"] == 3  # only the new files
     after = sorted((tuple(r) for r in spark.read.parquet(out2).collect()), key=repr)
-    # zz clicked 3 minutes after its impression; i5's click comes too late, its expiry is due by
-    # the new watermark (200 minutes)
-    assert after == sorted([("zz", "az", "clicked", 180), ("i5", "a5", "expired", None)], key=repr)
+    # the migrated checkpoint keeps the query's watermark (each input's starts anew): now the
+    # impressions (125 minutes) are the slower input. zz clicked 3 minutes after its impression,
+    # i4 expires, i5's click comes too late and its expiry (135 minutes) is not due yet
+    watermark2 = min_rule_watermark([more], start=watermark)
+    assert watermark2 == _m(125)
+    final, _ = ad_oracle(impressions + more[0], clicks + more[1], open_after=watermark2)
+    assert after == sorted(set(final) - set(expected), key=repr)
+    assert after == sorted([("zz", "az", "clicked", 180), ("i4", "a4", "expired", None)], key=repr)
+
+
+class Seen(StatefulFunction):
+    """Every row that reaches the function, with the input it came from."""
+
+    returns = "side string, at timestamp"
+
+    def execute(self, e):
+        return {"side": self.ctx.input, "at": e["ts"]}
+
+
+def _late_oracle(runs, delay, policy):
+    """Rows the function sees over incremental runs, by Spark's rule written out: a row at or
+    before the query's watermark of the run before is late; after a run each input's watermark
+    is its newest event time less the delay, and the query's is the ``policy`` (min / max) of
+    theirs, never moving back."""
+    per, wm, seen = {}, None, []
+    for run in runs:
+        for side, rows in run.items():
+            seen += [(k, side, ts) for k, ts in rows if wm is None or ts > wm]
+        for side, rows in run.items():
+            if rows:
+                per[side] = max([per.get(side, rows[0][1] - delay), *(ts - delay for _, ts in rows)])
+        chosen = (min if policy == "min" else max)(per.values())
+        wm = chosen if wm is None else max(wm, chosen)
+    return sorted(seen)
+
+
+# the clicks lag the impressions by an hour; the second run's clicks are behind the impressions'
+# watermark but not the clicks' own
+LAGGING = [
+    {"impressions": [("a", _m(60)), ("b", _m(61))], "clicks": [("a", _m(0)), ("b", _m(1))]},
+    {"impressions": [("a", _m(62))], "clicks": [("a", _m(20)), ("b", _m(30))]},
+    {"impressions": [], "clicks": [("b", _m(55))]},
+]
+
+
+@pytest.mark.parametrize("policy", ["min", "max"])
+def test_one_watermark_over_inputs_by_sparks_rule(spark, ks, tmp_path, policy):
+    """A lagging input's rows are late only by the watermark Spark's rule chooses over the
+    inputs' own (spark.sql.streaming.multipleWatermarkPolicy: min by default, or max)."""
+    ks.register("si_seen", Seen)
+    i_dir, c_dir, cp, out = (str(tmp_path / d) for d in ("impressions", "clicks", "cp", "out"))
+    sql = (
+        f"SELECT * FROM si_seen(impressions => TABLE(parquet.`{i_dir}`), clicks => TABLE(parquet.`{c_dir}`), "
+        "key => 'impression_id', order_by => 'ts', event_time => 'ts', watermark => '5 minutes')"
+    )
+    schema = "impression_id string, ts timestamp"
+    before = spark.conf.get("spark.sql.streaming.multipleWatermarkPolicy", None)
+    spark.conf.set("spark.sql.streaming.multipleWatermarkPolicy", policy)
+    try:
+        late = 0
+        for run in LAGGING:
+            _write(spark, run["impressions"], schema, i_dir)
+            _write(spark, run["clicks"], schema, c_dir)
+            late += ks.run(sql, checkpoint=cp, output=out)["late_rows"]
+    finally:
+        if before is None:
+            spark.conf.unset("spark.sql.streaming.multipleWatermarkPolicy")
+        else:
+            spark.conf.set("spark.sql.streaming.multipleWatermarkPolicy", before)
+    got = sorted((r["impression_id"], r["side"], r["at"]) for r in spark.read.parquet(out).collect())
+    expected = _late_oracle(LAGGING, dt.timedelta(minutes=5), policy)
+    assert got == expected
+    total = sum(len(rows) for run in LAGGING for rows in run.values())
+    assert late == total - len(expected)
+    # the data tells the rules apart: max drops the lagging clicks, min keeps them all
+    assert late == (0 if policy == "min" else 3)
 
 
 # ------------------------------------------------------ initial_state and ttl as arguments

@@ -16,6 +16,7 @@ state rows, tombstones) for the checkpoint. No other key's state is read or writ
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -242,6 +243,7 @@ class _Partition:
                 token=ctx.token,
                 late=s["late"],
                 max_event_time_ms=s["max_et"],
+                max_event_times=json.dumps(s["max_et_by"], sort_keys=True) if s["max_et_by"] else None,
                 events=s["events"],
                 keys=s["keys"],
                 timers_fired=s["fired"],

@@ -68,7 +68,7 @@ class KeyPass:
         self.reset_stats()
 
     def reset_stats(self) -> None:
-        self.stats: dict[str, Any] = {"late": 0, "max_et": None, "events": 0, "keys": 0, "fired": 0}
+        self.stats: dict[str, Any] = {"late": 0, "max_et": None, "max_et_by": {}, "events": 0, "keys": 0, "fired": 0}
 
     def _clock(self) -> int | None:
         return self.now
@@ -119,6 +119,11 @@ class KeyPass:
                 if known:
                     m = max(known)
                     stats["max_et"] = m if stats["max_et"] is None else max(stats["max_et"], m)
+                    if inputs is not None:  # several inputs: a watermark each (watermarks.py)
+                        by = stats["max_et_by"]
+                        for name, t in zip(inputs, ets):
+                            if t is not None and (name not in by or t > by[name]):
+                                by[name] = t
                 if self.late_wm is not None:
                     late = self.late_wm
                     positions = [i for i, t in enumerate(ets) if t is None or t > late]

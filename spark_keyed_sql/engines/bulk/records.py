@@ -16,6 +16,7 @@ Both kinds go into the one ``KIND`` column, of the input and of the output respe
 
 from __future__ import annotations
 
+import json
 from dataclasses import astuple, dataclass, fields
 from enum import Enum, IntEnum
 from typing import Any, ClassVar
@@ -82,12 +83,13 @@ class TaskStats:
     changed: int | None = None  # state rows written (upserts and tombstones)
     next_timer_ms: int | None = None  # the earliest timer the partition holds after the batch
     next_expiry_ms: int | None = None
+    max_event_times: str | None = None  # several inputs: {input: its newest event time} as JSON
 
     COLUMNS: ClassVar[list[str]]
 
     @classmethod
     def struct_fields(cls) -> list[T.StructField]:
-        hints = {"hit": bool, "token": str}
+        hints = {"hit": bool, "token": str, "max_event_times": str}
         return [T.StructField(STATS_PREFIX + f.name, _SPARK_TYPES[hints.get(f.name, int)], True) for f in fields(cls)]
 
     def values(self) -> tuple:
@@ -96,6 +98,11 @@ class TaskStats:
     @classmethod
     def from_row(cls, row: Any) -> TaskStats:
         return cls(*(row[c] for c in cls.COLUMNS))
+
+    @property
+    def input_max_event_times(self) -> dict[str, int]:
+        """Each input's newest event time in the partition (several inputs; else empty)."""
+        return {str(k): int(v) for k, v in json.loads(self.max_event_times).items()} if self.max_event_times else {}
 
     @property
     def task(self) -> str:

@@ -52,6 +52,7 @@ from .partitioning import PART
 from .records import KIND, Feed, OutputKind, TaskStats, earliest
 from .sinks import reset_memory_sink, write_batch
 from .state_row import StateRowCodec
+from .watermarks import ONE_INPUT, next_watermarks, watermark_policy
 
 __all__ = [
     "BulkStream",
@@ -123,6 +124,7 @@ class StepTotals:
     max_event_time_ms: int | None
     next_timer_ms: int | None
     next_expiry_ms: int | None
+    max_event_times: dict[str, int]  # several inputs: each input's newest event time
 
     @classmethod
     def of(cls, stats: list[TaskStats]) -> StepTotals:
@@ -130,6 +132,10 @@ class StepTotals:
             return int(sum(getattr(s, name) or 0 for s in stats))
 
         times = [s.max_event_time_ms for s in stats if s.max_event_time_ms is not None]
+        by_input: dict[str, int] = {}
+        for s in stats:
+            for name, t in s.input_max_event_times.items():
+                by_input[name] = max(by_input.get(name, t), t)
         return cls(
             late=total("late"),
             events=total("events"),
@@ -141,6 +147,7 @@ class StepTotals:
             max_event_time_ms=max(times) if times else None,
             next_timer_ms=earliest(*(s.next_timer_ms for s in stats)),
             next_expiry_ms=earliest(*(s.next_expiry_ms for s in stats)),
+            max_event_times=by_input,
         )
 
 
@@ -192,6 +199,7 @@ class BulkStream:
         self.checkpoint = checkpoint
         self.qualified = self.fs.qualify(checkpoint, "checkpoint")
         self.cache_dir = driver.conf.get(LOCAL_STATE_DIR_CONF, None) or None
+        self.watermark_policy = watermark_policy(driver) if plan.watermarked_inputs else "min"
         self.sink = sink
         self.finish = finish
         self.function = function
@@ -430,10 +438,14 @@ class BulkStream:
             deltas.append(
                 DeltaEntry(plan.version, dirs, totals.changed, sum(self.fs.size(store.path(d)) for d in dirs))
             )
-        new_wm = plan.watermark_ms
-        if self.plan.event_time is not None and totals.max_event_time_ms is not None:
-            candidate = totals.max_event_time_ms - (self.plan.watermark_ms or 0)
-            new_wm = candidate if new_wm is None else max(new_wm, candidate)
+        new_wm, input_wms = plan.watermark_ms, dict(plan.prev.input_watermarks_ms if plan.prev is not None else {})
+        if self.plan.event_time is not None:
+            newest = totals.max_event_times
+            if not self.plan.inputs and totals.max_event_time_ms is not None:
+                newest = {ONE_INPUT: totals.max_event_time_ms}
+            new_wm, input_wms = next_watermarks(
+                new_wm, input_wms, newest, self.plan.watermark_ms or 0, self.watermark_policy
+            )
         stores: dict[str, list[int]] = {}
         for p, s in run.stats.items():
             stores.setdefault(s.task, []).append(p)
@@ -452,6 +464,7 @@ class BulkStream:
             spark_batch=spark_batch,
             watermark_ms=new_wm,
             evict_watermark_ms=plan.watermark_ms,
+            input_watermarks_ms=input_wms,
             next_timer_ms=totals.next_timer_ms,
             next_expiry_ms=totals.next_expiry_ms,
             metrics=BatchMetrics(

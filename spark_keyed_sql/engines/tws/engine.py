@@ -27,10 +27,27 @@ from ..dataframe_stream import DataFrameStreamRun
 from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
 from .layout import TwsLayout
 
-__all__ = ["TransformWithStateEngine", "UNKEYED_COLUMN"]
+__all__ = ["TransformWithStateEngine", "UNKEYED_COLUMN", "watermarked"]
 
 UNKEYED_COLUMN = "__ks_unkeyed__"  # the one group of an unkeyed query
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+
+
+def watermarked(df: DataFrame, plan: KeyedPlan, event_time: str) -> DataFrame:
+    """``df`` with the plan's watermark on ``event_time``. Several inputs: one watermark per
+    input (a branch per input index, unioned), so Spark's rule for several watermarked sources
+    (``spark.sql.streaming.multipleWatermarkPolicy``, the minimum by default) makes the query's
+    one watermark, as the bulk engine does (engines/bulk/watermarks.py)."""
+    delay = f"{plan.watermark_ms or 0} milliseconds"
+    if not plan.watermarked_inputs or plan.input_column is None:
+        return df.withWatermark(event_time, delay)
+    # each branch reads every source (the stream's numInputRows counts each read: StreamJob.input_scans)
+    which = F.col(plan.input_column)
+    branches = [df.filter(which == i).withWatermark(event_time, delay) for i in range(plan.watermarked_inputs)]
+    out = branches[0]
+    for b in branches[1:]:
+        out = out.union(b)
+    return out
 
 
 class TransformWithStateEngine(Engine):
@@ -62,9 +79,11 @@ class TransformWithStateEngine(Engine):
                 "batch query; the engine choice picks one that fires them at end of input"
             )
         schema = output_schema(df.schema, plan)
-        # TTL is applied by the runner's binding; only timers need a Spark time mode, and Spark
-        # allows one per operator: event time when the query names one, else processing time
-        needs_time = streaming and plan.spec.has_timers
+        # TTL is applied by the runner's binding; timers need a Spark time mode, and Spark allows
+        # one per operator: event time when the query names one, else processing time. A stream
+        # with an event time runs in event time even without timers: only then does Spark's
+        # operator drop late rows (as the bulk engine does)
+        needs_time = streaming and (plan.spec.has_timers or plan.event_time is not None)
         time_mode = ("EventTime" if plan.event_time else "ProcessingTime") if needs_time else "None"
         source = df
         group_cols = list(plan.key_columns)
@@ -78,7 +97,7 @@ class TransformWithStateEngine(Engine):
             return self._pandas(source, group_cols, plan, shipped, schema, time_mode, event_time)
         if event_time is not None:
             # late rows (older than the previous batch's watermark) are dropped by Spark
-            source = source.withWatermark(event_time, f"{plan.watermark_ms or 0} milliseconds")
+            source = watermarked(source, plan, event_time)
         initial = None
         if plan.initial_state is not None:
             initial = plan.initial_state.groupBy(*group_cols)
@@ -135,10 +154,12 @@ class TransformWithStateEngine(Engine):
 
         values, fmt = self._formats(source, group_cols, plan, schema)
         keep = [event_time] if event_time is not None else []
+        if keep and plan.watermarked_inputs and plan.input_column:  # a watermark per input (watermarked())
+            keep.append(plan.input_column)
         packed = chunk_schema([source.schema[c] for c in [*group_cols, *keep]], CHUNK_COLUMN)
         chunks = source.mapInArrow(ChunkPacker(group_cols, values, packed, keep=keep, per_row=bool(keep)), packed)
         if event_time is not None:
-            chunks = chunks.withWatermark(event_time, f"{plan.watermark_ms or 0} milliseconds")
+            chunks = watermarked(chunks, plan, event_time)
         initial, initial_fmt = None, None
         if plan.initial_state is not None:
             init_df = plan.initial_state
