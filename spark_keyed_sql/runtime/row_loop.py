@@ -9,6 +9,7 @@ which says what is wrong.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -16,44 +17,80 @@ from typing import Any
 from ..api.types import FAST_CHECK_NAMES, StructType, fast_check
 from ..compat.codegen import generated_function
 
-__all__ = ["RowLoop", "row_loop"]
+__all__ = ["KeysLoop", "RowLoop", "keys_loop", "row_loop"]
 
 # (events, position of the first event's input row, execute, out, src, runner, call, key,
 # inputs: each event's input name when the function has several inputs, else None)
 RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any, Any], None]
+# (keys, starts, ends, events, execute, out, src, at_key, runner, call, next_key, instance,
+# layout, inputs): see keys_loop
+KeysLoop = Callable[..., None]
+
+# one row: ``event`` at input position ``i`` (advanced past it on every path)
+_ROW = """\
+# a clear_state() in an earlier row is followed by this row's updates
+call.cleared = False{set_input}
+try:
+    result = execute(event)
+except Exception as exc:
+    runner._row_failed(key, event, exc)
+if result is None:  # no row (most rows of a sessionizer)
+    i += 1
+    continue
+if type(result) is list:
+    if not result:
+        i += 1
+        continue
+{fast}
+runner._general_row(key, event, result, i, out, src)
+i += 1
+"""
+
+_FAST = """\
+    if len(result) == 1:
+        item = result[0]
+        if type(item) is tuple and len(item) == {width}:
+            {unpack}, = item
+            if {checks}:
+                append(item)
+                src_append(i)
+                i += 1
+                continue"""
 
 _LOOP = """\
 def loop(events, i, execute, out, src, runner, call, key, inputs=None):
     append, src_append = out.append, src.append
-    {start}for event in events:
-        # a clear_state() in an earlier row is followed by this row's updates
-        call.cleared = False{set_input}
-        try:
-            result = execute(event)
-        except Exception as exc:
-            runner._row_failed(key, event, exc)
-        if result is None:  # no row (most rows of a sessionizer)
-            i += 1
-            continue
-        if type(result) is list:
-            if not result:
-                i += 1
-                continue
-{fast}
-        runner._general_row(key, event, result, i, out, src)
-        i += 1
-"""
+    k = 0
+    for event in events:
+{row}"""
 
-_FAST = """\
-            if len(result) == 1:
-                item = result[0]
-                if type(item) is tuple and len(item) == {width}:
-                    {unpack}, = item
-                    if {checks}:
-                        append(item)
-                        src_append(i)
-                        i += 1
-                        continue"""
+# every key of a one-shot batch in one call (runner.run_fresh_keys): each from __init__'s
+# attributes, its rows in order, then checked as storing it would check it
+_KEYS = """\
+def keys_loop(keys, starts, ends, events, execute, out, src, at_key, runner, call, next_key, instance, layout,
+              inputs=None):
+    append, src_append, at_append = out.append, src.append, at_key.append
+    reset, shared, known, live = layout.reset, layout.fresh_values, layout.known, layout.live_check
+    for key, i, end in zip(keys, starts, ends):
+        next_key()
+        d = instance.__dict__
+        if {plain_reset}d.keys() == known:
+            d.update(shared)
+        else:
+            reset(instance)
+        call.key = key
+        n, first = len(out), i
+        while i < end:
+            event = events[i]
+{row}
+        if d.keys() != known or not live(d):  # (storing it could fail: it must fail here as anywhere)
+            runner._encoded(key)
+        made = len(out) - n
+        if made == 1:
+            at_append(first)
+        elif made:
+            at_key.extend([first] * made)
+"""
 
 
 def row_loop(schema: StructType | None, several_inputs: bool = False) -> RowLoop:
@@ -63,24 +100,42 @@ def row_loop(schema: StructType | None, several_inputs: bool = False) -> RowLoop
     shape calls ``runner._general_row(key, event, result, i, out, src)``, a row whose user code
     raised ``runner._row_failed(key, event, exc)`` (which raises). ``several_inputs``: each
     row's ``call.input`` is set from ``inputs`` (one name per event)."""
-    checks = None
+    return _generated(_checks(schema), several_inputs)
+
+
+def keys_loop(schema: StructType | None, several_inputs: bool = False, copies: bool = False) -> KeysLoop:
+    """The loop over every key of a one-shot batch of a StatefulFunction without timers or TTL
+    (``KeyedRunner.run_fresh_keys``), with ``row_loop``'s per-row body inline: key ``keys[j]``
+    runs ``events[starts[j]:ends[j]]`` after ``next_key()`` emptied the binding's state and the
+    instance got ``__init__``'s attributes back (``layout``: the class's ``AttributeLayout``;
+    ``copies``: some of them are copied per key); ``at_key`` gets each output row's key's first
+    row. A key whose attributes storing would refuse calls ``runner._encoded(key)`` (which raises)."""
+    return _generated(_checks(schema), several_inputs, keys=True, copies=copies)
+
+
+def _checks(schema: StructType | None) -> tuple[str, ...] | None:
     if schema is not None and schema.fields:
         parts = [fast_check(f.type, f"v{i}") for i, f in enumerate(schema.fields)]
         if all(parts):
-            checks = parts
-    return _generated(tuple(checks) if checks else None, several_inputs)
+            return tuple(parts)
+    return None
 
 
 @lru_cache(maxsize=64)
-def _generated(checks: tuple[str, ...] | None, several_inputs: bool = False) -> RowLoop:
+def _generated(
+    checks: tuple[str, ...] | None, several_inputs: bool = False, keys: bool = False, copies: bool = False
+) -> Any:
     if checks is None:
-        fast = "            pass"
+        fast = "    pass"
     else:
         unpack = ", ".join(f"v{i}" for i in range(len(checks)))
         fast = _FAST.format(width=len(checks), unpack=unpack, checks=" and ".join(checks))
+    set_input = ""
+    if several_inputs:  # the per-key loop counts its events; the keys loop has each row's position
+        set_input = "\ncall.input = inputs[i]" if keys else "\ncall.input = inputs[k]\nk += 1"
+    row = _ROW.format(fast=fast, set_input=set_input)
     env: dict[str, Any] = dict(FAST_CHECK_NAMES)
-    start, set_input = ("", "")
-    if several_inputs:
-        start, set_input = "k = 0\n    ", "\n        call.input = inputs[k]\n        k += 1"
-    source = _LOOP.format(fast=fast, start=start, set_input=set_input)
-    return generated_function(source, "loop", env, "row loop")
+    if keys:
+        source = _KEYS.format(row=textwrap.indent(row, " " * 12), plain_reset="False and " if copies else "")
+        return generated_function(source, "keys_loop", env, "keys loop")
+    return generated_function(_LOOP.format(row=textwrap.indent(row, " " * 8)), "loop", env, "row loop")

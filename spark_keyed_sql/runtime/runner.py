@@ -26,7 +26,7 @@ from ..state.binding import KeyBinding
 from ..state.encoding import loads
 from .key_rows import rows_builder
 from .output import Where, normalize_output, normalizer, resolve_where, tuple_converter
-from .row_loop import row_loop
+from .row_loop import keys_loop, row_loop
 from .spec import FunctionKind, FunctionSpec, check_process_inputs
 
 __all__ = ["KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
@@ -277,25 +277,28 @@ class KeyedRunner:
         position of its key's first row."""
         call, instance, layout = self.call, self.instance, self.layout
         assert layout is not None
-        loop, execute, keyed = self._row_loop, instance.execute, self.keyed
-        reset, live_safe = layout.reset, layout.live_safe
+        loop = keys_loop(self.spec.returns, several_inputs=bool(self.inputs), copies=bool(layout.copied))
         call.processing_ms, call.watermark_ms = processing_ms, None
         call.timers, call.clear = binding, self._clear_fn
+        call.keyed = self.keyed
         self._binding = binding
         try:
-            for key, s, e in zip(keys, starts, ends):
-                next_key()
-                reset(instance)
-                call.key, call.keyed = key, keyed
-                n = len(out)
-                loop(events[s:e], s, execute, out, src, self, call, key, inputs[s:e] if inputs is not None else None)
-                if not live_safe(instance):  # (storing it could fail: it must fail here as anywhere)
-                    self._encoded(key)
-                made = len(out) - n
-                if made == 1:
-                    at_key.append(s)
-                elif made:
-                    at_key.extend([s] * made)
+            loop(
+                keys,
+                starts,
+                ends,
+                events,
+                instance.execute,
+                out,
+                src,
+                at_key,
+                self,
+                call,
+                next_key,
+                instance,
+                layout,
+                inputs,
+            )
         finally:
             self._leave()
 

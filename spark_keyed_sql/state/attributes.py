@@ -83,11 +83,12 @@ class AttributeLayout:
             coerce(v, self.typed[n], where) if n in self.typed else dumps(v, where)
         self.template = {n: copy.deepcopy(getattr(instance, n)) for n in self.names}
         # a fresh key's attributes: immutable values are shared, mutable ones copied per key
-        self._shared = {n: v for n, v in self.template.items() if type(v) in _IMMUTABLE}
-        self._copied = [(n, v) for n, v in self.template.items() if type(v) not in _IMMUTABLE]
-        self._known = frozenset(instance.__dict__)  # every instance attribute after __init__
+        self.fresh_values = {n: v for n, v in self.template.items() if type(v) in _IMMUTABLE}
+        self.copied = [(n, v) for n, v in self.template.items() if type(v) not in _IMMUTABLE]
+        self.known = frozenset(instance.__dict__)  # every instance attribute after __init__
         self._encode = _encoder(self)
-        self._live = _live_check(self)
+        # live_safe for an instance holding exactly ``known`` (its __dict__ -> bool)
+        self.live_check = _live_check(self)
 
     def column_type(self, name: str) -> SqlType:
         return self.typed.get(name, ENCODED)
@@ -96,7 +97,7 @@ class AttributeLayout:
         return name not in self.typed
 
     def encode(self, instance: Any) -> tuple:
-        if instance.__dict__.keys() == self._known:  # the attributes __init__ made, no more, no less
+        if instance.__dict__.keys() == self.known:  # the attributes __init__ made, no more, no less
             return self._encode(instance.__dict__)
         values = []
         for n in self.names:
@@ -122,7 +123,7 @@ class AttributeLayout:
     def live_safe(self, instance: Any) -> bool:
         """Would ``decode_into(encode(instance))`` leave the instance's attributes as they are?
         Then a runtime may keep the instance live instead of storing and reloading its state."""
-        return instance.__dict__.keys() == self._known and self._live(instance.__dict__)
+        return instance.__dict__.keys() == self.known and self.live_check(instance.__dict__)
 
     def decode_into(self, instance: Any, row: Any) -> None:
         """Set the instance's attributes from a stored row (tuple/Row in column order, or dict)."""
@@ -134,11 +135,11 @@ class AttributeLayout:
     def reset(self, instance: Any) -> None:
         """Give the instance a fresh key's attributes: the values ``__init__`` made."""
         d = instance.__dict__
-        if d.keys() != self._known:
+        if d.keys() != self.known:
             for n in [n for n in state_attribute_names(instance) if n not in self.template]:
                 del d[n]
-        d.update(self._shared)
-        for n, v in self._copied:
+        d.update(self.fresh_values)
+        for n, v in self.copied:
             d[n] = copy.deepcopy(v)
 
     def to_row_dict(self, row: Any) -> dict:

@@ -25,8 +25,10 @@ class MemoryKeyState:
 
     def reset(self) -> MemoryKeyState:
         """Empty again, for the next key of a one-shot pass (whose state is never kept)."""
-        self.vars.clear()
-        self.timers.clear()
+        if self.vars:
+            self.vars.clear()
+        if self.timers:
+            self.timers.clear()
         self.attributes = self.attributes_expire = None
         return self
 

@@ -249,14 +249,14 @@ class BulkProgram:
             def first_event(i: int, args: list = args) -> dict:
                 return build_events(*[a[i : i + 1] for a in args])[0] if args else {}
 
-            key_values = (
-                list(zip(*[pylist(rb.column(k).take(pa.array(starts))) for k in keys])) if keys else [()] * len(starts)
-            )
+            columns = [pylist(rb.column(k).take(pa.array(starts))) for k in keys]
+            key_values = list(zip(*columns)) if keys else [()] * len(starts)
             out: list[Any] = []
             src: list[Any] = []
             at_key: list[int] = []
             if fresh_keys:  # the common case in one call: no initial state, timers or TTL
-                ukeys = [user_key(kv, plan.keyed) for kv in key_values]
+                # what get_key() returns (user_key): the value of one key column, else a tuple
+                ukeys = columns[0] if len(columns) == 1 else key_values if keys else [None] * len(starts)
                 runner.run_fresh_keys(
                     ukeys,
                     starts.tolist(),
