@@ -183,12 +183,15 @@ class HadoopFS(CheckpointFS):
         """Write a small file. Without ``overwrite``: ``FileExistsError`` if it exists (Hadoop
         ``create(path, overwrite=false)``, atomic where the store offers exclusive create)."""
         data = text.encode("utf-8")
-        if not overwrite and self.is_dir(path):  # a record directory (a Connect session wrote it)
-            try:
-                self._part(path)
-                raise FileExistsError(path)
-            except FileNotFoundError:
-                self.delete(path)  # a removed record: nothing there
+        if self.is_dir(path):  # a record directory (a Connect session wrote it)
+            if overwrite:
+                self.delete(path)  # replaced by a file (an overwrite is no atomic swap here either)
+            else:
+                try:
+                    self._part(path)
+                    raise FileExistsError(path)
+                except FileNotFoundError:
+                    self.delete(path)  # a removed record: nothing there
 
         def f(fs, p):
             try:

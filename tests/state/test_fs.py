@@ -115,6 +115,10 @@ def test_classic_reads_records_a_connect_session_wrote(spark, viewfs):
         fs.read_text(f"{root}/r/a.json")
     fs.create_text(f"{root}/r/a.json", "again")
     assert (disk / "r" / "a.json").read_text() == "again"  # oracle: the mounted directory
+    # a live record overwritten (a lease's heartbeat, a marker rewritten) becomes a file
+    _record_dir(spark, f"{root}/r/b.json", "old")
+    fs.create_text(f"{root}/r/b.json", "new", overwrite=True)
+    assert (disk / "r" / "b.json").read_text() == "new"
     # a lease a Connect client holds is seen, and refused, by a classic starter
     holder = {"owner": "x", "host": socket.gethostname(), "pid": os.getpid(), "query": "ks.start"}
     holder |= {"started_ms": int(time.time() * 1000), "heartbeat_ms": int(time.time() * 1000)}
