@@ -75,7 +75,10 @@ class Server:
                 time.sleep(1)
 
     def stop(self) -> None:
-        stop = self.script.split("\n")[0] + '\n"$SPARK_HOME/sbin/stop-connect-server.sh"\n'
+        stop = (
+            self.script.split("\n")[0]
+            + '\n"$SPARK_HOME/sbin/spark-daemon.sh" stop org.apache.spark.sql.connect.service.SparkConnectServer 1\n'
+        )
         subprocess.run(["bash", "-ec", stop], cwd=ROOT, env=self.env, capture_output=True, timeout=120)
         deadline = time.time() + 60
         while time.time() < deadline:
