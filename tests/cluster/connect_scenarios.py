@@ -105,7 +105,9 @@ def main(url: str, root: str, tier: str = "full") -> None:
         add_part(spark, root, "a", f"{w}/src")
         first = ks.run(run_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
         add_part(spark, root, "b", f"{w}/src")
-        second = ks.run(run_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
+        seen = []  # the progress callback: on bulk the batches commit on the server
+        second = ks.run(run_sql, checkpoint=f"{w}/cp", output=f"{w}/out", progress=seen.append)
+        out[f"progress_{engine}"] = sum(p.get("input_rows") or 0 for p in seen)
         out[f"run_{engine}"] = rows(spark.read.parquet(f"{w}/out"))
         out[f"run_inputs_{engine}"] = [first["input_rows"], second["input_rows"]]
         out[f"state_{engine}"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(f"{w}/cp").collect())

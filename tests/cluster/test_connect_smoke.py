@@ -36,5 +36,6 @@ def test_connect_smoke_runs_state_and_batch_under_a_server_only_mount(tmp_path):
     assert got["batch_bulk"] == a_rows
     assert got["run_bulk"] == all_rows
     assert got["run_inputs_bulk"] == [len(frames["a"]), len(frames["b"])]
+    assert got["progress_bulk"] == len(frames["b"])  # the callback saw the second run's batches
     assert got["state_bulk"] == all_state and got["keyed_state_bulk"] == all_state
     assert Path(server.disk / "work" / "bulk" / "cp" / "bulk" / "commits").is_dir()  # through the mount

@@ -604,6 +604,7 @@ class BulkStreamRun(StreamRun):
 
     def __init__(self, job: StreamJob, query: Any, stream: BulkStream, version_before: int):
         self.job, self.query, self.stream, self.version_before = job, query, stream, version_before
+        self.reported = version_before  # the last commit the progress callback got (Connect)
 
     @classmethod
     def start(cls, job: StreamJob) -> BulkStreamRun:
@@ -637,13 +638,27 @@ class BulkStreamRun(StreamRun):
         return cls(job, query, stream, -1 if latest is None else latest.version)
 
     def wait(self) -> None:
+        poll = None
+        if self.job.progress is not None and is_connect(self.job.spark):
+            poll = self._report_server_commits
         try:
-            wait_until_done(self.query)
+            wait_until_done(self.query, poll)
+            if poll is not None:
+                poll()  # the batches committed since the last look
             if self.job.plan is not None and _idle_steps(self.job.plan):
                 self.stream.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
         finally:
             self.stream.compactor.join()  # a compaction the run started finishes before it returns
         self.stream.compactor.check(finished=True)
+
+    def _report_server_commits(self) -> None:
+        """On Spark Connect the batches commit on the server, out of reach of the client's
+        progress callback: it gets each new commit record, read back from the checkpoint."""
+        assert self.job.progress is not None
+        for c in self._new_commits():
+            if c.version > self.reported:
+                self.reported = c.version
+                self.job.progress(c.progress())
 
     def _new_commits(self) -> list[CommitRecord]:
         return [c for c in self.stream.store.commits() if c.version > self.version_before]
