@@ -234,7 +234,7 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
     # rows go in already in (ts, n) order; the events hold the call's arguments only, as in SQL
     t = KeyedTester(case.cls, case.returns, **case.kwargs, **({"inputs": case.inputs} if case.inputs else {}))
     args = [a.strip() for a in case.args.split(",")]
-    outs, wm, late_wm = [], None, None
+    outs, wm, late_wm, per = [], None, None, {}
     for rows in [sum(batches, [])] if one_shot else batches:
         out = []
         now = dt.datetime.now(dt.timezone.utc)
@@ -266,9 +266,13 @@ def drive_tester(name: str, batches: list[list[dict]], one_shot: bool, flush: bo
             elif wm is not None:
                 out += [(o["who"], *o.values()) for o in t.set_watermark(wm)]
             used = wm  # what this batch evicted by
-            ets = [r["ts"] for r in rows]
-            if ets:
-                cand = max(ets) - WATERMARK
+            # each input's watermark (one input: its newest row's time less the delay); the
+            # query's is the minimum over the inputs that have had rows (Spark's rule), never back
+            for r in rows:
+                side = input_of(r) if case.inputs else ""
+                per[side] = max(per.get(side, r["ts"] - WATERMARK), r["ts"] - WATERMARK)
+            if per:
+                cand = min(per.values())
                 wm = cand if wm is None else max(wm, cand)
             if flush and not one_shot:
                 out += [(o["who"], *o.values()) for o in t.set_watermark(wm)]
