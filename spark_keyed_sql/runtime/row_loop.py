@@ -74,16 +74,14 @@ def keys_loop(keys, starts, ends, events, execute, out, src, at_key, runner, cal
     for key, i, end in zip(keys, starts, ends):
         next_key()
         d = instance.__dict__
-        if {plain_reset}d.keys() == known:
-            d.update(shared)
-        else:
-            reset(instance)
+{reset}
         call.key = key
         n, first = len(out), i
         while i < end:
             event = events[i]
 {row}
-        if d.keys() != known or not live(d):  # (storing it could fail: it must fail here as anywhere)
+        # AttributeLayout.live_safe: storing it could fail, so it must fail here as anywhere
+        if d.keys() != known or not live(d):
             runner._encoded(key)
         made = len(out) - n
         if made == 1:
@@ -91,6 +89,13 @@ def keys_loop(keys, starts, ends, events, execute, out, src, at_key, runner, cal
         elif made:
             at_key.extend([first] * made)
 """
+
+
+_PLAIN_RESET = """\
+        if d.keys() == known:
+            d.update(shared)
+        else:
+            reset(instance)"""
 
 
 def row_loop(schema: StructType | None, several_inputs: bool = False) -> RowLoop:
@@ -136,6 +141,8 @@ def _generated(
     row = _ROW.format(fast=fast, set_input=set_input)
     env: dict[str, Any] = dict(FAST_CHECK_NAMES)
     if keys:
-        source = _KEYS.format(row=textwrap.indent(row, " " * 12), plain_reset="False and " if copies else "")
+        # AttributeLayout.reset, its common case inline: the attributes __init__ made, all immutable
+        reset = "        reset(instance)" if copies else _PLAIN_RESET
+        source = _KEYS.format(row=textwrap.indent(row, " " * 12), reset=reset)
         return generated_function(source, "keys_loop", env, "keys loop")
     return generated_function(_LOOP.format(row=textwrap.indent(row, " " * 8)), "loop", env, "row loop")

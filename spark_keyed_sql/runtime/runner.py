@@ -29,7 +29,7 @@ from .output import Where, normalize_output, normalizer, resolve_where, tuple_co
 from .row_loop import keys_loop, row_loop
 from .spec import FunctionKind, FunctionSpec, check_process_inputs
 
-__all__ = ["KeyedRunner", "OrderSpec", "user_key", "sort_rows"]
+__all__ = ["KeyedRunner", "OrderSpec", "user_key", "user_keys", "sort_rows"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,13 @@ def user_key(values: tuple, keyed: bool) -> Any:
     if not keyed:
         return None
     return values[0] if len(values) == 1 else tuple(values)
+
+
+def user_keys(columns: list[list], n: int) -> list:
+    """``user_key`` of each of ``n`` keys given column-wise (one list per key column)."""
+    if not columns:
+        return [None] * n
+    return columns[0] if len(columns) == 1 else list(zip(*columns))
 
 
 def sort_rows(rows: list[dict], order: list[OrderSpec]) -> list[dict]:

@@ -25,7 +25,7 @@ from ...api.context import to_epoch_ms
 from ...runtime.faults import crash_point
 from ...runtime.key_rows import rows_builder
 from ...runtime.plan import KeyedPlan
-from ...runtime.runner import KeyedRunner, user_key
+from ...runtime.runner import KeyedRunner, user_key, user_keys
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
@@ -255,10 +255,8 @@ class BulkProgram:
             src: list[Any] = []
             at_key: list[int] = []
             if fresh_keys:  # the common case in one call: no initial state, timers or TTL
-                # what get_key() returns (user_key): the value of one key column, else a tuple
-                ukeys = columns[0] if len(columns) == 1 else key_values if keys else [None] * len(starts)
                 runner.run_fresh_keys(
-                    ukeys,
+                    user_keys(columns, len(starts)),
                     starts.tolist(),
                     ends,
                     events,
