@@ -33,21 +33,28 @@ class CrashReport:
 
 
 def make_input(src: str, files: int, keys: int, per_file: int, seed: int, inputs: int = 1) -> pd.DataFrame:
-    """``files`` Parquet files of rising ``seq``; with ``inputs`` 2, alternately in ``src/a`` and
-    ``src/b`` (one file of each per micro-batch keeps every batch's rows after the last one's)."""
+    """``files`` Parquet files of rising ``seq`` and modification time; with ``inputs`` 2,
+    alternately in ``src/a`` and ``src/b`` (one file of each per micro-batch keeps every
+    batch's rows after the last one's)."""
     rng = random.Random(seed)
     dirs = [src] if inputs == 1 else [os.path.join(src, d) for d in "ab"[:inputs]]
     for d in dirs:
         os.makedirs(d, exist_ok=True)
     frames = []
     seq = 0
+    # Spark's file source reads files oldest first by modification time (in ms): files written
+    # within one ms would be read in listing order, i.e. maybe out of seq order, so each file
+    # gets its own second
+    mtime = int(time.time()) - files - 60
     for i in range(files):
         rows = []
         for _ in range(per_file):
             rows.append({"user_id": f"u{rng.randrange(keys):03d}", "seq": seq, "value": float(rng.randrange(100))})
             seq += 1
         df = pd.DataFrame(rows)
-        df.to_parquet(os.path.join(dirs[i % inputs], f"part-{i:04d}.parquet"), index=False)
+        path = os.path.join(dirs[i % inputs], f"part-{i:04d}.parquet")
+        df.to_parquet(path, index=False)
+        os.utime(path, (mtime + i, mtime + i))
         frames.append(df)
     return pd.concat(frames)
 
