@@ -20,7 +20,10 @@ from pairs import SPARK, venv_name  # noqa: E402
 __all__ = ["ROOT", "VENVS", "find_python", "make_venv"]
 
 ROOT = Path(__file__).resolve().parents[1]
-USER_PINS: dict[str, list[str]] = {"3.5": ["pandas<3"], "4.0": ["pandas<3"], "4.1": ["pandas<3"]}
+# what docs/compatibility.md tells users of each Spark minor to add: pandas below 3 before
+# PySpark 4.2; on 3.5 also pyarrow below 26, as PySpark 3.5's extras (connect, sql: the dev
+# extra has connect) cap NumPy below 2 and pyarrow 26 needs NumPy 2 without declaring it
+USER_PINS: dict[str, list[str]] = {"3.5": ["pandas<3", "pyarrow<26"], "4.0": ["pandas<3"], "4.1": ["pandas<3"]}
 VENVS = ROOT / ".venvs"
 
 
@@ -72,8 +75,7 @@ def make_venv(
     wanted = []
     if spark is not None:
         # as a user installs it: `pip install 'spark-keyed-sql[spark]' 'pyspark==X.Y.*'`, with
-        # what docs/compatibility.md tells users of that Spark: pandas below 3 before PySpark
-        # 4.2 (older PySpark does not support pandas 3)
+        # what docs/compatibility.md tells users of that Spark (USER_PINS)
         wanted.append(f"pyspark=={SPARK[spark]}")
         wanted += USER_PINS.get(spark, [])
     target = f"{ROOT}[{extras}]" if extras else str(ROOT)
