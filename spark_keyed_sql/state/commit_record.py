@@ -73,6 +73,9 @@ class CommitRecord:
     metrics: BatchMetrics = field(default_factory=BatchMetrics)
     # several inputs: each input's own watermark after this batch (the query's is their minimum)
     input_watermarks_ms: Mapping[str, int] = field(default_factory=dict)
+    # several inputs: the policy choosing among them (min / max), the one of the checkpoint's
+    # first run (Spark keeps spark.sql.streaming.multipleWatermarkPolicy in its offset log)
+    watermark_policy: str | None = None
     format: int = COMMIT_FORMAT
 
     # ------------------------------------------------------------------ derived
@@ -166,6 +169,7 @@ class CommitRecord:
                 next_expiry_ms=d["next_expiry_ms"],
                 metrics=metrics,
                 input_watermarks_ms={str(k): int(v) for k, v in (d.get("input_watermarks_ms") or {}).items()},
+                watermark_policy=d.get("watermark_policy"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise damaged_commit(where, f"{type(exc).__name__}: {exc}") from None

@@ -502,10 +502,20 @@ LAGGING = [
 ]
 
 
-@pytest.mark.parametrize("policy", ["min", "max"])
-def test_one_watermark_over_inputs_by_sparks_rule(spark, ks, tmp_path, policy):
+# after LAGGING: the impressions run ahead again; a click 20 minutes behind them is late by max
+# (the impressions' watermark) and not by min (the clicks' own, 50 minutes)
+LATER = [
+    {"impressions": [("c", _m(90))], "clicks": []},
+    {"impressions": [], "clicks": [("c", _m(70))]},
+]
+
+
+@pytest.mark.parametrize("policy, every_run", [("min", True), ("max", True), ("max", False)])
+def test_one_watermark_over_inputs_by_sparks_rule(spark, ks, tmp_path, policy, every_run):
     """A lagging input's rows are late only by the watermark Spark's rule chooses over the
-    inputs' own (spark.sql.streaming.multipleWatermarkPolicy: min by default, or max)."""
+    inputs' own (spark.sql.streaming.multipleWatermarkPolicy: min by default, or max). A
+    checkpoint keeps the policy of its first run, as Spark's offset log does (``every_run``
+    False: the later runs' session has the default, min)."""
     ks.register("si_seen", Seen)
     i_dir, c_dir, cp, out = (str(tmp_path / d) for d in ("impressions", "clicks", "cp", "out"))
     sql = (
@@ -517,7 +527,10 @@ def test_one_watermark_over_inputs_by_sparks_rule(spark, ks, tmp_path, policy):
     spark.conf.set("spark.sql.streaming.multipleWatermarkPolicy", policy)
     try:
         late = 0
-        for run in LAGGING:
+        runs = LAGGING if every_run else LAGGING + LATER
+        for i, run in enumerate(runs):
+            if i == 1 and not every_run:
+                spark.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "min")
             _write(spark, run["impressions"], schema, i_dir)
             _write(spark, run["clicks"], schema, c_dir)
             late += ks.run(sql, checkpoint=cp, output=out)["late_rows"]
@@ -527,12 +540,14 @@ def test_one_watermark_over_inputs_by_sparks_rule(spark, ks, tmp_path, policy):
         else:
             spark.conf.set("spark.sql.streaming.multipleWatermarkPolicy", before)
     got = sorted((r["impression_id"], r["side"], r["at"]) for r in spark.read.parquet(out).collect())
-    expected = _late_oracle(LAGGING, dt.timedelta(minutes=5), policy)
+    expected = _late_oracle(runs, dt.timedelta(minutes=5), policy)
     assert got == expected
-    total = sum(len(rows) for run in LAGGING for rows in run.values())
+    total = sum(len(rows) for run in runs for rows in run.values())
     assert late == total - len(expected)
-    # the data tells the rules apart: max drops the lagging clicks, min keeps them all
-    assert late == (0 if policy == "min" else 3)
+    # the data tells the rules apart (max drops lagging clicks, min keeps them), the later runs too
+    assert expected != _late_oracle(runs, dt.timedelta(minutes=5), "min" if policy == "max" else "max")
+    if every_run:
+        assert late == (0 if policy == "min" else 3)
 
 
 # ------------------------------------------------------ initial_state and ttl as arguments

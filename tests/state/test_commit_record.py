@@ -42,6 +42,8 @@ def record(**changes):
             seconds=0.5,
             fed_partitions={"full": (2,)},
         ),
+        input_watermarks_ms={"clicks": 900, "impressions": 1_000},
+        watermark_policy="max",
     )
     return CommitRecord(**(base | changes))
 

@@ -107,7 +107,7 @@ class KeyPass:
         a KeyedProcessor's ``rows`` of the events (else built from them); ``inputs``: each
         event's input name (several inputs)."""
         stats, runner = self.stats, self.runner
-        key = (kv[0] if len(kv) == 1 else kv) if self.keyed else None  # (user_key)
+        key = user_key(kv, self.keyed)
         binding = self.binding(ks)
         stats["keys"] += 1
         live = False  # the key's state held in the runner's instance (see KeyedRunner.run_function)
@@ -167,7 +167,7 @@ class KeyPass:
         (``count`` of them; ``first()`` builds the first event for an error message), then its
         due timers: ``run``'s work without what a one-shot batch has no use for (a processor's
         output has no pass-through columns, so ``src`` is left as it is)."""
-        key = (kv[0] if len(kv) == 1 else kv) if self.keyed else None  # (user_key)
+        key = user_key(kv, self.keyed)
         binding = self.binding(ks)
         if count:  # (a one-shot batch reports no key or event counts)
             self.runner.run_processor(key, rows, count, first, binding, self.now, self.wm, out)

@@ -199,7 +199,12 @@ class BulkStream:
         self.checkpoint = checkpoint
         self.qualified = self.fs.qualify(checkpoint, "checkpoint")
         self.cache_dir = driver.conf.get(LOCAL_STATE_DIR_CONF, None) or None
-        self.watermark_policy = watermark_policy(driver) if plan.watermarked_inputs else "min"
+        # several inputs: the checkpoint keeps the policy of its first run (as Spark's offset log)
+        self.watermark_policy = (
+            (latest.watermark_policy if latest is not None else None) or watermark_policy(driver)
+            if plan.watermarked_inputs
+            else None
+        )
         self.sink = sink
         self.finish = finish
         self.function = function
@@ -444,7 +449,7 @@ class BulkStream:
             if not self.plan.inputs and totals.max_event_time_ms is not None:
                 newest = {ONE_INPUT: totals.max_event_time_ms}
             new_wm, input_wms = next_watermarks(
-                new_wm, input_wms, newest, self.plan.watermark_ms or 0, self.watermark_policy
+                new_wm, input_wms, newest, self.plan.watermark_ms or 0, self.watermark_policy or "min"
             )
         stores: dict[str, list[int]] = {}
         for p, s in run.stats.items():
@@ -465,6 +470,7 @@ class BulkStream:
             watermark_ms=new_wm,
             evict_watermark_ms=plan.watermark_ms,
             input_watermarks_ms=input_wms,
+            watermark_policy=self.watermark_policy,
             next_timer_ms=totals.next_timer_ms,
             next_expiry_ms=totals.next_expiry_ms,
             metrics=BatchMetrics(
