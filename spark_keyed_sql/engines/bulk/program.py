@@ -250,7 +250,6 @@ class BulkProgram:
                 return build_events(*[a[i : i + 1] for a in args])[0] if args else {}
 
             columns = [pylist(rb.column(k).take(pa.array(starts))) for k in keys]
-            key_values = list(zip(*columns)) if keys else [()] * len(starts)
             out: list[Any] = []
             src: list[Any] = []
             at_key: list[int] = []
@@ -268,7 +267,9 @@ class BulkProgram:
                     at_key,
                     inputs,
                 )
-                key_values = []
+                key_values: list[tuple] = []
+            else:
+                key_values = list(zip(*columns)) if keys else [()] * len(starts)
             for s0, e, kv in zip(starts.tolist(), ends, key_values):
                 s = s0
                 ks = fresh.reset()  # (a one-shot batch starts every key afresh and keeps nothing)
