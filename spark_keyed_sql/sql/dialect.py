@@ -167,6 +167,10 @@ class KeyedSpark(Spark):
                 start = self._curr
                 if group.args.get("order") is None and self._match(TokenType.ORDER_BY):
                     group.set("order", self._parse_csv(self._parse_ordered))
+                    if not group.args["order"]:
+                        self.raise_error(
+                            f"Expected {_UNFINISHED_PARTS['ORDER']} after WITH STATE {group.function.name}(...)"
+                        )
                 elif self._match_text_seq("EVENT", "TIME"):
                     self._once(group, "event_time", start)
                     group.set("event_time", self._parse_column())
@@ -192,6 +196,17 @@ class KeyedSpark(Spark):
                     if word in _UNFINISHED_PARTS:
                         self.raise_error(
                             f"Expected {_UNFINISHED_PARTS[word]} after WITH STATE {group.function.name}(...)"
+                        )
+                    if self._curr.token_type == TokenType.WHERE:
+                        self.raise_error(
+                            f"WHERE after WITH STATE {group.function.name}(...): a WHERE filters the source rows and "
+                            "goes before GROUP BY KEY (or WITH STATE); to filter the function's output use HAVING"
+                        )
+                    if word:  # a plain word cannot go on a SELECT after the clause
+                        self.raise_error(
+                            f"Unexpected '{self._curr.text}' after WITH STATE {group.function.name}(...): expected "
+                            "ORDER BY, EVENT TIME ... WATERMARK, TTL, INITIAL STATE FROM, OPTIONS (...), HAVING "
+                            "or the end of the SELECT (an alias is written AS name)"
                         )
                     return
 

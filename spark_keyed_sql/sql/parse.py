@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -13,6 +15,7 @@ from .expressions import KeyedGroup
 __all__ = ["STATE_TABLE_FUNCTIONS", "has_keyed_parts", "parse_statement", "mentions_keyed_syntax", "render"]
 
 STATE_TABLE_FUNCTIONS = ("keyed_state", "keyed_state_changes")  # resolved by the rewriter, not by Spark
+_KEYED_MARKS = {("WITH", "STATE"), ("EXPLAIN", "KEYED")}  # word pairs only a keyed statement has
 
 
 def mentions_keyed_syntax(text: str) -> bool:
@@ -26,7 +29,7 @@ def mentions_keyed_syntax(text: str) -> bool:
     if "KEYED_STATE" in words or "KEYED_STATE_CHANGES" in words:
         return True
     for a, b in zip(words, words[1:]):
-        if (a, b) in {("WITH", "STATE"), ("EXPLAIN", "KEYED")}:
+        if (a, b) in _KEYED_MARKS:
             return True
     for a, b in zip(words, words[1:]):
         if a == "GROUP BY" and b == "KEY":
@@ -49,14 +52,50 @@ def parse_statement(text: str) -> exp.Expression:
     try:
         trees = [t for t in sqlglot.parse(text, read=KeyedSpark) if t is not None]
     except ParseError as e:
+        plain = _plain_spark(text)
+        if plain is not None:
+            return plain
         err = e.errors[0] if e.errors else {}
-        raise KeyedSQLSyntaxError(err.get("description") or str(e), err.get("line"), err.get("col"), text) from None
+        message = _readable(err.get("description") or str(e))
+        raise KeyedSQLSyntaxError(message, err.get("line"), err.get("col"), text) from None
     except TokenError as e:
         raise KeyedSQLSyntaxError(f"cannot tokenize SQL: {e}") from None
     if len(trees) != 1:
         raise KeyedSQLSyntaxError(f"expected one SQL statement, got {len(trees)}")
     tree = trees[0]
     return tree
+
+
+def _readable(message: str) -> str:
+    """sqlglot's message for a clause left empty (``Required keyword: 'expressions' missing for
+    <class 'sqlglot.expressions.query.Order'>``) in the words of the SQL."""
+    m = _MISSING.match(message)
+    if m is None:
+        return message
+    clause = _CLAUSES.get(m.group(2), m.group(2).upper())
+    return f"Expected an expression after {clause}" if m.group(1) in ("this", "expressions") else message
+
+
+_MISSING = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
+_CLAUSES = {"Order": "ORDER BY", "Group": "GROUP BY", "Where": "WHERE", "Having": "HAVING", "Limit": "LIMIT"}
+
+
+def _plain_spark(text: str) -> exp.Expression | None:
+    """The tree of a statement the keyed dialect refused but Spark's grammar takes, with no
+    ``WITH STATE`` or ``EXPLAIN KEYED`` in it: a column named ``key`` after ``GROUP BY`` in an
+    expression the dialect read as a keyed clause (``GROUP BY key % 2``, ``GROUP BY key QUALIFY
+    ...``). Plain Spark SQL, passed to Spark as written; None for anything else."""
+    try:
+        words = [t.text.upper() for t in KeyedSpark().tokenize(text)]
+    except (TokenError, ValueError):
+        return None
+    if any(pair in _KEYED_MARKS for pair in zip(words, words[1:])):
+        return None
+    try:
+        trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]
+    except (ParseError, TokenError):
+        return None
+    return trees[0] if len(trees) == 1 else None
 
 
 def _refuse_plain_explain(text: str) -> None:

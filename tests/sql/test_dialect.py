@@ -114,10 +114,27 @@ def test_column_named_key_is_ordinary_group_by():
         "SELECT key FROM t GROUP BY key",
         "SELECT key FROM t GROUP BY key, x",
         "SELECT key FROM t GROUP BY key WITH ROLLUP",
+        # an expression starting with a column named key (a Kafka source's): Spark's grammar
+        "SELECT key % 2 FROM t GROUP BY key % 2",
+        "SELECT key DIV 2 FROM t GROUP BY key DIV 2",
+        "SELECT key IN (1, 2) FROM t GROUP BY key IN (1, 2)",
+        "SELECT 1 FROM t GROUP BY key::int",
+        "SELECT 1 FROM t GROUP BY key['a']",
+        "SELECT 1 FROM t GROUP BY key LIKE 'a%'",
+        "SELECT 1 FROM t GROUP BY key AND x",
+        "SELECT key FROM t GROUP BY key QUALIFY count(*) > 1",
+        "SELECT key FROM t GROUP BY key LIMIT 3 OFFSET 2",
     ):
         tree = parse_statement(sql)
-        assert tree.find(KeyedGroup) is None
-        assert isinstance(tree.args["group"], exp.Group)
+        assert tree.find(KeyedGroup) is None, sql
+        assert isinstance(tree.args["group"], exp.Group), sql
+
+
+def test_group_by_key_without_with_state_still_says_what_is_missing():
+    """A keyed clause that lost its WITH STATE is not taken for plain SQL (Spark's grammar does
+    not take it either): the keyed error, with where."""
+    with pytest.raises(KeyedSQLSyntaxError, match=r"line 1, column \d+: Expected WITH STATE"):
+        parse_statement("SELECT 1 FROM t GROUP BY KEY user_id ORDER BY 1")
 
 
 def test_keyed_in_cte_and_subquery():
