@@ -95,8 +95,12 @@ class Sources:
 
     def streamify(self, base: exp.Select, max_files: Any = None) -> None:
         """ks.start / ks.run: file and catalog tables of the source become streaming reads
-        (``max_files_per_trigger`` caps the files each micro-batch takes)."""
+        (``max_files_per_trigger`` caps the files each micro-batch takes). A name a ``WITH``
+        of the source defines is its CTE, not a table: what the CTE reads is streamed instead."""
+        ctes = {cte.alias_or_name.lower() for cte in base.find_all(exp.CTE)}
         for table in list(base.find_all(exp.Table)):
+            if not table.db and not table.catalog and table.name.lower() in ctes:
+                continue
             fmt = table.db.lower() if table.db else ""
             if fmt in ("parquet", "json", "csv", "orc") and not table.catalog:
                 path = table.name
