@@ -7,6 +7,7 @@ variables under the transformWithState engine, a dict in KeyedTester and the tab
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from enum import Enum
@@ -92,6 +93,15 @@ class StateDescriptor:
 
     def where(self) -> str:
         return f"{self.owner}.{self.name}"
+
+    def ttl_or(self, ttl_ms: int | None) -> StateDescriptor:
+        """This declaration with the function's TTL where it gives none of its own (the SQL
+        clause ``TTL <interval>`` is the default TTL of the function's state)."""
+        if self.ttl_ms is not None or ttl_ms is None:
+            return self
+        resolved = copy.copy(self)
+        resolved.ttl_ms = ttl_ms
+        return resolved
 
 
 class ValueState(StateDescriptor):

@@ -16,7 +16,6 @@ from typing import Any
 
 from ..api.context import from_epoch_ms
 from ..api.errors import KeyedSQLError, OutputSchemaError, StateTypeError, UserFunctionError
-from ..api.function import state_descriptors
 from ..api.rows import check_rows_format
 from ..api.state import ACCESSORS, bind_accessors, current_accessors, unbind_accessors
 from ..api.types import short_repr
@@ -100,7 +99,7 @@ class KeyedRunner:
         self.ctx = self.instance.ctx
         self.call = self.ctx.call  # the current key, re-pointed at each key (api/context.KeyCall)
         self.layout = AttributeLayout(self.instance) if self.spec.kind is FunctionKind.FUNCTION else None
-        self.descriptors = state_descriptors(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else {}
+        self.descriptors = self.spec.descriptors
         # what a KeyedProcessor's process(key, rows) gets as rows (checked at registration)
         self.rows_format = check_rows_format(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else "pandas"
         self._normalize = normalizer(self.spec.returns)

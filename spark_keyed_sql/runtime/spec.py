@@ -12,6 +12,7 @@ from ..api.errors import KeyedSQLError, RegistrationError
 from ..api.function import KeyedProcessor, StatefulFunction, attach_context, state_descriptors, typed_attributes
 from ..api.intervals import parse_interval_ms
 from ..api.rows import check_rows_format
+from ..api.state import StateDescriptor
 from ..api.types import StructType, parse_schema
 from ..state.attributes import AttributeLayout
 
@@ -48,6 +49,15 @@ class FunctionSpec:
     def has_ttl(self) -> bool:
         """Does any of its state expire (the function's TTL, or a state variable's)?"""
         return self.ttl_ms is not None or any(d.ttl_ms is not None for d in state_descriptors(self.cls).values())
+
+    @property
+    def descriptors(self) -> dict[str, StateDescriptor]:
+        """A KeyedProcessor's typed state as it is stored: each declaration with the function's
+        TTL (``TTL`` clause, ``state_ttl``) where it gives none of its own; {} for a
+        StatefulFunction."""
+        if self.kind is not FunctionKind.PROCESSOR:
+            return {}
+        return {n: d.ttl_or(self.ttl_ms) for n, d in state_descriptors(self.cls).items()}
 
     def instantiate(self) -> Any:
         try:

@@ -12,7 +12,6 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ..api.errors import SchemaError
-from ..api.function import state_descriptors
 from ..engines import LEGACY_ENGINE, migration_target
 from ..runtime.spec import FunctionKind, FunctionSpec
 from ..sql.statement import KeyedStatement, KeyedStep
@@ -92,7 +91,7 @@ def operator_record(step: KeyedStep, spec: FunctionSpec) -> dict[str, Any]:
         else [],
         "variables": [
             {"name": n, "kind": d.kind.value, "type": d.type.ddl(), "ttl_ms": d.ttl_ms}
-            for n, d in state_descriptors(spec.cls).items()
+            for n, d in spec.descriptors.items()
         ],
         "ttl_ms": spec.ttl_ms,
         "engine": step.engine.name,

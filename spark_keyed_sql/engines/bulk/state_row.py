@@ -14,7 +14,6 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from ...api.function import state_descriptors
 from ...api.state import StateDescriptor, StateKind
 from ...runtime.spec import FunctionKind, FunctionSpec
 from ...state.attributes import AttributeLayout
@@ -39,7 +38,7 @@ class StateRowCodec:
 
     def __post_init__(self) -> None:
         self.layout = AttributeLayout(self.spec.instantiate()) if self.spec.kind is FunctionKind.FUNCTION else None
-        found = state_descriptors(self.spec.cls) if self.spec.kind is FunctionKind.PROCESSOR else {}
+        found = self.spec.descriptors
         # by name: a class shipped by value to an executor may list its attributes in another order
         self.descriptors: dict[str, StateDescriptor] = {n: found[n] for n in sorted(found)}
         fields: list[T.StructField] = []
