@@ -7,7 +7,6 @@ from typing import Any
 
 from .api.context import to_epoch_ms
 from .api.errors import KeyedSQLError
-from .api.function import state_descriptors
 from .api.intervals import parse_interval_ms
 from .api.state import StateKind
 from .api.types import to_user
@@ -24,11 +23,18 @@ __all__ = ["KeyedTester"]
 _UNKEYED = object()
 
 
+_TIME_MODES = ("event", "processing")
+
+
 class KeyedTester:
     """``run(rows, key=...)`` processes one batch for one key and returns its output dicts.
 
     Time is yours to move: ``advance_processing_time(ts)`` drives processing-time TTL and
     timers, ``set_watermark(ts)`` event-time timers; both return what fired timers emitted.
+    Timers belong to one clock, as under Spark (event time with ``EVENT TIME ... WATERMARK``,
+    processing time without): ``time_mode="event"`` or ``"processing"`` says which; left out,
+    the tester is in event time from the first ``set_watermark`` on, and the processing clock
+    then moves TTL only.
 
     ``initial_state`` seeds keys before the first batch, as ``INITIAL STATE FROM`` does in the
     engines (and ``initialStateRow`` in Spark's ``TwsTester``): ``{key: row}`` or ``(key, row)``
@@ -49,6 +55,7 @@ class KeyedTester:
         ttl: str | None = None,
         initial_state: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None = None,
         inputs: Iterable[str] | None = None,
+        time_mode: str | None = None,
         **kwargs: Any,
     ):
         name = getattr(cls, "__name__", type(cls).__name__)  # a pyspark StatefulProcessor may be an instance
@@ -62,6 +69,12 @@ class KeyedTester:
         self._keys: dict[Any, MemoryKeyState] = {}
         self._processing_ms: int | None = None
         self._watermark_ms: int | None = None
+        if time_mode is not None and time_mode not in _TIME_MODES:
+            raise KeyedSQLError(
+                f"KeyedTester({self.spec.name}): time_mode={time_mode!r}; use one of "
+                f"{', '.join(map(repr, _TIME_MODES))} (or leave it out: event time from the first set_watermark on)"
+            )
+        self._time_mode = time_mode
         if initial_state is not None:
             self._seed(initial_state)
 
@@ -167,7 +180,7 @@ class KeyedTester:
                 row = binding.load_attributes()
                 return {} if row is None else runner.layout.to_row_dict(row)
             out: dict[str, Any] = {}
-            for name, d in state_descriptors(self.spec.cls).items():
+            for name, d in self.spec.descriptors.items():
                 st = binding.variable(d)
                 if d.kind is StateKind.VALUE:
                     if st.value_exists():
@@ -214,11 +227,19 @@ class KeyedTester:
             self._gc(slot)
 
     def advance_processing_time(self, ts: Any) -> list[Any]:
-        """Move the processing-time clock to ``ts`` (datetime or epoch ms); fire due timers."""
+        """Move the processing-time clock to ``ts`` (datetime or epoch ms); fire due timers
+        (none in event time: the clock then moves TTL only)."""
         self._processing_ms = to_epoch_ms(ts)
+        if self._time_mode == "event":
+            return []
         return self._fire(self._processing_ms)
 
     def set_watermark(self, ts: Any) -> list[Any]:
-        """Move the event-time watermark to ``ts``; fire event-time timers at or before it."""
+        """Move the event-time watermark to ``ts``; fire event-time timers at or before it
+        (none with ``time_mode="processing"``)."""
         self._watermark_ms = to_epoch_ms(ts)
+        if self._time_mode is None:
+            self._time_mode = "event"
+        if self._time_mode == "processing":
+            return []
         return self._fire(self._watermark_ms)

@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 
 from spark_keyed_sql import KeyedProcessor, KeyedTester, ListState, MapState, StatefulFunction, ValueState
-from spark_keyed_sql.api.errors import StateAccessError
+from spark_keyed_sql.api.errors import KeyedSQLError, StateAccessError
 
 
 class Recorder(StatefulFunction):
@@ -119,6 +119,29 @@ def test_ttl_with_controlled_clock():
     assert "total" not in t.state("k")
 
 
+def test_function_ttl_is_the_default_ttl_of_typed_state():
+    """The function's TTL (SQL's ``TTL <interval>``, ``state_ttl``, the tester's ``ttl=``) is the
+    default TTL of its state: typed variables without one of their own expire after it, one
+    with its own keeps it."""
+    t = KeyedTester(Typed, ttl="3 minutes")
+    t0 = dt.datetime(2026, 1, 1)
+    t.advance_processing_time(t0)
+    t.run([{"v": 2, "tag": "a"}], key="k")
+    t.advance_processing_time(t0 + dt.timedelta(minutes=2))
+    assert t.state("k") == {"total": 2.0, "items": [2]}  # tags: their own 1 minute
+    t.advance_processing_time(t0 + dt.timedelta(minutes=4))
+    assert t.state("k") == {"total": 2.0}  # items: the function's 3 minutes; total: its own 10
+
+    class Declared(Typed):
+        state_ttl = "3 minutes"
+
+    t = KeyedTester(Declared)
+    t.advance_processing_time(t0)
+    t.run([{"v": 2, "tag": "a"}], key="k")
+    t.advance_processing_time(t0 + dt.timedelta(minutes=4))
+    assert t.state("k") == {"total": 2.0}
+
+
 def test_map_state_scans():
     class M(KeyedProcessor):
         m = MapState("bigint", "string")
@@ -160,6 +183,48 @@ def test_timers_fire_and_emit():
     ]
     assert [o["user"] for o in t.set_watermark(t0 + dt.timedelta(hours=2))] == ["a"]
     assert t.keys() == []
+
+
+class Gap(StatefulFunction):
+    """A timer 30 minutes after each row's ts (a session gap)."""
+
+    def execute(self, e):
+        self.ctx.register_timer(e["ts"] + dt.timedelta(minutes=30))
+
+    def on_timer(self, key, timestamp):
+        return {"user": key, "at": timestamp.replace(tzinfo=None)}
+
+
+def test_timers_fire_on_their_own_clock_only():
+    """Under Spark a query's timers are in one time mode; so are the tester's: in event time
+    (from the first set_watermark on, or time_mode="event") the processing clock moves TTL and
+    fires nothing; with time_mode="processing" the watermark fires nothing."""
+    t0 = dt.datetime(2026, 1, 1)
+    t = KeyedTester(Gap, returns="user string, at timestamp")
+    t.set_watermark(t0)
+    t.run([{"ts": t0}], key="a")
+    assert t.advance_processing_time(t0 + dt.timedelta(hours=5)) == []  # a wall clock: not the timer's
+    assert t.timers("a") == [int((t0 + dt.timedelta(minutes=30)).replace(tzinfo=dt.timezone.utc).timestamp() * 1000)]
+    assert t.set_watermark(t0 + dt.timedelta(minutes=31)) == [{"user": "a", "at": t0 + dt.timedelta(minutes=30)}]
+
+    t = KeyedTester(Gap, returns="user string, at timestamp", time_mode="processing")
+    t.run([{"ts": t0}], key="a")
+    assert t.set_watermark(t0 + dt.timedelta(hours=5)) == []
+    assert t.advance_processing_time(t0 + dt.timedelta(minutes=31)) == [
+        {"user": "a", "at": t0 + dt.timedelta(minutes=30)}
+    ]
+
+    t = KeyedTester(Gap, returns="user string, at timestamp", time_mode="event")
+    t.run([{"ts": t0}], key="a")
+    assert t.advance_processing_time(t0 + dt.timedelta(hours=5)) == []
+    assert len(t.set_watermark(t0 + dt.timedelta(hours=1))) == 1
+
+    t = KeyedTester(Gap, returns="user string, at timestamp")  # no clock named: processing time fires
+    t.run([{"ts": t0}], key="a")
+    assert len(t.advance_processing_time(t0 + dt.timedelta(hours=1))) == 1
+
+    with pytest.raises(KeyedSQLError, match=r"time_mode='wall'; use one of 'event', 'processing'"):
+        KeyedTester(Gap, returns="user string, at timestamp", time_mode="wall")
 
 
 def test_typed_state_outside_processing_is_refused():
