@@ -10,7 +10,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from .api.errors import SchemaError, UnknownFunctionError
+from .api.errors import KeyedSQLError, SchemaError, UnknownFunctionError
 from .compat.features import Feature, features
 from .compat.interpreter import worker_python_set_here
 from .engines import AUTO, require_engine
@@ -104,9 +104,11 @@ class KeyedSQL:
                 self._changes.append(f"UDTF {name} registered in the session (a hint naming ks.sql)")
 
     # ------------------------------------------------------------------ registry
-    def register(self, name: str, cls: Any, returns: str | None = None, **kwargs: Any) -> FunctionSpec:
+    def register(self, name: str, cls: Any, /, returns: str | None = None, **kwargs: Any) -> FunctionSpec:
         """Register ``cls`` as ``name``: usable in ``GROUP BY KEY ... WITH STATE name(...)``
-        and as the table function ``name(TABLE(t), key => '...', order_by => '...')``.
+        and as the table function ``name(TABLE(t), key => '...', order_by => '...')``. Every
+        keyword but ``returns`` goes to the class's ``__init__`` (``name=`` and ``cls=`` too:
+        the function's name and class are given by position).
 
         ``cls`` may also be a pyspark ``StatefulProcessor`` (class or instance), run unchanged;
         ``style='pandas'`` or ``'row'`` says which transformWithState API it was written for.
@@ -240,11 +242,23 @@ class KeyedSQL:
         statement, _ = self._plan(query, RunMode.STREAM, checkpoint)
         return queries.start(self.spark, statement, query, checkpoint, sink, trigger, self.function)
 
-    def run(self, query: str, checkpoint: str | None = None, output: str | None = None, *, progress=None) -> dict:
+    def run(
+        self,
+        query: str,
+        checkpoint: str | None = None,
+        output: str | None = None,
+        *,
+        progress=None,
+        sink: str | None = None,
+    ) -> dict:
         """Incremental batch: process what is new in the file/table source since the last run
         (Spark's availableNow trigger), with state carried in ``checkpoint``. ``progress``, if
         given, is called with a dict per finished batch (batch_id, input_rows, output_rows,
-        keys_touched, state_rows)."""
+        keys_touched, state_rows). ``sink=`` is another name for ``output=`` (ks.start's)."""
+        if sink is not None:
+            if output is not None:
+                raise KeyedSQLError(f"ks.run: give output={output!r} or sink={sink!r}, not both (one argument)")
+            output = sink
         statement, _ = self._plan(query, RunMode.STREAM, checkpoint)
         return queries.run(self.spark, statement, query, checkpoint, output, self.function, progress)
 

@@ -201,3 +201,28 @@ def test_explain_keyed(ks, data):
         assert part in text
     df = ks.sql("EXPLAIN KEYED SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s")
     assert df.columns == ["plan"] and "WITH STATE running" in df.collect()[0][0]
+
+
+class Labelled(StatefulFunction):
+    """A class whose __init__ takes keywords named like register's own parameters."""
+
+    def __init__(self, name, cls="x", **kw):
+        super().__init__(**kw)
+        self._label = f"{name}/{cls}"
+        self.n = 0
+
+    def execute(self, event):
+        self.n += 1
+        return {"label": self._label, "n": self.n}
+
+
+def test_register_passes_every_keyword_but_returns_to_init(ks, data):
+    """DESIGN: extra kwargs go to the class's __init__, those named name= and cls= included."""
+    rows, _ = data
+    ks.register("labelled", Labelled, returns="label string, n bigint", name="fraud", cls="v2")
+    got = ks.sql("SELECT user_id, label, n FROM q_events GROUP BY KEY user_id WITH STATE labelled(value) ORDER BY ts")
+    per_key = {}
+    for r in rows:
+        per_key[r["user_id"]] = per_key.get(r["user_id"], 0) + 1
+    expected = sorted((u, "fraud/v2", i) for u, c in per_key.items() for i in range(1, c + 1))
+    assert sorted(map(tuple, got.collect())) == expected

@@ -1,10 +1,10 @@
 """ks.start over a streaming view (stop, restart) and ks.run incremental batches."""
 
 import pytest
-from data import SCHEMA, by_key_in_ts_order, make_events, write_parquet
+from data import SCHEMA, by_key_in_ts_order, clock_moved, make_events, write_parquet
 
-from spark_keyed_sql import StatefulFunction
-from spark_keyed_sql.api.errors import SchemaError
+from spark_keyed_sql import KeyedProcessor, StatefulFunction, ValueState
+from spark_keyed_sql.api.errors import KeyedSQLError, SchemaError
 from spark_keyed_sql.engines import ENGINES
 from spark_keyed_sql.sql.errors import KeyedQueryError
 
@@ -136,6 +136,72 @@ def test_run_into_a_table(spark, ks, tmp_path):
     got = sorted(tuple(r) for r in spark.table(table).collect())
     assert got == oracle(files[0] + files[1])
     spark.sql(f"DROP TABLE {table}")
+
+
+def test_run_and_start_over_a_cte(spark, ks, tmp_path):
+    """A keyed select reading a CTE (DESIGN: "a keyed select may stand ... in a CTE"): the
+    CTE's own tables become the stream, its name stays the CTE's, on ks.run and ks.start."""
+    ks.register("running_sum", RunningSum, returns="n bigint, total double")
+    src = str(tmp_path / "in")
+    files = [make_events(30, per_key=2, seed=s, start_second=10_000 * s) for s in (11, 12)]
+    write_parquet(spark, files[0], src)
+    sql = (
+        f"WITH src AS (SELECT * FROM parquet.`{src}` WHERE value > 20), "
+        "k AS (SELECT user_id, s.n, s.total FROM src GROUP BY KEY user_id WITH STATE running_sum(value) AS s "
+        "ORDER BY ts) SELECT * FROM k"
+    )
+    kept = [[e for e in f if e["value"] > 20] for f in files]
+    run_out, start_out = str(tmp_path / "run_out"), str(tmp_path / "start_out")
+    ks.run(sql, checkpoint=str(tmp_path / "cp_run"), output=run_out)
+    q = ks.start(sql, checkpoint=str(tmp_path / "cp_start"), sink=start_out)
+    q.processAllAvailable()
+    q.stop()
+    write_parquet(spark, files[1], src)
+    with pytest.raises(KeyedSQLError, match="give output=.* or sink=.*, not both"):
+        ks.run(sql, checkpoint=str(tmp_path / "cp_run"), output=run_out, sink=run_out)
+    ks.run(sql, checkpoint=str(tmp_path / "cp_run"), sink=run_out)  # (ks.start's name for output=)
+    q = ks.start(sql, checkpoint=str(tmp_path / "cp_start"), sink=start_out)
+    q.processAllAvailable()
+    q.stop()
+    expected = oracle(kept[0] + kept[1])
+    assert expected and len(expected) < len(files[0] + files[1])  # the CTE's filter mattered
+    assert sorted(tuple(r) for r in spark.read.parquet(run_out).collect()) == expected
+    assert sorted(tuple(r) for r in spark.read.parquet(start_out).collect()) == expected
+
+
+class TypedCount(KeyedProcessor):
+    n = ValueState("bigint", default=0)  # no TTL of its own: the query's TTL clause gives it one
+
+    def process(self, key, rows):
+        self.n.update(self.n.get() + len(rows))
+        return {"n": self.n.get()}
+
+
+def test_ttl_clause_is_the_default_ttl_of_typed_state(spark, ks, tmp_path):
+    """DESIGN: ``TTL <interval>`` is the default TTL for the function's state, a KeyedProcessor's
+    typed variables included: a key idle for longer starts again from the default."""
+    ks.register("typed_count", TypedCount, returns="n bigint")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE typed_count(value) TTL '1 hour'"
+
+    def write(users):
+        spark.createDataFrame([(u, 1.0) for u in users], "user_id string, value double").coalesce(1).write.mode(
+            "append"
+        ).parquet(src)
+
+    runs = [(["a", "a", "b"], 0), (["a"], 0), (["a", "b"], 2)]  # (rows' keys, hours later)
+    expected, counts = [], {}
+    for users, hours in runs:
+        if hours:  # an hour's TTL: every key idle for two hours starts again
+            counts = {}
+        for u in sorted(set(users)):
+            counts[u] = counts.get(u, 0) + users.count(u)
+            expected.append((u, counts[u]))
+        write(users)
+        with clock_moved(spark, hours=hours):
+            ks.run(sql, checkpoint=cp, output=out)
+    assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == sorted(expected)
+    assert ("a", 1) in expected  # (the oracle saw the expiry)
 
 
 def test_state_metrics_per_batch(spark, ks, tmp_path):
