@@ -3,6 +3,7 @@ state reader, and under ks.start / ks.run file and catalog tables become streams
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from typing import Any
 
@@ -48,6 +49,8 @@ def view_name(kind: str) -> str:
 
 def literal(e: exp.Expression) -> Any:
     """A SQL literal's Python value (other expressions as their SQL text)."""
+    if isinstance(e, exp.Null):
+        return None
     if isinstance(e, exp.Boolean):
         return bool(e.this)
     if isinstance(e, exp.Literal):
@@ -81,7 +84,9 @@ class Sources:
                     "keyed_state_changes('<checkpoint>' [, '<function>' [, from_batch [, to_batch]]])"
                 )
             function = args[1] if len(args) > 1 and args[1] not in (None, "") else None
-            view = view_name("state")
+            # named by what it reads, not by a counter: the statement's text, which a checkpoint
+            # seeded by INITIAL STATE FROM records, is the same on every run
+            view = "__ks_state_" + hashlib.sha1(repr((name, args)).encode()).hexdigest()[:16]
             if name == "keyed_state":
                 batch = int(args[2]) if len(args) > 2 else None
                 read_state(self.spark, args[0], function, batch).createOrReplaceTempView(view)

@@ -117,6 +117,43 @@ def test_seeded_query_run_again_continues(spark, ks, tmp_path):
         ks.run(sql.replace("seed_rerun", "seed_other"), checkpoint=cp, output=out)
 
 
+def test_seeded_from_keyed_state_run_again_continues(spark, ks, tmp_path):
+    """DESIGN: "the same query with the same INITIAL STATE FROM run again on the checkpoint it
+    seeded simply continues", the seed read from another checkpoint's keyed_state(...) too (its
+    view's name once came from a counter, so a second run looked like another seed)."""
+    from keyed_functions import Count
+
+    ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
+    ks.register("old_count", Count, returns="n bigint")
+    old_src, old_cp = tmp_path / "old_in", str(tmp_path / "old_cp")
+    old_rows = make_events(3, 2, seed=47)
+    write_parquet(spark, old_rows, str(old_src))
+    ks.run(
+        f"SELECT user_id, n FROM parquet.`{old_src}` GROUP BY KEY user_id WITH STATE old_count(value) ORDER BY ts",
+        checkpoint=old_cp,
+        output=str(tmp_path / "old_out"),
+    )
+    ks.sql("SELECT 1")  # (another statement between the runs, as in any session)
+    src, cp, out = tmp_path / "in", str(tmp_path / "cp"), str(tmp_path / "o")
+    sql = (
+        f"SELECT user_id, s.count FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE history(value, merchant) AS s ORDER BY ts "
+        f"INITIAL STATE FROM (SELECT user_id, n AS count FROM keyed_state('{old_cp}'))"
+    )
+    batches = [make_events(4, 1, seed=48), make_events(4, 2, seed=49, start_second=90_000)]
+    for rows in batches:
+        write_parquet(spark, rows, str(src))
+        ks.run(sql, checkpoint=cp, output=out)
+    counts = {u: len(evs) for u, evs in by_key_in_ts_order(old_rows).items()}  # the seed: old counts
+    expected = []
+    for rows in batches:
+        for u, evs in by_key_in_ts_order(rows).items():
+            for _ in evs:
+                counts[u] = counts.get(u, 0) + 1
+                expected.append((u, counts[u]))
+    assert sorted(map(tuple, spark.read.parquet(out).collect())) == sorted(expected)
+
+
 def test_bootstrap_column_mismatch_is_named(spark, ks, tmp_path):
     ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
     spark.createDataFrame([("u000001", 3, 1)], "user_id string, count bigint, colour bigint").createOrReplaceTempView(
