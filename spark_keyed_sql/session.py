@@ -65,6 +65,7 @@ class KeyedSQL:
 
     def __init__(self, spark: SparkSession, *, engine: str = AUTO, configure: bool = True):
         self.features = features(spark)
+        engine = engine.lower() if isinstance(engine, str) else engine  # names are case-insensitive, as in SQL
         if engine != AUTO:
             require_engine(engine, self.features, f"KeyedSQL(spark, engine={engine!r})")
         self.spark = spark
@@ -192,11 +193,15 @@ class KeyedSQL:
             tree = expand_table_calls(tree, registered, source_schema(self.spark))
             if not has_keyed_parts(tree):
                 return None, explain  # e.g. `GROUP BY key` of a column named key: Spark's, as written
-            default = self.default_engine
-            if default == AUTO and checkpoint:
-                default = engine_of(self.spark, checkpoint) or default  # continue on the engine that wrote it
+            written = checkpoint or _options_checkpoint(tree)
             statement = plan_statement(
-                self.spark, tree, self.function, lambda step: bind(step, mode), default_engine=default, mode=mode
+                self.spark,
+                tree,
+                self.function,
+                lambda step: bind(step, mode),
+                default_engine=self.default_engine,
+                mode=mode,
+                continued_engine=engine_of(self.spark, written) if written else None,
             )
         except KeyedQueryError as exc:  # one that knows where: shown with the statement's line
             raise exc.in_statement(query) from None
@@ -305,11 +310,16 @@ class KeyedSQL:
         ``state`` (one row per key, as ``read_state`` shows it) that evolves the schema, and
         ``partitions`` sets the number of hash partitions the new checkpoint runs with."""
         from .migrate import migrate_state
-        from .state.checkpoint import read_metadata
+        from .state.checkpoint import CheckpointError, read_metadata
 
         meta = read_metadata(src_checkpoint, self.spark)
         source_fn = function or (meta["operators"][0]["function"] if meta and meta["operators"] else None)
-        target = self.function(to_function or source_fn or "")
+        if not (to_function or source_fn):
+            raise CheckpointError(
+                f"migrate_state: {src_checkpoint!r} holds no keyed query's checkpoint (no metadata of this "
+                "project there); check the path, or name the function with function= / to_function="
+            )
+        target = self.function(to_function or source_fn)
         return migrate_state(
             self.spark,
             src_checkpoint,
@@ -332,3 +342,16 @@ def _plan_text(query: str, statement: KeyedStatement | None, explain: bool) -> s
 
         query = render(parse_statement(query).this)
     return "== Keyed plan ==\n(no GROUP BY KEY / WITH STATE: runs as plain Spark SQL)\n" + query
+
+
+def _options_checkpoint(tree: Any) -> str | None:
+    """The checkpoint a statement names in ``OPTIONS (checkpoint = '...')``, if any."""
+    from .sql import KeyedGroup
+    from .sql.sources import literal
+
+    for group in tree.find_all(KeyedGroup):
+        value = group.options.get("checkpoint")
+        if value is not None:
+            found = literal(value)
+            return found if isinstance(found, str) else None
+    return None

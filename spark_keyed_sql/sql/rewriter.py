@@ -149,10 +149,12 @@ class _Planner:
         default_engine: str,
         mode: RunMode,
         bind: Callable[[KeyedStep], None],
+        continued_engine: str | None = None,
     ):
         self.spark = spark
         self.functions = functions  # name -> FunctionSpec (raises UnknownFunctionError)
         self.default_engine = default_engine
+        self.continued_engine = continued_engine  # the engine that wrote the checkpoint, if any
         self.mode = mode
         self.bind = bind
         self.sources = Sources(spark)
@@ -359,9 +361,12 @@ class _Planner:
                 "use a batch source)"
             )
         found = features(self.spark)
+        requested = str(call.options.get("engine", self.default_engine)).lower()
+        if requested == AUTO and self.continued_engine:
+            requested = self.continued_engine  # a checkpoint continues on the engine that wrote it
         try:
             engine = choose(
-                str(call.options.get("engine", self.default_engine)),
+                requested,
                 streaming=streaming,
                 spec=call.spec,
                 features=found,
@@ -496,13 +501,15 @@ def plan_statement(
     *,
     default_engine: str = AUTO,
     mode: RunMode = RunMode.SQL,
+    continued_engine: str | None = None,
 ) -> KeyedStatement:
     """Plan ``tree``'s keyed selects; ``bind(step)`` is called for each, innermost first, to
-    make the view the rest of the statement reads its result from."""
+    make the view the rest of the statement reads its result from. ``continued_engine``: the
+    engine that wrote the statement's checkpoint, what ``auto`` picks then."""
     from pyspark.errors import AnalysisException, ParseException
 
     try:
-        return _Planner(spark, functions, default_engine, mode, bind).run(tree)
+        return _Planner(spark, functions, default_engine, mode, bind, continued_engine).run(tree)
     except SchemaError as exc:
         raise KeyedQueryError(str(exc)) from None
     except (AnalysisException, ParseException) as exc:

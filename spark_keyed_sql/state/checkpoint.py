@@ -64,7 +64,10 @@ def check_compatible(checkpoint: str, operators: list[dict[str, Any]], spark: An
     def shape(ops: list[dict]) -> list[tuple]:
         return [(o["function"], tuple(o["keys"])) for o in ops]
 
-    if shape(old["operators"]) != shape(operators):
+    def folded(ops: list[dict]) -> list[tuple]:  # SQL names: USER_ID is user_id
+        return [(f.lower(), tuple(k.lower() for k in keys)) for f, keys in shape(ops)]
+
+    if folded(old["operators"]) != folded(operators):
         was = ", ".join(f"{f} keyed by {list(k) or 'nothing'}" for f, k in shape(old["operators"]))
         now = ", ".join(f"{f} keyed by {list(k) or 'nothing'}" for f, k in shape(operators))
         raise CheckpointError(

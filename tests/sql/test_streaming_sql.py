@@ -204,6 +204,43 @@ def test_ttl_clause_is_the_default_ttl_of_typed_state(spark, ks, tmp_path):
     assert ("a", 1) in expected  # (the oracle saw the expiry)
 
 
+def test_query_identity_is_case_insensitive_as_sql_is(spark, ks, tmp_path):
+    """The same query with its function and key written in other case continues the checkpoint
+    (SQL names are case-insensitive; it was refused as "another query")."""
+    ks.register("running_sum", RunningSum, returns="n bigint, total double")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    files = [make_events(20, per_key=1, seed=s, start_second=10_000 * s) for s in (21, 22)]
+    sql = f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s"
+    write_parquet(spark, files[0], src)
+    ks.run(sql, checkpoint=cp, output=out)
+    write_parquet(spark, files[1], src)
+    ks.run(sql.replace("GROUP BY KEY user_id", "GROUP BY KEY USER_ID").replace("running_sum(", "RUNNING_SUM("), cp, out)
+    got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
+    assert got == oracle(files[0] + files[1])
+
+
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
+def test_a_checkpoint_in_options_continues_on_the_engine_that_wrote_it(spark, ks_auto, tmp_path):
+    """docs: "a checkpoint continues on the engine that wrote it", whether it is given as
+    checkpoint= or in OPTIONS; engine names are case-insensitive (OPTIONS (engine = 'AUTO'))."""
+    ks_auto.register("running_sum", RunningSum, returns="n bigint, total double")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    files = [make_events(15, per_key=1, seed=s, start_second=10_000 * s) for s in (31, 32)]
+    sql = (
+        f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s "
+        f"OPTIONS (checkpoint = '{cp}', engine = {{engine}})"
+    )
+    write_parquet(spark, files[0], src)
+    ks_auto.run(sql.format(engine="'tws'"), output=out)
+    write_parquet(spark, files[1], src)
+    ks_auto.run(sql.format(engine="'AUTO'"), output=out)  # auto: the checkpoint's engine, tws
+    got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
+    assert got == oracle(files[0] + files[1])
+    keys = {r["user_id"] for r in files[0] + files[1]}
+    # keyed_state(checkpoint, NULL): no function named, as keyed_state(checkpoint)
+    assert ks_auto.sql(f"SELECT count(*) AS c FROM keyed_state('{cp}', NULL)").first().c == len(keys)
+
+
 def test_state_metrics_per_batch(spark, ks, tmp_path):
     ks.register("running_sum", RunningSum, returns="n bigint, total double")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")

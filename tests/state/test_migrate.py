@@ -109,6 +109,10 @@ def test_migrate_refusals(spark, ks, first_run):
         ks.migrate_state(
             src, str(d / "r2"), to_function="mig_tally_v2", transform="SELECT user_id, 'many' AS count FROM state"
         )
+    # a path that holds no checkpoint (a typo): said so, not "unknown function ''"
+    with pytest.raises(CheckpointError, match=r"'.*typo' holds no keyed query's checkpoint"):
+        ks.migrate_state(str(d / "typo"), str(d / "r3"))
+    assert not (d / "r3").exists()
     # the old checkpoint is untouched and still runs on
     assert ks.read_state(src).count() == 40
 
