@@ -89,6 +89,7 @@ class _Source:
     select: exp.Select  # SELECT * FROM ... WHERE ... (with the CTEs it may use)
     df: DataFrame
     aliases: set[str]  # lower-cased names the FROM / JOIN tables go by
+    ctes: exp.With | None = None  # the CTEs the keyed select sees, as written (batch reads)
 
     @property
     def columns(self) -> list[str]:
@@ -218,15 +219,16 @@ class _Planner:
             value = sel.args.get(arg)
             if value is not None:
                 base.set(arg, [a.copy() for a in value] if isinstance(value, list) else value.copy())
-        if top_with is not None:
-            base.set("with_", self._ctes_visible_from(sel, top_with))
+        ctes = self._ctes_visible_from(sel, top_with) if top_with is not None else None
+        if ctes is not None:
+            base.set("with_", ctes.copy())
         if self.mode is RunMode.STREAM:
             self.sources.streamify(base, options.get("max_files_per_trigger"))
         aliases = set()
         if base.args.get("from_"):
             tables = (base.args["from_"].this, *[j.this for j in base.args.get("joins") or []])
             aliases = {t.alias_or_name.lower() for t in tables}
-        return _Source(base, self.spark.sql(render(base)), aliases)
+        return _Source(base, self.spark.sql(render(base)), aliases, ctes)
 
     @staticmethod
     def _ctes_visible_from(sel: exp.Select, top_with: exp.With) -> exp.With | None:
@@ -411,7 +413,7 @@ class _Planner:
         keyed_source.set("expressions", projections)
         initial_df, initial_source = None, None
         if group.args.get("initial_state") is not None:
-            initial_df = self._initial_state(group.args["initial_state"], call.key_names, call.fname, keys)
+            initial_df = self._initial_state(group.args["initial_state"], call.key_names, call.fname, keys, source.ctes)
             initial_source = render(group.args["initial_state"])
         plan = KeyedPlan(
             call.spec,
@@ -461,9 +463,17 @@ class _Planner:
         )
 
     def _initial_state(
-        self, source: exp.Expression, key_names: list[str], fname: str, key_columns: list[str]
+        self,
+        source: exp.Expression,
+        key_names: list[str],
+        fname: str,
+        key_columns: list[str],
+        ctes: exp.With | None = None,
     ) -> DataFrame:
+        """INITIAL STATE FROM's rows, read as a batch (a CTE of the statement may be the seed)."""
         q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
+        if ctes is not None:
+            q.set("with_", ctes.copy())
         df = self.spark.sql(render(q))
         lower = {c.lower(): c for c in df.columns}
         missing = [k for k in key_names if k.lower() not in lower]

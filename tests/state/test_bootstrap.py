@@ -154,6 +154,30 @@ def test_seeded_from_keyed_state_run_again_continues(spark, ks, tmp_path):
     assert sorted(map(tuple, spark.read.parquet(out).collect())) == sorted(expected)
 
 
+def test_initial_state_from_a_cte(spark, ks, tmp_path):
+    """INITIAL STATE FROM <a CTE of the statement>: read as a batch, under ks.sql and ks.run."""
+    ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
+    seed = {"u000001": 10, "u000002": 5}
+    spark.createDataFrame(list(seed.items()), "user_id string, count bigint").createOrReplaceTempView("seed_base")
+    src = tmp_path / "in"
+    rows = make_events(4, 2, seed=50)
+    write_parquet(spark, rows, str(src))
+    sql = (
+        "WITH seed AS (SELECT user_id, count * 2 AS count FROM seed_base) "
+        f"SELECT user_id, s.count FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE history(value, merchant) AS s ORDER BY ts INITIAL STATE FROM seed"
+    )
+    expected, counts = [], {u: 2 * c for u, c in seed.items()}
+    for u, evs in by_key_in_ts_order(rows).items():
+        for _ in evs:
+            counts[u] = counts.get(u, 0) + 1
+            expected.append((u, counts[u]))
+    assert sorted(map(tuple, ks.sql(sql).collect())) == sorted(expected)
+    out = str(tmp_path / "o")
+    ks.run(sql, checkpoint=str(tmp_path / "cp"), output=out)
+    assert sorted(map(tuple, spark.read.parquet(out).collect())) == sorted(expected)
+
+
 def test_bootstrap_column_mismatch_is_named(spark, ks, tmp_path):
     ks.register("history", History, returns="count bigint, distinct bigint, last_total double")
     spark.createDataFrame([("u000001", 3, 1)], "user_id string, count bigint, colour bigint").createOrReplaceTempView(
