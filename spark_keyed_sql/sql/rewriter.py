@@ -82,6 +82,9 @@ def _depth(node: exp.Expression) -> int:
     return d
 
 
+_OUTPUT_MODES = ("append", "update")  # what transformWithState takes
+
+
 @dataclass
 class _Source:
     """The source part of one keyed select, as Spark sees it."""
@@ -421,7 +424,7 @@ class _Planner:
             args,
             order,
             initial_df,
-            str(call.options.get("output_mode", "Append")).capitalize(),
+            self._output_mode(call, engine),
             call.arg_names,
             through,
             et,
@@ -461,6 +464,23 @@ class _Planner:
             key_names=call.key_names,
             initial_source=initial_source,
         )
+
+    @staticmethod
+    def _output_mode(call: _Call, engine: Engine) -> str:
+        """OPTIONS (output_mode = ...): Spark's name for the keyed operator's mode. ``bulk`` writes
+        each micro-batch's rows as they come (append); ``update`` is transformWithState's."""
+        mode = str(call.options.get("output_mode", "append")).lower()
+        if mode not in _OUTPUT_MODES:
+            raise KeyedQueryError(
+                f"option output_mode of {call.where} is {mode!r}; use 'append' (the default) or 'update' "
+                "('complete' has no meaning for a keyed function's rows)"
+            )
+        if mode != "append" and not engine.capabilities.streams_as_dataframe:
+            raise KeyedQueryError(
+                f"option output_mode = {mode!r} of {call.where}: engine '{engine.name}' appends each micro-batch's "
+                "rows; output_mode 'update' needs OPTIONS (engine = 'tws')"
+            )
+        return mode.capitalize()
 
     def _initial_state(
         self,

@@ -184,3 +184,15 @@ def test_a_checkpoint_in_options_is_not_ignored_by_ks_sql(setup, tmp_path, sourc
     assert not cp.exists()
     assert "checkpoint" in setup.explain(sql)
     assert "checkpoint" in setup.sql("EXPLAIN KEYED " + sql).collect()[0][0]
+
+
+def test_output_mode_is_checked(setup, tmp_path):
+    """OPTIONS (output_mode = ...): a value Spark's keyed operator has no meaning for, or one the
+    engine cannot honour (bulk appends each micro-batch's rows), is refused up front, naming it."""
+    sql = "SELECT * FROM err_stream GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (output_mode = {mode}{engine})"
+    run = {"checkpoint": str(tmp_path / "cp"), "output": str(tmp_path / "out")}
+    with pytest.raises(KeyedQueryError, match=r"output_mode of WITH STATE cnt is 'complete'; use 'append'"):
+        setup.run(sql.format(mode="'complete'", engine=""), **run)
+    with pytest.raises(KeyedQueryError, match=r"engine 'bulk' appends .* needs OPTIONS \(engine = 'tws'\)"):
+        setup.run(sql.format(mode="'update'", engine=", engine = 'bulk'"), **run)
+    assert not (tmp_path / "out").exists()
