@@ -312,7 +312,7 @@ def cmd_state_show(args: argparse.Namespace) -> int:
 
     ks = KeyedSQL(_session(args.master))
     if args.changes:
-        df = ks.read_state_changes(args.checkpoint, args.function)
+        df = ks.read_state_changes(args.checkpoint, args.function, None, args.batch)  # (up to --batch)
     else:
         df = ks.read_state(args.checkpoint, args.function, args.batch)
     _print_table(df, args.limit)
@@ -416,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = ssub.add_parser("show", help="one row per key (ks.read_state), or the change feed")
     show.add_argument("checkpoint")
     show.add_argument("--function", help="the function, when the checkpoint holds several")
-    show.add_argument("--batch", type=int, help="an older committed batch")
+    show.add_argument("--batch", type=int, help="an older committed batch (with --changes: the feed up to it)")
     show.add_argument("--changes", action="store_true", help="the change feed (ks.read_state_changes)")
     show.add_argument("--limit", type=int, default=50)
     show.set_defaults(fn=cmd_state_show)

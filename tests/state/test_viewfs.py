@@ -147,6 +147,20 @@ def test_cli_state_show(ks, scenario, capsys):
         assert got == expected
 
 
+def test_cli_state_show_changes_up_to_a_batch(ks, scenario, capsys):
+    """``state show --changes``: the whole feed; with ``--batch N``, the feed up to batch N."""
+    from spark_keyed_sql.cli import main
+
+    place, a, b, _, _ = scenario
+    every = {(u, v, c, batch) for u, v, c, _, batch in changes(a, b)}
+    first = {x for x in every if x[3] == 0}
+    assert first and first != every
+    for argv, expected in ((["--changes"], every), (["--changes", "--batch", "0"], first)):
+        assert main(["state", "show", place.uri("cp"), *argv, "--limit", "10000"]) == 0
+        rows = _table(capsys.readouterr().out)
+        assert {(r["user_id"], r["variable"], r["change"], int(r["batch_id"])) for r in rows} == expected
+
+
 def test_initial_state_from_a_table_on_viewfs(spark, ks, scenario):
     """State at batch 0 saved as Parquet on viewfs, then a new viewfs checkpoint seeded from it
     over new input on viewfs: continues as if the first run had gone on."""
