@@ -87,6 +87,18 @@ def test_bootstrap_onto_existing_state_is_refused(spark, ks, tmp_path):
         ks.run(sql + " INITIAL STATE FROM saved_refuse", checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "o"))
 
 
+def seeded_counts(seed: dict, batches: list) -> list:
+    """The oracle of a seeded count: each key's count starts at its seed (or 0) and counts every
+    row once, batch after batch; one (key, count) per row."""
+    expected, counts = [], dict(seed)
+    for rows in batches:
+        for u, evs in by_key_in_ts_order(rows).items():
+            for _ in evs:
+                counts[u] = counts.get(u, 0) + 1
+                expected.append((u, counts[u]))
+    return expected
+
+
 def test_seeded_query_run_again_continues(spark, ks, tmp_path):
     """The same query with the same INITIAL STATE FROM, run incrementally: the seed applies once
     (at the checkpoint's first batch), later runs continue; another seed source is refused."""
@@ -103,13 +115,7 @@ def test_seeded_query_run_again_continues(spark, ks, tmp_path):
     for rows in batches:
         write_parquet(spark, rows, str(src))
         ks.run(sql, checkpoint=cp, output=out)
-    # the oracle: each key's count starts at its seed (or 0) and counts every row once
-    expected, counts = [], dict(seed)
-    for rows in batches:
-        for u, evs in by_key_in_ts_order(rows).items():
-            for _ in evs:
-                counts[u] = counts.get(u, 0) + 1
-                expected.append((u, counts[u]))
+    expected = seeded_counts(seed, batches)
     assert sorted(map(tuple, spark.read.parquet(out).collect())) == sorted(expected)
     with pytest.raises(
         CheckpointError, match="was seeded from INITIAL STATE FROM seed_rerun; this query seeds history from seed_other"
@@ -144,13 +150,8 @@ def test_seeded_from_keyed_state_run_again_continues(spark, ks, tmp_path):
     for rows in batches:
         write_parquet(spark, rows, str(src))
         ks.run(sql, checkpoint=cp, output=out)
-    counts = {u: len(evs) for u, evs in by_key_in_ts_order(old_rows).items()}  # the seed: old counts
-    expected = []
-    for rows in batches:
-        for u, evs in by_key_in_ts_order(rows).items():
-            for _ in evs:
-                counts[u] = counts.get(u, 0) + 1
-                expected.append((u, counts[u]))
+    old_counts = {u: len(evs) for u, evs in by_key_in_ts_order(old_rows).items()}  # the seed
+    expected = seeded_counts(old_counts, batches)
     assert sorted(map(tuple, spark.read.parquet(out).collect())) == sorted(expected)
 
 
@@ -167,11 +168,7 @@ def test_initial_state_from_a_cte(spark, ks, tmp_path):
         f"SELECT user_id, s.count FROM parquet.`{src}` GROUP BY KEY user_id "
         "WITH STATE history(value, merchant) AS s ORDER BY ts INITIAL STATE FROM seed"
     )
-    expected, counts = [], {u: 2 * c for u, c in seed.items()}
-    for u, evs in by_key_in_ts_order(rows).items():
-        for _ in evs:
-            counts[u] = counts.get(u, 0) + 1
-            expected.append((u, counts[u]))
+    expected = seeded_counts({u: 2 * c for u, c in seed.items()}, [rows])
     assert sorted(map(tuple, ks.sql(sql).collect())) == sorted(expected)
     out = str(tmp_path / "o")
     ks.run(sql, checkpoint=str(tmp_path / "cp"), output=out)
