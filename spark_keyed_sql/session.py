@@ -193,7 +193,6 @@ class KeyedSQL:
             tree = expand_table_calls(tree, registered, source_schema(self.spark))
             if not has_keyed_parts(tree):
                 return None, explain  # e.g. `GROUP BY key` of a column named key: Spark's, as written
-            written = checkpoint or _options_checkpoint(tree)
             statement = plan_statement(
                 self.spark,
                 tree,
@@ -201,7 +200,8 @@ class KeyedSQL:
                 lambda step: bind(step, mode),
                 default_engine=self.default_engine,
                 mode=mode,
-                continued_engine=engine_of(self.spark, written) if written else None,
+                checkpoint=checkpoint,
+                written_by=lambda path: engine_of(self.spark, path),
             )
         except KeyedQueryError as exc:  # one that knows where: shown with the statement's line
             raise exc.in_statement(query) from None
@@ -342,16 +342,3 @@ def _plan_text(query: str, statement: KeyedStatement | None, explain: bool) -> s
 
         query = render(parse_statement(query).this)
     return "== Keyed plan ==\n(no GROUP BY KEY / WITH STATE: runs as plain Spark SQL)\n" + query
-
-
-def _options_checkpoint(tree: Any) -> str | None:
-    """The checkpoint a statement names in ``OPTIONS (checkpoint = '...')``, if any."""
-    from .sql import KeyedGroup
-    from .sql.sources import literal
-
-    for group in tree.find_all(KeyedGroup):
-        value = group.options.get("checkpoint")
-        if value is not None:
-            found = literal(value)
-            return found if isinstance(found, str) else None
-    return None

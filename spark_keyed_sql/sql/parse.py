@@ -18,23 +18,27 @@ STATE_TABLE_FUNCTIONS = ("keyed_state", "keyed_state_changes")  # resolved by th
 _KEYED_MARKS = {("WITH", "STATE"), ("EXPLAIN", "KEYED")}  # word pairs only a keyed statement has
 
 
+def _words(text: str) -> list[str] | None:
+    """The statement's tokens (not strings or comments), upper-cased; None if it does not tokenize."""
+    try:
+        return [t.text.upper() for t in KeyedSpark().tokenize(text)]
+    except (TokenError, ValueError):
+        return None
+
+
+def _has_keyed_marks(words: list[str]) -> bool:
+    return any(pair in _KEYED_MARKS for pair in zip(words, words[1:]))
+
+
 def mentions_keyed_syntax(text: str) -> bool:
     """True when the tokens (not strings or comments) contain WITH STATE / GROUP BY KEY /
     EXPLAIN KEYED / keyed_state."""
-    try:
-        tokens = KeyedSpark().tokenize(text)
-    except (TokenError, ValueError):
+    words = _words(text)
+    if words is None:
         return False
-    words = [t.text.upper() for t in tokens]
-    if "KEYED_STATE" in words or "KEYED_STATE_CHANGES" in words:
+    if "KEYED_STATE" in words or "KEYED_STATE_CHANGES" in words or _has_keyed_marks(words):
         return True
-    for a, b in zip(words, words[1:]):
-        if (a, b) in _KEYED_MARKS:
-            return True
-    for a, b in zip(words, words[1:]):
-        if a == "GROUP BY" and b == "KEY":
-            return True
-    return False
+    return any(a == "GROUP BY" and b == "KEY" for a, b in zip(words, words[1:]))
 
 
 def has_keyed_parts(tree: exp.Expression) -> bool:
@@ -85,11 +89,8 @@ def _plain_spark(text: str) -> exp.Expression | None:
     ``WITH STATE`` or ``EXPLAIN KEYED`` in it: a column named ``key`` after ``GROUP BY`` in an
     expression the dialect read as a keyed clause (``GROUP BY key % 2``, ``GROUP BY key QUALIFY
     ...``). Plain Spark SQL, passed to Spark as written; None for anything else."""
-    try:
-        words = [t.text.upper() for t in KeyedSpark().tokenize(text)]
-    except (TokenError, ValueError):
-        return None
-    if any(pair in _KEYED_MARKS for pair in zip(words, words[1:])):
+    words = _words(text)
+    if words is None or _has_keyed_marks(words):
         return None
     try:
         trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]

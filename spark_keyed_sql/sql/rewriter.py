@@ -153,12 +153,14 @@ class _Planner:
         default_engine: str,
         mode: RunMode,
         bind: Callable[[KeyedStep], None],
-        continued_engine: str | None = None,
+        checkpoint: str | None = None,
+        written_by: Callable[[str], str | None] | None = None,
     ):
         self.spark = spark
         self.functions = functions  # name -> FunctionSpec (raises UnknownFunctionError)
         self.default_engine = default_engine
-        self.continued_engine = continued_engine  # the engine that wrote the checkpoint, if any
+        self.checkpoint = checkpoint  # given as checkpoint= (one in OPTIONS is the call's)
+        self.written_by = written_by  # checkpoint -> the engine that wrote it (None: new)
         self.mode = mode
         self.bind = bind
         self.sources = Sources(spark)
@@ -367,8 +369,9 @@ class _Planner:
             )
         found = features(self.spark)
         requested = str(call.options.get("engine", self.default_engine)).lower()
-        if requested == AUTO and self.continued_engine:
-            requested = self.continued_engine  # a checkpoint continues on the engine that wrote it
+        written = self.checkpoint or call.options.get("checkpoint")
+        if requested == AUTO and written and self.written_by is not None:
+            requested = self.written_by(str(written)) or AUTO  # continue on the engine that wrote it
         try:
             engine = choose(
                 requested,
@@ -531,15 +534,17 @@ def plan_statement(
     *,
     default_engine: str = AUTO,
     mode: RunMode = RunMode.SQL,
-    continued_engine: str | None = None,
+    checkpoint: str | None = None,
+    written_by: Callable[[str], str | None] | None = None,
 ) -> KeyedStatement:
     """Plan ``tree``'s keyed selects; ``bind(step)`` is called for each, innermost first, to
-    make the view the rest of the statement reads its result from. ``continued_engine``: the
-    engine that wrote the statement's checkpoint, what ``auto`` picks then."""
+    make the view the rest of the statement reads its result from. ``auto`` continues a
+    checkpoint (``checkpoint``, or one in a call's OPTIONS) on ``written_by(checkpoint)``, the
+    engine that wrote it."""
     from pyspark.errors import AnalysisException, ParseException
 
     try:
-        return _Planner(spark, functions, default_engine, mode, bind, continued_engine).run(tree)
+        return _Planner(spark, functions, default_engine, mode, bind, checkpoint, written_by).run(tree)
     except SchemaError as exc:
         raise KeyedQueryError(str(exc)) from None
     except (AnalysisException, ParseException) as exc:

@@ -225,18 +225,20 @@ def test_a_checkpoint_in_options_continues_on_the_engine_that_wrote_it(spark, ks
     checkpoint= or in OPTIONS; engine names are case-insensitive (OPTIONS (engine = 'AUTO'))."""
     ks_auto.register("running_sum", RunningSum, returns="n bigint, total double")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
-    files = [make_events(15, per_key=1, seed=s, start_second=10_000 * s) for s in (31, 32)]
+    files = [make_events(15, per_key=1, seed=s, start_second=10_000 * s) for s in (31, 32, 33)]
     sql = (
         f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s "
-        f"OPTIONS (checkpoint = '{cp}', engine = {{engine}})"
+        f"OPTIONS (checkpoint = '{cp}'{{engine}})"
     )
     write_parquet(spark, files[0], src)
-    ks_auto.run(sql.format(engine="'tws'"), output=out)
+    ks_auto.run(sql.format(engine=", engine = 'tws'"), output=out)
     write_parquet(spark, files[1], src)
-    ks_auto.run(sql.format(engine="'AUTO'"), output=out)  # auto: the checkpoint's engine, tws
+    ks_auto.run(sql.format(engine=", engine = 'AUTO'"), output=out)  # auto: the checkpoint's engine, tws
+    write_parquet(spark, files[2], src)
+    ks_auto.run(sql.format(engine=""), output=out)  # the session's default, auto: the same
     got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
-    assert got == oracle(files[0] + files[1])
-    keys = {r["user_id"] for r in files[0] + files[1]}
+    assert got == oracle(files[0] + files[1] + files[2])
+    keys = {r["user_id"] for r in files[0] + files[1] + files[2]}
     # keyed_state(checkpoint, NULL): no function named, as keyed_state(checkpoint)
     assert ks_auto.sql(f"SELECT count(*) AS c FROM keyed_state('{cp}', NULL)").first().c == len(keys)
 
