@@ -428,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mig.add_argument("--function", help="the source function, when the checkpoint holds several")
     mig.add_argument("--to-function", help="the target function's registered name (a rename)")
-    mig.add_argument("--transform", help="SQL over a view named 'state' that evolves the schema")
+    mig.add_argument("--transform", help="SQL that reads the state as 'state' and evolves the schema")
     mig.add_argument("--partitions", type=int, help="hash partitions of the new checkpoint")
     mig.set_defaults(fn=cmd_state_migrate)
     unl = ssub.add_parser("unlock", help="remove a checkpoint's lock left by a process that is gone (ks.unlock)")

@@ -12,13 +12,20 @@ batch is the source checkpoint's next batch: nothing re-read, nothing skipped.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
 
+from .compat.exceptions import first_line
 from .engines import LEGACY_ENGINE, get_engine, migration_target
 from .engines.state_tables import read_state
 from .runtime.spec import FunctionSpec
+from .sql.parse import without_trailing_semicolons
+from .sql.sources import view_name
 from .state.checkpoint import MigrationError, read_metadata, write_metadata
 from .state.filesystems import filesystem
 from .state.fs import join
@@ -80,36 +87,67 @@ def migrate_state(
             f"(engine '{op.get('engine') or LEGACY_ENGINE}') are not readable as a table; let them fire first, or "
             "bootstrap a new query with INITIAL STATE FROM"
         )
-    if transform:
-        state.createOrReplaceTempView("state")
-        state = spark.sql(transform)
-    lower = {c.lower() for c in state.columns}
-    missing_keys = [k for k in op["keys"] if k.lower() not in lower]
-    if missing_keys:
-        raise MigrationError(
-            f"{where}: key column(s) {missing_keys} missing from the state (columns: {', '.join(state.columns)})"
+    with _transformed(spark, state, transform, where) as state:
+        lower = {c.lower() for c in state.columns}
+        missing_keys = [k for k in op["keys"] if k.lower() not in lower]
+        if missing_keys:
+            raise MigrationError(
+                f"{where}: key column(s) {missing_keys} missing from the state (columns: {', '.join(state.columns)})"
+            )
+
+        # the state's files, then Spark's position files, then the state's commit and our metadata:
+        # a destination without a commit is not a checkpoint anyone continues from
+        def copy_positions() -> None:
+            for name in SPARK_POSITION_FILES:
+                if fs.exists(join(src, name)):
+                    fs.copy(join(src, name), join(dst, name))
+
+        engine = migration_target()
+        fs.mkdirs(dst)
+        written = engine.layout.write(
+            spark, dst, op, target, state, timers, position, partitions, where, copy_positions
         )
+        new_op = dict(op) | {
+            "function": target.name,
+            "engine": engine.name,
+            "partitions": partitions,
+            "class": f"{target.cls.__module__}.{target.cls.__qualname__}",
+        }
+        write_metadata(dst, [new_op if o is op else o for o in ops], spark)
+        return {
+            "keys": written["keys"],
+            "batch_id": position.version,
+            "spark_batch": position.spark_batch,
+            "partitions": written["partitions"],
+        }
 
-    # the state's files, then Spark's position files, then the state's commit and our metadata:
-    # a destination without a commit is not a checkpoint anyone continues from
-    def copy_positions() -> None:
-        for name in SPARK_POSITION_FILES:
-            if fs.exists(join(src, name)):
-                fs.copy(join(src, name), join(dst, name))
 
-    engine = migration_target()
-    fs.mkdirs(dst)
-    written = engine.layout.write(spark, dst, op, target, state, timers, position, partitions, where, copy_positions)
-    new_op = dict(op) | {
-        "function": target.name,
-        "engine": engine.name,
-        "partitions": partitions,
-        "class": f"{target.cls.__module__}.{target.cls.__qualname__}",
-    }
-    write_metadata(dst, [new_op if o is op else o for o in ops], spark)
-    return {
-        "keys": written["keys"],
-        "batch_id": position.version,
-        "spark_batch": position.spark_batch,
-        "partitions": written["partitions"],
-    }
+# Spark's "line 3 pos 16" / "(line 3, pos 16)" of the wrapped query; its first lines are ours
+_SPARK_POS = re.compile(r"line (\d+),? pos (\d+)")
+_WRAP_LINES = 2
+
+
+@contextmanager
+def _transformed(spark: SparkSession, state: DataFrame, transform: str | None, where: str) -> Iterator[DataFrame]:
+    """``transform`` run over the state, which it names ``state``: a CTE of that name over a view
+    of this call's own (dropped after), so a user's table or view called ``state`` is neither read
+    nor replaced."""
+    if not transform:
+        yield state
+        return
+    view = view_name("migrate_state")
+    state.createOrReplaceTempView(view)
+    body = without_trailing_semicolons(transform)
+    try:
+        try:  # the newline before ")" ends a trailing "-- comment" of the user's text
+            out = spark.sql(f"WITH state AS (SELECT * FROM {view})\nSELECT * FROM (\n{body}\n)")
+        except AnalysisException as e:  # ParseException is one too
+
+            def user_pos(m: re.Match) -> str:
+                return f"line {int(m.group(1)) - _WRAP_LINES}, column {int(m.group(2)) + 1} of transform="
+
+            message = _SPARK_POS.sub(user_pos, first_line(e)).replace(view, "state")
+            raise MigrationError(f"{where}: transform= failed: {message}") from None
+        yield out
+    finally:
+        spark.catalog.dropTempView(view)

@@ -306,7 +306,7 @@ class KeyedSQL:
     ) -> dict:
         """Rewrite ``src_checkpoint``'s state into ``dst_checkpoint``, which continues from the
         same input position (on the bulk engine). ``to_function`` renames the function (it must
-        be registered; default: the same name), ``transform`` is a SQL query over a view named
+        be registered; default: the same name), ``transform`` is a SQL query that reads the state as
         ``state`` (one row per key, as ``read_state`` shows it) that evolves the schema, and
         ``partitions`` sets the number of hash partitions the new checkpoint runs with."""
         from .migrate import migrate_state

@@ -7,12 +7,20 @@ import re
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from .dialect import KeyedSpark
 from .errors import KeyedSQLSyntaxError
 from .expressions import KeyedGroup
 
-__all__ = ["STATE_TABLE_FUNCTIONS", "has_keyed_parts", "parse_statement", "mentions_keyed_syntax", "render"]
+__all__ = [
+    "STATE_TABLE_FUNCTIONS",
+    "has_keyed_parts",
+    "parse_statement",
+    "mentions_keyed_syntax",
+    "render",
+    "without_trailing_semicolons",
+]
 
 STATE_TABLE_FUNCTIONS = ("keyed_state", "keyed_state_changes")  # resolved by the rewriter, not by Spark
 _KEYED_MARKS = {("WITH", "STATE"), ("EXPLAIN", "KEYED")}  # word pairs only a keyed statement has
@@ -123,6 +131,19 @@ def _refuse_plain_explain(text: str) -> None:
 
 
 _EXPLAIN_MODES = {"EXTENDED", "FORMATTED", "CODEGEN", "COST"}
+
+
+def without_trailing_semicolons(text: str) -> str:
+    """``text`` up to its last statement-ending ``;`` (and whatever comment follows it): what
+    Spark accepts at the end of a statement but not inside parentheses."""
+    try:
+        tokens = KeyedSpark().tokenize(text)
+    except TokenError:
+        return text
+    end = len(text)
+    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
+        end = tokens.pop().start
+    return text[:end]
 
 
 def render(tree: exp.Expression) -> str:

@@ -96,6 +96,37 @@ def test_migrate_renamed_function_with_evolved_schema(spark, ks, first_run):
     assert sorted(got) == oracle(a, b, bonus_after_a=5)
 
 
+def test_migrate_transform_reads_the_state_not_a_user_view_named_state(spark, ks, first_run):
+    """transform= names the checkpoint's state ``state``: a user's own view of that name is
+    neither what it reads nor replaced, and nothing of the call's own is left in the catalog."""
+    d, a, _ = first_run
+    spark.createDataFrame([("CA", "California")], "code string, name string").createOrReplaceTempView("state")
+    before = {t.name for t in spark.catalog.listTables() if t.isTemporary}
+    transform = """SELECT state.user_id, state.count * 2 AS count  -- doubled
+                   FROM state WHERE count > 1;  -- a comment, and a semicolon, at the end"""
+    try:
+        ks.migrate_state(str(d / "cp"), str(d / "cp_view"), to_function="mig_tally_v2", transform=transform)
+        assert [tuple(r) for r in spark.table("state").collect()] == [("CA", "California")]
+        assert {t.name for t in spark.catalog.listTables() if t.isTemporary} == before
+    finally:
+        spark.catalog.dropTempView("state")
+    counts = {u: len(e) for u, e in by_key_in_ts_order(a).items()}
+    expected = {u: 2.0 * n for u, n in counts.items() if n > 1}
+    assert {r.user_id: r["count"] for r in ks.read_state(str(d / "cp_view")).collect()} == expected
+
+
+def test_migrate_bad_transform_says_where_in_its_text(spark, ks, first_run):
+    d, _, _ = first_run
+    src = str(d / "cp")
+    with pytest.raises(MigrationError, match=r"transform= failed: .*`cnt`.* line 2, column \d+ of transform=") as e:
+        ks.migrate_state(src, str(d / "t1"), to_function="mig_tally_v2", transform="SELECT user_id,\n cnt FROM state")
+    assert "__ks_" not in str(e.value)
+    with pytest.raises(MigrationError, match=r"transform= failed: .*line 3, column \d+ of transform="):
+        ks.migrate_state(src, str(d / "t2"), transform="SELECT user_id,\n count\n FROM state WHERE (")
+    assert not (d / "t1").exists() and not (d / "t2").exists()
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("__ks_migrate")]
+
+
 def test_migrate_refusals(spark, ks, first_run):
     d, _, _ = first_run
     src = str(d / "cp")
