@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...compat.arrow import select, to_array
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner
@@ -311,7 +312,7 @@ class _TaskContext:
         import pyarrow as pa
 
         cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.arrow_schema]
-        arrays = [pa.array(list(c), type=f.type) for c, f in zip(cols, self.arrow_schema)]
+        arrays = [to_array(list(c), f.type) for c, f in zip(cols, self.arrow_schema)]
         self.rows = []
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
@@ -374,7 +375,7 @@ class IncrementalProgram:
                         part.load_done()
                         if kind == INIT:
                             init_cols = [c for c in block.schema.names if c.startswith(INIT_PREFIX)]
-                            for kv, r in zip(keys[i:j], block.select(init_cols).to_pylist()):
+                            for kv, r in zip(keys[i:j], select(block, init_cols).to_pylist()):
                                 part.initial(kv, {c[len(INIT_PREFIX) :]: v for c, v in r.items()})
                         else:
                             names = None

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...api.context import to_epoch_ms
+from ...compat.arrow import to_array
 from ...runtime.faults import crash_point
 from ...runtime.key_rows import rows_builder
 from ...runtime.plan import KeyedPlan
@@ -316,7 +317,7 @@ def output_batch(
     n_ret = len(fields) - len(keys) - len(passthrough)
     columns = list(zip(*out)) if out else [[] for _ in range(n_ret)]
     for c, f in zip(columns, fields[len(keys) : len(keys) + n_ret]):
-        arrays.append(pa.array(c, type=f.type))
+        arrays.append(to_array(c, f.type))
     if passthrough:
         rows = pa.array(src, pa.int64())
         for p, f in zip(passthrough, fields[len(keys) + n_ret :]):

@@ -25,6 +25,7 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from ...compat.arrow import to_array
 from ..arrow_rows import comparable, concat, event_builder, naive, run_starts
 
 __all__ = [
@@ -245,5 +246,5 @@ class ChunkUnpacker:
                 elif kind == DAY:
                     arrays.append(pa.array(c, pa.int32()).cast(f.type))
                 else:
-                    arrays.append(pa.array(c, type=f.type))
+                    arrays.append(to_array(c, f.type))
             yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
