@@ -144,7 +144,10 @@ def _transformed(spark: SparkSession, state: DataFrame, transform: str | None, w
         except AnalysisException as e:  # ParseException is one too
 
             def user_pos(m: re.Match) -> str:
-                return f"line {int(m.group(1)) - _WRAP_LINES}, column {int(m.group(2)) + 1} of transform="
+                line = int(m.group(1)) - _WRAP_LINES
+                if not 1 <= line <= len(body.splitlines()):  # the wrapper's own ")": the text ended early
+                    return "at the end of transform="
+                return f"line {line}, column {int(m.group(2)) + 1} of transform="
 
             message = _SPARK_POS.sub(user_pos, first_line(e)).replace(view, "state")
             raise MigrationError(f"{where}: transform= failed: {message}") from None

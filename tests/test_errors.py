@@ -415,7 +415,7 @@ def test_nanosecond_parquet_gets_a_hint(spark, ks_auto, tmp_path):
     path = tmp_path / "nanos.parquet"
     pd.DataFrame(
         {"user_id": ["u1"], "value": [1.0], "ts": pd.to_datetime(["2024-01-01 00:00:00.123456789"])}
-    ).to_parquet(path)
+    ).to_parquet(path, version="2.6")  # pyarrow 13+'s default; older pyarrow writes 2.4 (no nanoseconds)
     with pytest.raises(
         KeyedSQLError,
         match=r"(PARQUET_TYPE_ILLEGAL|Illegal Parquet type).*NANOS.*coerce_timestamps='us'.*nanosAsLong=true",

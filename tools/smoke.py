@@ -1,8 +1,10 @@
 """CI's smoke tier (``make test`` runs it after the full suite on the reference pair): on every
 other Spark minor, a fresh venv from the package index (pip's cache makes a second build cheap)
 runs the README's Quick start as pasted and tests/smoke/test_smoke.py; the oldest and the newest
-pair also install the built wheel alone and run its demo (tests/test_packaging.py); and a venv
-with no PySpark at all runs KeyedTester (tests/smoke/test_without_pyspark.py).
+pair also install the built wheel alone and run its demo (tests/test_packaging.py); the oldest
+pair once more with every dependency at its lower bound (``lowest_pins``: what pyproject.toml
+claims it runs on); and a venv with no PySpark at all runs KeyedTester
+(tests/smoke/test_without_pyspark.py).
 
     python tools/smoke.py              # every smoke pair
     python tools/smoke.py 3.5 4.1      # those Spark minors only
@@ -19,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pairs import NEWEST, OLDEST, SMOKE  # noqa: E402
-from venvs import ROOT, VENVS, make_venv  # noqa: E402
+from venvs import ROOT, VENVS, lowest_pins, make_venv  # noqa: E402
 
 __all__ = ["main"]
 
@@ -36,23 +38,35 @@ def _run(py: Path, args: list[str], log) -> int:
     ).returncode
 
 
+LOWEST = f"Spark {OLDEST[0]} / Python {OLDEST[1]}, lowest dependencies"
+
+
+def _venv(name: str, spark: str | None, python: str) -> str:
+    if spark is None:
+        return "no-pyspark"
+    return f"{'lowest-' if name == LOWEST else ''}spark{spark}-py{python}"
+
+
 def main(argv: list[str]) -> int:
     wanted = set(argv)
     VENVS.mkdir(exist_ok=True)
     pairs = [(s, p) for s, p in SMOKE if not wanted or s in wanted]
     jobs = [(f"Spark {s} / Python {p}", s, p) for s, p in pairs]
+    if not wanted or OLDEST[0] in wanted:
+        jobs.append((LOWEST, *OLDEST))
     if not wanted:
         jobs.append(("no PySpark (KeyedTester)", None, NEWEST[1]))
     # the next venv is built (pip: downloads, wheels) while the tests of the one before run
     builder = ThreadPoolExecutor(max_workers=1)
-    logs = {
-        name: open(VENVS / f"smoke-{'no-pyspark' if s is None else f'spark{s}-py{p}'}.log", "w") for name, s, p in jobs
-    }
+    logs = {name: open(VENVS / f"smoke-{_venv(name, s, p)}.log", "w") for name, s, p in jobs}
 
     def build(name: str, spark: str | None, python: str) -> Path:
         if spark is None:
             return make_venv(None, python, extras="test", name="nospark", log=logs[name])
-        return make_venv(spark, python, extras="spark,test", log=logs[name])
+        packages = lowest_pins() if name == LOWEST else None
+        return make_venv(
+            spark, python, extras="spark,test", name=_venv(name, spark, python), packages=packages, log=logs[name]
+        )
 
     futures = {name: builder.submit(build, name, s, p) for name, s, p in jobs}
     results = []
@@ -69,7 +83,7 @@ def main(argv: list[str]) -> int:
             code = _run(py, ["--noconftest", "tests/smoke/test_without_pyspark.py"], log)
         else:
             tests = ["tests/smoke/test_smoke.py", "tests/test_readme.py"]
-            if (spark, python) in (OLDEST, NEWEST):
+            if (spark, python) in (OLDEST, NEWEST):  # the lowest-bounds job too: the wheel beside that stack
                 tests.append("tests/test_packaging.py")
             code = _run(py, ["-m", "not slow and not cluster", *tests], log)
         log.flush()

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pairs import SPARK, venv_name  # noqa: E402
 
-__all__ = ["ROOT", "VENVS", "find_python", "make_venv"]
+__all__ = ["ROOT", "VENVS", "find_python", "lowest_pins", "make_venv"]
 
 ROOT = Path(__file__).resolve().parents[1]
 # what docs/compatibility.md tells users of each Spark minor to add: pandas below 3 before
@@ -25,6 +25,24 @@ ROOT = Path(__file__).resolve().parents[1]
 # extra has connect) cap NumPy below 2 and pyarrow 26 needs NumPy 2 without declaring it
 USER_PINS: dict[str, list[str]] = {"3.5": ["pandas<3", "pyarrow<26"], "4.0": ["pandas<3"], "4.1": ["pandas<3"]}
 VENVS = ROOT / ".venvs"
+# NumPy is not a dependency of ours; the lowest-bounds venv takes the one Databricks 14.3 LTS
+# ships beside pandas 1.5.3 and pyarrow 8.0 (pyarrow 8 has no wheels past Python 3.10)
+LOWEST_NUMPY = "numpy==1.23.5"
+
+
+def lowest_pins() -> list[str]:
+    """Each dependency in pyproject.toml pinned to its lower bound, plus ``LOWEST_NUMPY``: the
+    oldest stack the package says it runs on, which the smoke tier installs and runs."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pins = []
+    for dep in deps:
+        name, sep, bounds = dep.partition(">=")
+        if not sep:
+            raise ValueError(f"pyproject.toml: dependency {dep!r} has no lower bound (>=)")
+        pins.append(f"{name.strip()}=={bounds.split(',')[0].split(';')[0].strip()}")
+    return pins + [LOWEST_NUMPY]
 
 
 def find_python(minor: str) -> str | None:
