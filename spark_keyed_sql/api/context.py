@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import numbers
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -20,8 +21,14 @@ def to_epoch_ms(ts: Any) -> int:
         return d.days * 86_400_000 + d.seconds * 1000 + d.microseconds // 1000
     if isinstance(ts, bool):
         raise TypeError(f"timer timestamp must be a datetime or epoch milliseconds, got {ts!r}")
-    if isinstance(ts, (int, float)):
+    if isinstance(ts, numbers.Real):  # int, float and numpy's numbers (a KeyedProcessor's column max)
+        if ts != ts:
+            raise TypeError(f"timer timestamp is NaN: {ts!r}")
         return int(ts)
+    if type(ts).__name__ == "datetime64":  # numpy's (rows_format = "numpy")
+        if ts != ts:
+            raise TypeError(f"timer timestamp is NaT: {ts!r}")
+        return int(ts.astype("datetime64[ms]").astype("int64"))
     if hasattr(ts, "to_pydatetime"):
         ts = ts.to_pydatetime()
     if isinstance(ts, _dt.datetime):
