@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from .api.context import to_epoch_ms
@@ -132,18 +133,34 @@ class KeyedTester:
         k = None if key is _UNKEYED else key
         rows = [dict(r) for r in rows]
         slot = (is_keyed, k)
-        if input is not None:
-            out = self._run_input(k, is_keyed, rows, input, slot)
-        else:
-            if self.inputs and len(self.inputs) > 1:
-                raise KeyedSQLError(
-                    f"KeyedTester({self.spec.name}): it has the inputs {', '.join(self.inputs)}; say which one the "
-                    "rows come from with run(rows, key=..., input='<name>')"
-                )
-            runner = self._runner(is_keyed)
-            out = runner.process_key(k, rows, self._binding(slot), self._processing_ms, self._watermark_ms)
-        self._gc(slot)
+        if input is None and self.inputs and len(self.inputs) > 1:
+            raise KeyedSQLError(
+                f"KeyedTester({self.spec.name}): it has the inputs {', '.join(self.inputs)}; say which one the "
+                "rows come from with run(rows, key=..., input='<name>')"
+            )
+        with self._batch(slot):
+            if input is not None:
+                out = self._run_input(k, is_keyed, rows, input, slot)
+            else:
+                runner = self._runner(is_keyed)
+                out = runner.process_key(k, rows, self._binding(slot), self._processing_ms, self._watermark_ms)
         return self._out(out)
+
+    @contextmanager
+    def _batch(self, slot: Any) -> Iterator[None]:
+        """One batch of one key, as the engines commit it: all of it, or (the user's code raised)
+        none of it: the key's state and timers go back to what they were before."""
+        before = self._keys.get(slot)
+        saved = before.copy() if before is not None else None
+        try:
+            yield
+        except BaseException:
+            if saved is None:
+                self._keys.pop(slot, None)
+            else:
+                self._keys[slot] = saved
+            raise
+        self._gc(slot)
 
     def _run_input(self, key: Any, keyed: bool, rows: list[dict], input: str, slot: Any) -> list[Any]:
         if self.inputs is not None and input not in self.inputs:
@@ -217,14 +234,13 @@ class KeyedTester:
             if not due:
                 return self._out(out)
             t, slot = due[0]
-            ks = self._keys[slot]
-            ks.timers.discard(t)
-            out.extend(
-                self._runner(slot[0]).fire_timer(
-                    slot[1], t, self._binding(slot), self._processing_ms, self._watermark_ms
+            with self._batch(slot):
+                self._keys[slot].timers.discard(t)
+                out.extend(
+                    self._runner(slot[0]).fire_timer(
+                        slot[1], t, self._binding(slot), self._processing_ms, self._watermark_ms
+                    )
                 )
-            )
-            self._gc(slot)
 
     def advance_processing_time(self, ts: Any) -> list[Any]:
         """Move the processing-time clock to ``ts`` (datetime or epoch ms); fire due timers

@@ -3,6 +3,7 @@ key while it runs (TTL is applied above this, by ``binding.KeyBinding``)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,15 @@ class MemoryKeyState:
 
     def is_empty(self) -> bool:
         return not self.vars and not self.timers and self.attributes is None
+
+    def copy(self) -> MemoryKeyState:
+        """A deep copy: what a failed batch of this key goes back to (KeyedTester)."""
+        other = MemoryKeyState()
+        other.vars = copy.deepcopy(self.vars)
+        other.timers = set(self.timers)
+        other.attributes = copy.deepcopy(self.attributes)
+        other.attributes_expire = self.attributes_expire
+        return other
 
 
 class _MemoryVariable(VariableStore):

@@ -357,3 +357,63 @@ def test_initial_state_errors_are_named():
         KeyedTester(Tally, initial_state={"a": 3})
     with pytest.raises(KeyedSQLError, match=r"column\(s\) \['colour'\] that are not state attributes of Tally"):
         KeyedTester(Tally, initial_state={"a": {"colour": 1}})
+
+
+class FailsOn(StatefulFunction):
+    """Counts rows, registers a timer per row, and raises on a row whose v is 'boom' (or in
+    on_timer at t=13)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        self.ctx.register_timer(10 + self.n)
+        if e["v"] == "boom":
+            raise ValueError("boom")
+
+    def on_timer(self, key, timestamp):
+        self.n += 100
+        if timestamp == dt.datetime.fromtimestamp(0.013, dt.timezone.utc):
+            raise ValueError("timer boom")
+
+
+class CountsTyped(KeyedProcessor):
+    total = ValueState("bigint")
+
+    def process(self, key, rows):
+        self.total.update((self.total.get() or 0) + len(rows))
+        if "boom" in list(rows["v"]):
+            raise ValueError("boom")
+        return []
+
+
+def test_a_failed_batch_commits_nothing():
+    """As in the engines (no state of a failed batch is committed): the key's state and timers
+    are what they were before the failing run; a key the failed run created is not there."""
+    t = KeyedTester(FailsOn)
+    t.run([{"v": "a"}], key="u")
+    with pytest.raises(KeyedSQLError, match="boom"):
+        t.run([{"v": "b"}, {"v": "boom"}], key="u")
+    assert t.state("u") == {"n": 1} and t.timers("u") == [11]
+    with pytest.raises(KeyedSQLError, match="boom"):
+        t.run([{"v": "boom"}], key="new")
+    assert t.keys() == ["u"] and t.state("new") == {}
+    t.run([{"v": "c"}], key="u")  # goes on from the state before the failure
+    assert t.state("u") == {"n": 2} and t.timers("u") == [11, 12]
+
+    p = KeyedTester(CountsTyped)
+    p.run([{"v": "a"}, {"v": "b"}], key="k")
+    with pytest.raises(KeyedSQLError, match="boom"):
+        p.run([{"v": "boom"}], key="k")
+    assert p.state("k") == {"total": 2}
+
+
+def test_a_failed_timer_commits_nothing_and_stays_due():
+    t = KeyedTester(FailsOn)
+    t.run([{"v": "a"}, {"v": "b"}, {"v": "c"}], key="u")  # timers at 11, 12, 13
+    with pytest.raises(KeyedSQLError, match="timer boom"):
+        t.advance_processing_time(20)
+    # 11 and 12 fired and committed; 13's own changes are gone and it is still registered
+    assert t.state("u") == {"n": 203} and t.timers("u") == [13]
