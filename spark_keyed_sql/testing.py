@@ -68,7 +68,7 @@ class KeyedTester:
         self.inputs = list(inputs) if inputs is not None else processor_inputs(spec)
         self._runners: dict[tuple[bool, bool], KeyedRunner] = {}
         self._keys: dict[Any, MemoryKeyState] = {}
-        self._processing_ms: int | None = None
+        self._processing_ms = 0  # the processing clock starts at the epoch: TTL counts from there until moved
         self._watermark_ms: int | None = None
         if time_mode is not None and time_mode not in _TIME_MODES:
             raise KeyedSQLError(

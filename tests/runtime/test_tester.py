@@ -119,6 +119,21 @@ def test_ttl_with_controlled_clock():
     assert "total" not in t.state("k")
 
 
+def test_ttl_counts_from_the_epoch_until_the_clock_is_moved():
+    """State written before any advance_processing_time was written at the epoch (the tester's
+    clock starts there), so moving the clock past its TTL expires it."""
+    t = KeyedTester(Typed)
+    t.run([{"v": 2, "tag": "a"}], key="k")
+    t.advance_processing_time(dt.timedelta(minutes=9) // dt.timedelta(milliseconds=1))
+    assert t.state("k") == {"total": 2.0, "items": [2]}  # the tag expired (1 minute), the total not yet
+    t.advance_processing_time(dt.datetime(2026, 1, 1))
+    assert t.state("k") == {"items": [2]}  # the list has no TTL
+    s = KeyedTester(Recorder, ttl="1 hour")  # attribute state: the function's TTL
+    s.run([{"x": 1}], key="a")
+    s.advance_processing_time(dt.datetime(2026, 1, 1))
+    assert s.state("a") == {} and s.keys() == []
+
+
 def test_function_ttl_is_the_default_ttl_of_typed_state():
     """The function's TTL (SQL's ``TTL <interval>``, ``state_ttl``, the tester's ``ttl=``) is the
     default TTL of its state: typed variables without one of their own expire after it, one
