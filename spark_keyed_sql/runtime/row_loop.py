@@ -28,9 +28,7 @@ KeysLoop = Callable[..., None]
 
 # one row: ``event`` at input position ``i`` (advanced past it on every path)
 _ROW = """\
-# a clear_state() in an earlier row is followed by this row's updates
-call.cleared = False{set_input}
-try:
+{set_input}try:
     result = execute(event)
 except Exception as exc:
     runner._row_failed(key, event, exc)
@@ -137,7 +135,7 @@ def _generated(
         fast = _FAST.format(width=len(checks), unpack=unpack, checks=" and ".join(checks))
     set_input = ""
     if several_inputs:  # the per-key loop counts its events; the keys loop has each row's position
-        set_input = "\ncall.input = inputs[i]" if keys else "\ncall.input = inputs[k]\nk += 1"
+        set_input = "call.input = inputs[i]\n" if keys else "call.input = inputs[k]\nk += 1\n"
     row = _ROW.format(fast=fast, set_input=set_input)
     env: dict[str, Any] = dict(FAST_CHECK_NAMES)
     if keys:

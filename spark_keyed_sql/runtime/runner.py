@@ -182,10 +182,13 @@ class KeyedRunner:
     def _end(self, key: Any, binding: KeyBinding) -> None:
         try:
             if self.layout is not None:
-                if self.call.cleared:
+                row = self._encoded(key)
+                # cleared, and nothing after it set an attribute to other than __init__'s value:
+                # the key is gone (a later row that set state keeps it)
+                if self.call.cleared and row == self.layout.fresh_row:
                     binding.clear_attributes()
                 else:
-                    binding.save_attributes(self._encoded(key))
+                    binding.save_attributes(row)
         finally:
             self._leave()
 
@@ -320,7 +323,12 @@ class KeyedRunner:
     def stays_live(self) -> bool:
         """May the key left live by ``run_function(hold=True)`` run its timers without storing
         and reloading its state (nothing would change by it)?"""
-        return self._may_hold and self.layout is not None and self.layout.live_safe(self.instance)
+        return (
+            self._may_hold
+            and self.layout is not None
+            and not self.call.cleared  # (a cleared key is stored or dropped by _end)
+            and self.layout.live_safe(self.instance)
+        )
 
     def _row_failed(self, key: Any, event: Any, exc: Exception) -> None:
         """A row's ``execute`` raised (called by the row loop, inside its ``except``)."""

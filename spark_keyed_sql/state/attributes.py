@@ -87,6 +87,8 @@ class AttributeLayout:
         self.copied = [(n, v) for n, v in self.template.items() if type(v) not in _IMMUTABLE]
         self.known = frozenset(instance.__dict__)  # every instance attribute after __init__
         self._encode = _encoder(self)
+        # the stored row of __init__'s values: a key cleared back to it holds no state
+        self.fresh_row = self._encode(self.template)
         # live_safe for an instance holding exactly ``known`` (its __dict__ -> bool)
         self.live_check = _live_check(self)
 

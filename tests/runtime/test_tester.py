@@ -91,6 +91,42 @@ def test_clear_state():
     assert t.state("a") == {"n": 1}
 
 
+class Ops(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.tags = []
+
+    def execute(self, e):
+        if e["op"] == "inc":
+            self.n += 1
+        elif e["op"] == "tag":
+            self.tags.append(e["op"])
+        elif e["op"] == "clear":
+            self.ctx.clear_state()
+        elif e["op"] == "zero":
+            self.n = 0  # __init__'s value again
+
+
+@pytest.mark.parametrize(
+    ("batch", "kept"),
+    [
+        (["clear"], None),
+        (["clear", "noop", "noop"], None),  # rows after the clear that set nothing: still gone
+        (["clear", "zero"], None),  # back at __init__'s values: what a new key starts from
+        (["clear", "inc"], {"n": 1, "tags": []}),
+        (["clear", "tag", "noop"], {"n": 0, "tags": ["tag"]}),
+        (["noop"], {"n": 2, "tags": []}),  # not cleared: kept as it is
+    ],
+)
+def test_clear_state_then_later_rows(batch, kept):
+    t = KeyedTester(Ops)
+    t.run([{"op": "inc"}, {"op": "inc"}], key="k")
+    t.run([{"op": op} for op in batch], key="k")
+    assert t.keys() == ([] if kept is None else ["k"])
+    assert t.state("k") == (kept or {})
+
+
 class Typed(KeyedProcessor):
     total = ValueState("double", default=0.0, ttl="10 minutes")
     items = ListState("bigint")

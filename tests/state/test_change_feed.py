@@ -64,3 +64,36 @@ def test_change_feed(spark, ks, tmp_path):
     assert any(c[2] == "delete" for c in expected)  # the data exercises deletes
     only_1 = ks.sql(f"SELECT count(*) FROM keyed_state_changes('{cp}', '', 0, 1)").collect()[0][0]
     assert only_1 == sum(1 for e in expected if e[4] == 1)
+
+
+class Ops(StatefulFunction):
+    n: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        if e["op"] == "inc":
+            self.n += 1
+        elif e["op"] == "clear":
+            self.ctx.clear_state()
+        return {"n": self.n}
+
+
+def test_cleared_key_without_later_state_is_deleted(spark, ks, tmp_path):
+    """clear_state() drops the key's state: rows after it in the batch that set nothing leave it
+    dropped (read_state has no row, the change feed a delete); a row that sets state keeps it."""
+    ks.register("ops_counter", Ops, returns="n bigint")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = f"SELECT k, n FROM parquet.`{src}` GROUP BY KEY k WITH STATE ops_counter(op) ORDER BY seq"
+
+    def batch(rows):
+        spark.createDataFrame(rows, "k string, seq int, op string").write.mode("append").parquet(src)
+        ks.run(sql, checkpoint=cp, output=out)
+
+    batch([(k, i, "inc") for k in "abc" for i in range(2)])
+    batch([("a", 10, "clear"), ("a", 11, "noop"), ("b", 10, "clear"), ("b", 11, "inc"), ("c", 10, "noop")])
+    assert {r.k: r.n for r in ks.read_state(cp).collect()} == {"b": 1, "c": 2}
+    changes = {(r.k, r.change) for r in ks.read_state_changes(cp, from_batch=0).collect()}
+    assert changes == {("a", "delete"), ("b", "upsert")}
