@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import sys
 import typing
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .context import KeyContext
 from .errors import SchemaError
 from .state import StateDescriptor, StateKind
-from .types import SqlType, python_type_to_sql
+from .types import SqlType, python_container, python_type_to_sql
 
 __all__ = [
     "StatefulFunction",
@@ -17,6 +19,7 @@ __all__ = [
     "DEFAULT_EXCLUDED",
     "state_attribute_names",
     "typed_attributes",
+    "attribute_containers",
     "state_descriptors",
 ]
 
@@ -131,7 +134,38 @@ def typed_attributes(cls: type) -> dict[str, SqlType]:
             try:
                 out[name] = python_type_to_sql(a, f"{cls.__name__}.{name}")
             except SchemaError:
-                raise
+                resolved = _evaluated(klass, a)  # `from __future__ import annotations`: "list[str]"
+                if resolved is None:
+                    raise
+                out[name] = python_type_to_sql(resolved, f"{cls.__name__}.{name}")
+    return out
+
+
+def _evaluated(klass: type, annotation: Any) -> Any:
+    """A string annotation evaluated as Python would (``typing.get_type_hints``, one at a time: a
+    DDL string such as ``"amount double"`` is not Python); None when it is not Python."""
+    if not isinstance(annotation, str):
+        return None
+    module = sys.modules.get(klass.__module__)
+    try:
+        return eval(annotation, dict(vars(module)) if module else {}, dict(vars(klass)))  # noqa: S307
+    except Exception:  # noqa: BLE001 - not a Python expression: the caller's error stands
+        return None
+
+
+def attribute_containers(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """Annotated attributes whose annotation says a set, frozenset or tuple (stored as arrays):
+    how each stored value becomes that container again."""
+    out: dict[str, Callable[[Any], Any]] = {}
+    for klass in reversed(cls.__mro__):
+        if klass in (object, _Keyed, StatefulFunction, KeyedProcessor):
+            continue
+        for name, a in klass.__dict__.get("__annotations__", {}).items():
+            convert = python_container(_evaluated(klass, a) if isinstance(a, str) else a)
+            if convert is not None:
+                out[name] = convert
+            else:
+                out.pop(name, None)  # (a subclass re-annotated it)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "parse_type",
     "short_repr",
     "parse_schema",
+    "python_container",
     "python_type_to_sql",
     "coerce",
     "struct_to_tuple",
@@ -332,6 +334,34 @@ def python_type_to_sql(annotation: Any, where: str = "") -> SqlType:
         f"{where}: annotation {annotation!r} has no Spark SQL type; use int, float, str, bool, datetime, list[T], "
         "dict[K, V] or a DDL string"
     )
+
+
+def python_container(annotation: Any) -> Callable[[Any], Any] | None:
+    """How a stored value (a list for an array, a dict for a map) becomes what ``annotation``
+    says where it says ``set``, ``frozenset`` or ``tuple`` (at any depth); None when the stored
+    form already is what it says."""
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union or str(origin) == "types.UnionType":
+        non_none = [a for a in args if a is not type(None)]
+        return python_container(non_none[0]) if len(non_none) == 1 else None
+    if origin in (list, set, frozenset, tuple) and args:
+        inner = python_container(args[0])
+        if origin is list and inner is None:
+            return None
+        make = list if origin is list else origin
+        if inner is None:
+            return lambda v: None if v is None else make(v)
+        return lambda v: None if v is None else make(inner(x) for x in v)
+    if origin is dict and len(args) == 2:
+        kc, vc = python_container(args[0]), python_container(args[1])
+        if kc is None and vc is None:
+            return None
+        k_of = kc or (lambda x: x)
+        v_of = vc or (lambda x: x)
+        return lambda v: None if v is None else {k_of(k): v_of(x) for k, x in v.items()}
+    return None
 
 
 # ---------------------------------------------------------------- value checking

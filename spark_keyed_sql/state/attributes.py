@@ -12,7 +12,7 @@ import datetime as _dt
 from typing import Any
 
 from ..api.errors import StateEncodingError, StateTypeError
-from ..api.function import state_attribute_names, typed_attributes
+from ..api.function import attribute_containers, state_attribute_names, typed_attributes
 from ..api.types import FAST_CHECK_NAMES, AtomicType, SqlType, StructField, StructType, coerce, fast_check, to_user
 from ..compat.codegen import generated_function
 from .encoding import dumps, loads
@@ -75,6 +75,8 @@ class AttributeLayout:
         typed = typed_attributes(cls)
         self.names: list[str] = state_attribute_names(instance)
         self.typed: dict[str, SqlType] = {n: typed[n] for n in self.names if n in typed}
+        containers = attribute_containers(cls)
+        self.containers = {n: containers[n] for n in self.names if n in self.typed and n in containers}
         self.schema = StructType(tuple(StructField(n, self.typed.get(n, ENCODED)) for n in self.names))
         # fail at registration, not in the middle of a query (and before deepcopy trips on it)
         for n in self.names:
@@ -129,6 +131,9 @@ class AttributeLayout:
 
     def decode_into(self, instance: Any, row: Any) -> None:
         """Set the instance's attributes from a stored row (tuple/Row in column order, or dict)."""
+        if self.containers:
+            instance.__dict__.update(self.to_row_dict(row))
+            return
         get = row.get if isinstance(row, dict) else None
         for i, n in enumerate(self.names):
             v = get(n) if get else row[i]
@@ -151,4 +156,6 @@ class AttributeLayout:
         for i, n in enumerate(self.names):
             v = get(n) if get else row[i]
             out[n] = to_user(v, self.typed[n]) if n in self.typed else loads(v) if v is not None else None
+        for n, convert in self.containers.items():  # set[...] / tuple[...] annotations: stored as arrays
+            out[n] = convert(out[n])
         return out

@@ -1,0 +1,109 @@
+"""Annotated attributes as a module with ``from __future__ import annotations`` writes them (every
+annotation a string), and containers an array column stores: a ``set[...]``, ``frozenset[...]`` or
+``tuple[..., ...]`` attribute is that container again in the next batch, at any depth."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Optional
+
+import pytest
+
+from spark_keyed_sql import KeyedTester, StatefulFunction
+from spark_keyed_sql.api.errors import RegistrationError
+from spark_keyed_sql.api.function import typed_attributes
+from spark_keyed_sql.api.types import ArrayType, MapType, parse_type
+
+
+class Containers(StatefulFunction):
+    tags: set[str]
+    seen: tuple[int, ...]
+    by_tag: dict[str, frozenset[int]]
+    names: list[str]
+    last: Optional[dt.datetime]  # noqa: UP045 - the spelling older code has
+    pair: "a bigint, b string"  # noqa: F722 - a DDL string stays a DDL string
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.tags, self.seen, self.by_tag, self.names, self.last, self.pair = set(), (), {}, [], None, None
+
+    def execute(self, e):
+        self.tags.add(e["tag"])  # a set's own methods, in every batch
+        self.seen += (e["n"],)
+        self.by_tag[e["tag"]] = self.by_tag.get(e["tag"], frozenset()) | {e["n"]}
+        self.names.append(e["tag"])
+        self.last = dt.datetime(2024, 1, 1) + dt.timedelta(days=e["n"])
+        self.pair = {"a": e["n"], "b": e["tag"]}
+
+
+def test_string_annotations_are_typed_state():
+    types = typed_attributes(Containers)
+    assert types["tags"] == ArrayType(parse_type("string")) and types["names"] == ArrayType(parse_type("string"))
+    assert types["by_tag"] == MapType(parse_type("string"), ArrayType(parse_type("bigint")))
+    assert types["last"] == parse_type("timestamp") and types["pair"] == parse_type("a bigint, b string")
+
+
+def test_containers_come_back_as_annotated():
+    t = KeyedTester(Containers)
+    batches = [[("x", 1)], [("y", 2), ("x", 3)], [("y", 4)]]
+    tags, seen, by_tag, names = set(), (), {}, []
+    for batch in batches:
+        t.run([{"tag": tag, "n": n} for tag, n in batch], key="k")
+        for tag, n in batch:  # the oracle: the same updates on plain Python values
+            tags.add(tag)
+            seen += (n,)
+            by_tag[tag] = by_tag.get(tag, frozenset()) | {n}
+            names.append(tag)
+        state = t.state("k")
+        assert state["tags"] == tags and type(state["tags"]) is set
+        assert state["seen"] == seen and type(state["seen"]) is tuple
+        assert state["by_tag"] == by_tag and all(type(v) is frozenset for v in state["by_tag"].values())
+        assert state["names"] == names and type(state["names"]) is list
+    assert state["last"] == dt.datetime(2024, 1, 5) and state["pair"] == {"a": 4, "b": "y"}
+
+
+class Unknown(StatefulFunction):
+    n: NoSuchType  # noqa: F821 - neither Python nor DDL
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        return None
+
+
+def test_an_annotation_that_is_neither_python_nor_ddl_is_named():
+    with pytest.raises(RegistrationError, match=r"Unknown\.n: annotation 'NoSuchType'"):
+        KeyedTester(Unknown)
+
+
+class TagSet(StatefulFunction):
+    tags: set[str]
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.tags = set()
+
+    def execute(self, e):
+        self.tags.add(e["tag"])  # fails on a list: the state came back as what the annotation says
+        return {"distinct": len(self.tags)}
+
+
+def test_a_set_attribute_across_runs_of_a_checkpoint(spark, ks, tmp_path):
+    ks.register("tag_set", TagSet, returns="distinct bigint")
+    src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
+    sql = f"SELECT k, distinct FROM parquet.`{src}` GROUP BY KEY k WITH STATE tag_set(tag) ORDER BY seq"
+    batches = [[("a", 0, "x"), ("a", 1, "y")], [("a", 2, "x"), ("b", 3, "z")], [("a", 4, "w")]]
+    seen: dict[str, set[str]] = {}
+    for i, rows in enumerate(batches):
+        spark.createDataFrame(rows, "k string, seq int, tag string").write.mode("append").parquet(src)
+        ks.run(sql, checkpoint=cp, output=str(tmp_path / f"out{i}"))
+        expected = []
+        for k, _, tag in rows:
+            seen.setdefault(k, set()).add(tag)
+            expected.append((k, len(seen[k])))
+        got = [(r.k, r.distinct) for r in spark.read.parquet(str(tmp_path / f"out{i}")).collect()]
+        assert sorted(got) == sorted(expected)
+    state = {r.k: sorted(r.tags) for r in ks.read_state(cp).collect()}
+    assert state == {k: sorted(v) for k, v in seen.items()}
