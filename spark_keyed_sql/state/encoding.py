@@ -4,7 +4,7 @@ Plain JSON covers str/int/float/bool/None, lists and dicts with string keys; eve
 is a one-key object tagged with ``$``: ``{"$tuple": [...]}``, ``{"$set": [...]}``,
 ``{"$dict": [[k, v], ...]}`` (non-string keys), ``{"$datetime": "iso"}``, ``{"$date": ...}``,
 ``{"$float": "inf"}``, ``{"$decimal": "1.5"}``, ``{"$bytes": "base64"}``,
-``{"$defaultdict": [factory, [[k, v], ...]]}``. The result is readable in ``read_state``.
+``{"$defaultdict": [factory, [[k, v], ...]]}``, ``{"$odict": [[k, v], ...]}``. The result is readable in ``read_state``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def encode_value(v: Any, where: str = "value") -> Any:
                 f"use one of {sorted(_FACTORIES)} or a plain dict"
             )
         return {"$defaultdict": [fname, _encode_items(v, where)]}
-    if t is dict or t is collections.OrderedDict:
+    if t is collections.OrderedDict:  # its own methods (move_to_end, popitem(last=False)) come back too
+        return {"$odict": _encode_items(v, where)}
+    if t is dict:
         if all(type(k) is str and not k.startswith("$") for k in v):
             return {k: encode_value(x, f"{where}[{k!r}]") for k, x in v.items()}
         return {"$dict": _encode_items(v, where)}
@@ -102,6 +104,8 @@ def _decode_tagged(tag: str, body: Any) -> Any:
         return frozenset(decode_value(x) for x in body)
     if tag == "$dict":
         return {_hashable(decode_value(k)): decode_value(x) for k, x in body}
+    if tag == "$odict":
+        return collections.OrderedDict((_hashable(decode_value(k)), decode_value(x)) for k, x in body)
     if tag == "$defaultdict":
         fname, items = body
         d = collections.defaultdict(_FACTORIES[fname] if fname else None)
@@ -127,7 +131,10 @@ def _hashable(k: Any) -> Any:
 
 
 def dumps(v: Any, where: str = "value") -> str:
-    return json.dumps(encode_value(v, where), separators=(",", ":"), allow_nan=False)
+    try:
+        return json.dumps(encode_value(v, where), separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:  # an int past Python's int <-> str digit limit
+        raise StateEncodingError(f"{where}: cannot be stored ({exc})") from None
 
 
 def loads(text: str) -> Any:

@@ -72,10 +72,13 @@ def test_seed_shapes_round_trip():
         "gap": dt.timedelta(minutes=30),
         "$looks_tagged": 1,
         "dd": collections.defaultdict(int, {"a": 1}),
+        "lru": collections.OrderedDict([("b", 1), (("t", 2), [3]), ("a", {"x": 1})]),
     }
     back = loads(dumps(v))
     assert exact(back, v)
     assert back["dd"].default_factory is int
+    # an OrderedDict stays one, in its order (move_to_end / popitem(last=False) after a reload)
+    assert type(back["lru"]) is collections.OrderedDict and list(back["lru"]) == ["b", ("t", 2), "a"]
     assert math.isnan(loads(dumps(float("nan"))))
 
 
@@ -88,6 +91,11 @@ def test_encoding_is_readable_json():
 def test_refuses_unknown_types(bad):
     with pytest.raises(StateEncodingError, match="attribute C.x"):
         dumps({"k": bad}, "attribute C.x")
+
+
+def test_an_int_past_pythons_digit_limit_is_refused_by_name():
+    with pytest.raises(StateEncodingError, match=r"attribute C\.x: cannot be stored \(.*digits"):
+        dumps({"n": 10**5000}, "attribute C.x")
 
 
 def test_live_safe_only_when_a_store_and_reload_gives_the_same_values():
