@@ -7,6 +7,8 @@ import numbers
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from .errors import StateAccessError
+
 __all__ = ["KeyCall", "KeyContext", "TimerService", "to_epoch_ms", "from_epoch_ms"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
@@ -117,13 +119,13 @@ class KeyContext:
         """Drop all state of the current key."""
         clear = self._call.clear
         if clear is None:
-            raise RuntimeError("clear_state() is only available while a key is being processed")
+            raise StateAccessError("self.ctx.clear_state() is only available while a key is being processed")
         clear()
 
     def _timer_service(self) -> TimerService:
         timers = self._call.timers
         if timers is None:
-            raise RuntimeError("timers are only available while a key is being processed")
+            raise StateAccessError("self.ctx timers are only available while a key is being processed")
         return timers
 
     def register_timer(self, ts: Any) -> None:

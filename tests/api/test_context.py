@@ -59,3 +59,17 @@ def test_processor_registers_a_timer_from_its_rows(rows_format, column):
     assert t.timers("k") == [MS]
     fired = t.advance_processing_time(MS)
     assert [(r["key"], r["fired"]) for r in fired] == [("k", WHEN.replace(tzinfo=dt.timezone.utc))]
+
+
+def test_ctx_outside_a_key_is_a_project_error():
+    from spark_keyed_sql import StatefulFunction
+    from spark_keyed_sql.api.errors import KeyedSQLError
+
+    class Idle(StatefulFunction):
+        def execute(self, e):
+            return None
+
+    f = Idle()
+    for call in (f.ctx.clear_state, lambda: f.ctx.register_timer(5), f.ctx.list_timers):
+        with pytest.raises(KeyedSQLError, match="only available while a key is being processed"):
+            call()
