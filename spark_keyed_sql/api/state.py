@@ -8,6 +8,7 @@ variables under the transformWithState engine, a dict in KeyedTester and the tab
 from __future__ import annotations
 
 import copy
+import datetime as _dt
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from enum import Enum
@@ -226,7 +227,10 @@ def _sort_key(k: Any) -> tuple:
 
 class MapAccessor(_Accessor):
     def _key(self, k: Any) -> Any:
-        return coerce(k, self._desc.key_type, f"key for state {self._desc.where()}")  # type: ignore[attr-defined]
+        k = coerce(k, self._desc.key_type, f"key for state {self._desc.where()}")  # type: ignore[attr-defined]
+        if type(k) is _dt.datetime and k.tzinfo is not None:  # one instant, one key (naive UTC, as Spark keeps it)
+            return k.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        return k
 
     def get(self, k: Any) -> Any:
         v = self._storage.map_get(self._key(k))

@@ -468,3 +468,33 @@ def test_a_failed_timer_commits_nothing_and_stays_due():
         t.advance_processing_time(20)
     # 11 and 12 fired and committed; 13's own changes are gone and it is still registered
     assert t.state("u") == {"n": 203} and t.timers("u") == [13]
+
+
+class Instants(KeyedProcessor):
+    at = MapState("timestamp", "bigint")
+    last = ValueState("timestamp")
+
+    def process(self, key, rows):
+        for when, n in zip(rows["when"], rows["n"]):
+            self.at.put(when, n)
+            self.last.update(when)
+        return []
+
+
+def test_aware_and_naive_instants_are_one_map_key():
+    """A `timestamp` map key is an instant: an aware one is kept as naive UTC (what Spark hands
+    back), so the same instant given both ways is one key, and keys stay comparable."""
+    plus_one = dt.timezone(dt.timedelta(hours=1))
+    t = KeyedTester(Instants)
+    t.run(
+        [
+            {"when": dt.datetime(2024, 1, 1, 12), "n": 1},
+            {"when": dt.datetime(2024, 1, 1, 13, tzinfo=plus_one), "n": 2},  # 12:00 UTC again
+            {"when": dt.datetime(2024, 1, 1, 9, tzinfo=dt.timezone.utc), "n": 3},
+        ],
+        key="k",
+    )
+    assert t.state("k") == {
+        "at": {dt.datetime(2024, 1, 1, 9): 3, dt.datetime(2024, 1, 1, 12): 2},
+        "last": dt.datetime(2024, 1, 1, 9, tzinfo=dt.timezone.utc),
+    }
