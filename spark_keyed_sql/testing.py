@@ -8,7 +8,7 @@ from typing import Any
 
 from .api.context import to_epoch_ms
 from .api.errors import KeyedSQLError
-from .api.intervals import parse_interval_ms
+from .api.intervals import parse_ttl_ms
 from .api.state import StateKind
 from .api.types import to_user
 from .runtime.columns import parse_order_list
@@ -62,7 +62,7 @@ class KeyedTester:
         name = getattr(cls, "__name__", type(cls).__name__)  # a pyspark StatefulProcessor may be an instance
         spec = FunctionSpec.build(name, cls, returns, kwargs, require_returns=False)
         if ttl is not None:
-            spec = spec.with_ttl(parse_interval_ms(ttl))
+            spec = spec.with_ttl(parse_ttl_ms(ttl, "KeyedTester ttl="))
         self.spec = spec
         self._order = parse_order_list(order_by)
         self.inputs = list(inputs) if inputs is not None else processor_inputs(spec)

@@ -6,7 +6,7 @@ import re
 
 from .errors import SchemaError
 
-__all__ = ["parse_interval_ms"]
+__all__ = ["parse_interval_ms", "parse_ttl_ms"]
 
 _UNIT_MS = {
     "millisecond": 1,
@@ -53,3 +53,12 @@ def parse_interval_ms(text: str | int | float) -> int:
         total += float(m.group(1)) * _UNIT_MS[unit]
         pos = m.end()
     return int(total)
+
+
+def parse_ttl_ms(text: str | int | float, where: str = "TTL") -> int:
+    """A TTL: an interval (``parse_interval_ms``) that is positive, as Spark's TTL config requires
+    (a TTL of 0 would expire every value the moment it is written)."""
+    ms = parse_interval_ms(text)
+    if ms <= 0:
+        raise SchemaError(f"{where} must be a positive interval, got {text!r}")
+    return ms

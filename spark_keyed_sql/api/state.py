@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 
 from .errors import StateAccessError
-from .intervals import parse_interval_ms
+from .intervals import parse_ttl_ms
 from .types import SqlType, StructType, coerce, parse_type, to_user
 
 __all__ = [
@@ -67,7 +67,7 @@ class StateDescriptor:
 
     def __init__(self, ttl: str | int | None = None):
         self.ttl = ttl
-        self.ttl_ms: int | None = parse_interval_ms(ttl) if ttl is not None else None
+        self.ttl_ms: int | None = parse_ttl_ms(ttl, "ttl=") if ttl is not None else None
         self.name: str = ""
         self.owner: str = ""
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..api.errors import KeyedSQLError, RegistrationError
 from ..api.function import KeyedProcessor, StatefulFunction, attach_context, state_descriptors, typed_attributes
-from ..api.intervals import parse_interval_ms
+from ..api.intervals import parse_ttl_ms
 from ..api.rows import check_rows_format
 from ..api.state import StateDescriptor
 from ..api.types import StructType, parse_schema
@@ -133,7 +133,7 @@ class FunctionSpec:
             if not schema.fields:
                 raise RegistrationError(f"'{name}': returns= must name at least one column")
         ttl = getattr(klass, "state_ttl", None)
-        spec = cls(name, klass, schema, dict(kwargs), parse_interval_ms(ttl) if ttl else None)
+        spec = cls(name, klass, schema, dict(kwargs), parse_ttl_ms(ttl, f"{klass.__name__}.state_ttl") if ttl else None)
         # validate the class up front: constructor, annotations, attribute encodability
         try:
             typed_attributes(klass)

@@ -215,7 +215,14 @@ class _Planner:
                     f"{MAX_STATE_PARTITIONS:,}, got {n!r}"
                 )
         if group.args.get("ttl") is not None:
-            spec = spec.with_ttl(_interval_ms(group.args["ttl"]))
+            ttl = group.args["ttl"]
+            ttl_ms = _interval_ms(ttl)
+            if ttl_ms is not None and ttl_ms <= 0:
+                raise KeyedQueryError(
+                    f"TTL of WITH STATE {fname} must be a positive interval, got {ttl.sql(dialect='spark')}",
+                    *position(ttl),
+                )
+            spec = spec.with_ttl(ttl_ms)
         return options, spec
 
     def _source(self, sel: exp.Select, top_with: exp.With | None, options: dict[str, Any]) -> _Source:

@@ -73,3 +73,28 @@ def test_ctx_outside_a_key_is_a_project_error():
     for call in (f.ctx.clear_state, lambda: f.ctx.register_timer(5), f.ctx.list_timers):
         with pytest.raises(KeyedSQLError, match="only available while a key is being processed"):
             call()
+
+
+@pytest.mark.parametrize("ttl", ["0 seconds", "0 days 0 hours"])
+def test_a_ttl_that_is_not_positive_is_refused(ttl):
+    """Spark's TTL config requires a positive duration; 0 would expire every value as it is written."""
+    from spark_keyed_sql import StatefulFunction, ValueState
+    from spark_keyed_sql.api.errors import KeyedSQLError
+
+    with pytest.raises(KeyedSQLError, match="ttl= must be a positive interval"):
+        ValueState("bigint", ttl=ttl)
+
+    class Short(StatefulFunction):
+        state_ttl = ttl
+
+        def execute(self, e):
+            return None
+
+    with pytest.raises(KeyedSQLError, match=r"Short\.state_ttl must be a positive interval"):
+        KeyedTester(Short)
+    with pytest.raises(KeyedSQLError, match="KeyedTester ttl= must be a positive interval"):
+        KeyedTester(TimerAtColumnMax, ttl=ttl)
+    with pytest.raises(KeyedSQLError, match="must be a positive interval"):
+        ValueState("bigint", ttl=0)  # milliseconds
+    with pytest.raises(KeyedSQLError, match="cannot read interval"):
+        ValueState("bigint", ttl="-5 minutes")

@@ -144,6 +144,11 @@ CASES = [
         KeyedSQLSyntaxError,
         "Expected OPTIONS (name = value, ...)",
     ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id\nWITH STATE cnt(value) TTL '0 seconds'",
+        KeyedQueryError,
+        "line 2, column 27: TTL of WITH STATE cnt must be a positive interval, got '0 seconds'",
+    ),
 ]
 
 
