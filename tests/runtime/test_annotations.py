@@ -87,23 +87,23 @@ class TagSet(StatefulFunction):
 
     def execute(self, e):
         self.tags.add(e["tag"])  # fails on a list: the state came back as what the annotation says
-        return {"distinct": len(self.tags)}
+        return {"n_tags": len(self.tags)}
 
 
 def test_a_set_attribute_across_runs_of_a_checkpoint(spark, ks, tmp_path):
-    ks.register("tag_set", TagSet, returns="distinct bigint")
+    ks.register("tag_set", TagSet, returns="n_tags bigint")
     src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
-    sql = f"SELECT k, distinct FROM parquet.`{src}` GROUP BY KEY k WITH STATE tag_set(tag) ORDER BY seq"
+    sql = f"SELECT k, n_tags FROM parquet.`{src}` GROUP BY KEY k WITH STATE tag_set(tag) ORDER BY seq"
     batches = [[("a", 0, "x"), ("a", 1, "y")], [("a", 2, "x"), ("b", 3, "z")], [("a", 4, "w")]]
     seen: dict[str, set[str]] = {}
-    for i, rows in enumerate(batches):
+    expected = []
+    for rows in batches:
         spark.createDataFrame(rows, "k string, seq int, tag string").write.mode("append").parquet(src)
-        ks.run(sql, checkpoint=cp, output=str(tmp_path / f"out{i}"))
-        expected = []
+        ks.run(sql, checkpoint=cp, output=str(tmp_path / "out"))
         for k, _, tag in rows:
             seen.setdefault(k, set()).add(tag)
             expected.append((k, len(seen[k])))
-        got = [(r.k, r.distinct) for r in spark.read.parquet(str(tmp_path / f"out{i}")).collect()]
+        got = [(r.k, r.n_tags) for r in spark.read.parquet(str(tmp_path / "out")).collect()]
         assert sorted(got) == sorted(expected)
     state = {r.k: sorted(r.tags) for r in ks.read_state(cp).collect()}
     assert state == {k: sorted(v) for k, v in seen.items()}
