@@ -27,6 +27,11 @@ _UNKEYED = object()
 _TIME_MODES = ("event", "processing")
 
 
+def _key(key: Any) -> Any:
+    """A key of several columns given as a list is the tuple ``get_key()`` returns."""
+    return tuple(key) if isinstance(key, list) else key
+
+
 class KeyedTester:
     """``run(rows, key=...)`` processes one batch for one key and returns its output dicts.
 
@@ -130,7 +135,7 @@ class KeyedTester:
         """Process ``rows`` as one batch of ``key`` (omit ``key`` for unkeyed use); ``input``:
         the named input they come from, for a function with several inputs."""
         is_keyed = (key is not _UNKEYED) if keyed is None else keyed
-        k = None if key is _UNKEYED else key
+        k = None if key is _UNKEYED else _key(key)
         rows = [dict(r) for r in rows]
         slot = (is_keyed, k)
         if input is None and self.inputs and len(self.inputs) > 1:
@@ -189,7 +194,7 @@ class KeyedTester:
 
     def state(self, key: Any = _UNKEYED) -> dict:
         """The key's current state: attribute values, or typed state variables' values."""
-        slot = (key is not _UNKEYED, None if key is _UNKEYED else key)
+        slot = (key is not _UNKEYED, None if key is _UNKEYED else _key(key))
         binding = self._binding(slot)
         runner = self._runner(slot[0])
         try:
@@ -220,7 +225,7 @@ class KeyedTester:
         return [k for (keyed, k), ks in self._keys.items() if keyed and not ks.is_empty()]
 
     def timers(self, key: Any = _UNKEYED) -> list:
-        slot = (key is not _UNKEYED, None if key is _UNKEYED else key)
+        slot = (key is not _UNKEYED, None if key is _UNKEYED else _key(key))
         ks = self._keys.get(slot)
         return [] if ks is None else sorted(ks.timers)
 

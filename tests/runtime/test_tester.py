@@ -40,6 +40,9 @@ def test_key_shapes_and_null_key():
     assert unkeyed["key"] == "None" and unkeyed["keyed"] is False
     # the null key and unkeyed use are separate states
     assert t.run([{"x": 2}], key=None)[0]["seen"] == [1, 2]
+    # a key of several columns given as a list is the tuple get_key() returns: the same key
+    assert t.run([{"x": 3}], key=["a", 1])[0] == {"key": "('a', 1)", "keyed": True, "seen": [1, 3]}
+    assert t.state(["a", 1]) == t.state(("a", 1)) == {"seen": [1, 3]}
 
 
 def test_key_is_cleared_after_each_row():
