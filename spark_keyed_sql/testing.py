@@ -32,6 +32,11 @@ def _key(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key
 
 
+def _slot(key: Any) -> tuple[bool, Any]:
+    """(keyed, key) of a key argument: omitted is unkeyed use."""
+    return (key is not _UNKEYED, None if key is _UNKEYED else _key(key))
+
+
 class KeyedTester:
     """``run(rows, key=...)`` processes one batch for one key and returns its output dicts.
 
@@ -194,7 +199,7 @@ class KeyedTester:
 
     def state(self, key: Any = _UNKEYED) -> dict:
         """The key's current state: attribute values, or typed state variables' values."""
-        slot = (key is not _UNKEYED, None if key is _UNKEYED else _key(key))
+        slot = _slot(key)
         binding = self._binding(slot)
         runner = self._runner(slot[0])
         try:
@@ -225,7 +230,7 @@ class KeyedTester:
         return [k for (keyed, k), ks in self._keys.items() if keyed and not ks.is_empty()]
 
     def timers(self, key: Any = _UNKEYED) -> list:
-        slot = (key is not _UNKEYED, None if key is _UNKEYED else _key(key))
+        slot = _slot(key)
         ks = self._keys.get(slot)
         return [] if ks is None else sorted(ks.timers)
 

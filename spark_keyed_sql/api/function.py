@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from .context import KeyContext
@@ -119,25 +119,31 @@ def state_attribute_names(instance: Any) -> list[str]:
     return [n for n in names if n not in DEFAULT_EXCLUDED and not n.startswith("_") and n not in exclude]
 
 
-def typed_attributes(cls: type) -> dict[str, SqlType]:
-    """Annotated attributes of a StatefulFunction, as SQL types."""
-    out: dict[str, SqlType] = {}
+def _state_annotations(cls: type) -> Iterator[tuple[type, str, Any]]:
+    """(defining class, name, annotation) of the annotations that may type state attributes,
+    base classes first (a subclass's annotation of a name comes after its base's)."""
     for klass in reversed(cls.__mro__):
         if klass in (object, _Keyed, StatefulFunction, KeyedProcessor):
             continue
-        ann = klass.__dict__.get("__annotations__", {})
-        for name, a in ann.items():
+        for name, a in klass.__dict__.get("__annotations__", {}).items():
             if name.startswith("__") or name in ("returns", "state_ttl"):
                 continue
             if typing.get_origin(a) is ClassVar or (isinstance(a, str) and a.startswith("ClassVar")):
                 continue
-            try:
-                out[name] = python_type_to_sql(a, f"{cls.__name__}.{name}")
-            except SchemaError:
-                resolved = _evaluated(klass, a)  # `from __future__ import annotations`: "list[str]"
-                if resolved is None:
-                    raise
-                out[name] = python_type_to_sql(resolved, f"{cls.__name__}.{name}")
+            yield klass, name, a
+
+
+def typed_attributes(cls: type) -> dict[str, SqlType]:
+    """Annotated attributes of a StatefulFunction, as SQL types."""
+    out: dict[str, SqlType] = {}
+    for klass, name, a in _state_annotations(cls):
+        try:
+            out[name] = python_type_to_sql(a, f"{cls.__name__}.{name}")
+        except SchemaError:
+            resolved = _evaluated(klass, a)  # `from __future__ import annotations`: "list[str]"
+            if resolved is None:
+                raise
+            out[name] = python_type_to_sql(resolved, f"{cls.__name__}.{name}")
     return out
 
 
@@ -157,15 +163,12 @@ def attribute_containers(cls: type) -> dict[str, Callable[[Any], Any]]:
     """Annotated attributes whose annotation says a set, frozenset or tuple (stored as arrays):
     how each stored value becomes that container again."""
     out: dict[str, Callable[[Any], Any]] = {}
-    for klass in reversed(cls.__mro__):
-        if klass in (object, _Keyed, StatefulFunction, KeyedProcessor):
-            continue
-        for name, a in klass.__dict__.get("__annotations__", {}).items():
-            convert = python_container(_evaluated(klass, a) if isinstance(a, str) else a)
-            if convert is not None:
-                out[name] = convert
-            else:
-                out.pop(name, None)  # (a subclass re-annotated it)
+    for klass, name, a in _state_annotations(cls):
+        convert = python_container(_evaluated(klass, a) if isinstance(a, str) else a)
+        if convert is not None:
+            out[name] = convert
+        else:
+            out.pop(name, None)  # (a subclass re-annotated it)
     return out
 
 
