@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ __all__ = [
     "naive",
     "pylist",
     "run_starts",
+    "transposed",
 ]
 
 
@@ -39,6 +41,12 @@ def naive(col: Any) -> Any:
     if pa.types.is_timestamp(t) and t.tz is not None:
         return col.cast(pa.timestamp(t.unit))
     return col
+
+
+def transposed(rows: list, width: int) -> list[list]:
+    """Rows (tuples of ``width`` values) as ``width`` column lists: through C-level
+    ``itemgetter``, cheaper than transposing with ``zip(*rows)`` (W1's output, measured)."""
+    return [list(map(itemgetter(j), rows)) for j in range(width)]
 
 
 def pylist(col: Any) -> list:

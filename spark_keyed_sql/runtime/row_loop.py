@@ -16,6 +16,7 @@ from typing import Any
 
 from ..api.types import FAST_CHECK_NAMES, StructType, fast_check
 from ..compat.codegen import generated_function
+from ..state.attributes import LIVE_NAMES
 
 __all__ = ["KeysLoop", "RowLoop", "keys_loop", "row_loop"]
 
@@ -63,23 +64,30 @@ def loop(events, i, execute, out, src, runner, call, key, inputs=None):
 {row}"""
 
 # every key of a one-shot batch in one call (runner.run_fresh_keys): each from __init__'s
-# attributes, its rows in order, then checked as storing it would check it
+# attributes, its rows in order, then checked as storing it would check it. ``plain``: the
+# instance holds exactly the attributes __init__ made (checked after each key), so the next
+# key's reset is one dict update
 _KEYS = """\
 def keys_loop(keys, starts, ends, events, execute, out, src, at_key, runner, call, next_key, instance, layout,
               inputs=None):
     append, src_append, at_append = out.append, src.append, at_key.append
-    reset, shared, known, live = layout.reset, layout.fresh_values, layout.known, layout.live_check
+    reset, shared, known = layout.reset, layout.fresh_values, layout.known
+    d = instance.__dict__
+    reset(instance)
+    plain = d.keys() == known
     for key, i, end in zip(keys, starts, ends):
         next_key()
-        d = instance.__dict__
 {reset}
         call.key = key
         n, first = len(out), i
         while i < end:
             event = events[i]
 {row}
-        # AttributeLayout.live_safe: storing it could fail, so it must fail here as anywhere
-        if d.keys() != known or not live(d):
+        # AttributeLayout.live_safe inline: storing it could fail, so it must fail here as anywhere
+        if d.keys() != known:
+            runner._encoded(key)
+            plain = False
+        elif not ({live}):
             runner._encoded(key)
         made = len(out) - n
         if made == 1:
@@ -90,10 +98,11 @@ def keys_loop(keys, starts, ends, events, execute, out, src, at_key, runner, cal
 
 
 _PLAIN_RESET = """\
-        if d.keys() == known:
+        if plain:
             d.update(shared)
         else:
-            reset(instance)"""
+            reset(instance)
+            plain = d.keys() == known"""
 
 
 def row_loop(schema: StructType | None, several_inputs: bool = False) -> RowLoop:
@@ -106,14 +115,17 @@ def row_loop(schema: StructType | None, several_inputs: bool = False) -> RowLoop
     return _generated(_checks(schema), several_inputs)
 
 
-def keys_loop(schema: StructType | None, several_inputs: bool = False, copies: bool = False) -> KeysLoop:
+def keys_loop(
+    schema: StructType | None, several_inputs: bool = False, copies: bool = False, live: str = "False"
+) -> KeysLoop:
     """The loop over every key of a one-shot batch of a StatefulFunction without timers or TTL
     (``KeyedRunner.run_fresh_keys``), with ``row_loop``'s per-row body inline: key ``keys[j]``
     runs ``events[starts[j]:ends[j]]`` after ``next_key()`` emptied the binding's state and the
     instance got ``__init__``'s attributes back (``layout``: the class's ``AttributeLayout``;
     ``copies``: some of them are copied per key); ``at_key`` gets each output row's key's first
-    row. A key whose attributes storing would refuse calls ``runner._encoded(key)`` (which raises)."""
-    return _generated(_checks(schema), several_inputs, keys=True, copies=copies)
+    row. A key whose attributes storing might refuse (``live``: the layout's ``live_source``,
+    false) calls ``runner._encoded(key)``, which raises if storing does."""
+    return _generated(_checks(schema), several_inputs, keys=True, copies=copies, live=live)
 
 
 def _checks(schema: StructType | None) -> tuple[str, ...] | None:
@@ -126,7 +138,11 @@ def _checks(schema: StructType | None) -> tuple[str, ...] | None:
 
 @lru_cache(maxsize=64)
 def _generated(
-    checks: tuple[str, ...] | None, several_inputs: bool = False, keys: bool = False, copies: bool = False
+    checks: tuple[str, ...] | None,
+    several_inputs: bool = False,
+    keys: bool = False,
+    copies: bool = False,
+    live: str = "False",
 ) -> Any:
     if checks is None:
         fast = "    pass"
@@ -141,6 +157,7 @@ def _generated(
     if keys:
         # AttributeLayout.reset, its common case inline: the attributes __init__ made, all immutable
         reset = "        reset(instance)" if copies else _PLAIN_RESET
-        source = _KEYS.format(row=textwrap.indent(row, " " * 12), reset=reset)
+        source = _KEYS.format(row=textwrap.indent(row, " " * 12), reset=reset, live=live)
+        env.update(LIVE_NAMES)
         return generated_function(source, "keys_loop", env, "keys loop")
     return generated_function(_LOOP.format(row=textwrap.indent(row, " " * 8)), "loop", env, "row loop")

@@ -286,7 +286,9 @@ class KeyedRunner:
         position of its key's first row."""
         call, instance, layout = self.call, self.instance, self.layout
         assert layout is not None
-        loop = keys_loop(self.spec.returns, several_inputs=bool(self.inputs), copies=bool(layout.copied))
+        loop = keys_loop(
+            self.spec.returns, several_inputs=bool(self.inputs), copies=bool(layout.copied), live=layout.live_source
+        )
         call.processing_ms, call.watermark_ms = processing_ms, None
         call.timers, call.clear = binding, self._clear_fn
         call.keyed = self.keyed

@@ -17,7 +17,7 @@ from ..api.types import FAST_CHECK_NAMES, AtomicType, SqlType, StructField, Stru
 from ..compat.codegen import generated_function
 from .encoding import dumps, loads
 
-__all__ = ["AttributeLayout", "ENCODED"]
+__all__ = ["AttributeLayout", "ENCODED", "LIVE_NAMES", "live_expression"]
 
 ENCODED = AtomicType("string")
 _IMMUTABLE = (int, float, str, bool, type(None), bytes, _dt.datetime, _dt.date, _dt.timedelta)
@@ -47,23 +47,31 @@ def _encoder(layout: AttributeLayout) -> Any:
 _LIVE = (int, float, str, bool, type(None), bytes, _dt.date, _dt.timedelta)  # JSON round trip gives them back equal
 
 
-def _live_check(layout: AttributeLayout) -> Any:
-    """``live_safe`` for an instance holding exactly the attributes ``__init__`` made: true when
-    storing and reloading every attribute would hand back the value it holds (typed ones unchanged
-    by ``coerce``; encoded ones immutable and equal after the JSON round trip)."""
-    env: dict[str, Any] = {"__live": _LIVE, **FAST_CHECK_NAMES}
+# the names a live-check expression uses (live_expression), for the code that inlines it
+LIVE_NAMES: dict[str, Any] = {"__live": _LIVE, **FAST_CHECK_NAMES}
+
+
+def live_expression(layout: AttributeLayout, d: str = "d") -> str:
+    """``live_safe``'s test as Python source over ``d``, the ``__dict__`` of an instance holding
+    exactly the attributes ``__init__`` made: true when storing and reloading every attribute would
+    hand back the value it holds (typed ones unchanged by ``coerce``; encoded ones immutable and
+    equal after the JSON round trip). Its names are ``LIVE_NAMES``."""
     terms = []
     for n in layout.names:
-        v = f"d[{n!r}]"
+        v = f"{d}[{n!r}]"
         if n in layout.typed:
             check = fast_check(layout.typed[n], v)
             if not check:
-                return lambda d: False
+                return "False"
             terms.append(f"({v} is None or {check})")
         else:  # a naive datetime comes back equal; an aware one may come back with another tzinfo
             terms.append(f"(type({v}) in __live or (type({v}) is __datetime and {v}.tzinfo is None))")
-    src = "def live(d):\n    return " + (" and ".join(terms) or "True") + "\n"
-    return generated_function(src, "live", env, f"attribute live check {layout.owner}")
+    return " and ".join(terms) or "True"
+
+
+def _live_check(layout: AttributeLayout) -> Any:
+    src = "def live(d):\n    return " + live_expression(layout) + "\n"
+    return generated_function(src, "live", dict(LIVE_NAMES), f"attribute live check {layout.owner}")
 
 
 class AttributeLayout:
@@ -91,7 +99,9 @@ class AttributeLayout:
         self._encode = _encoder(self)
         # the stored row of __init__'s values: a key cleared back to it holds no state
         self.fresh_row = self._encode(self.template)
-        # live_safe for an instance holding exactly ``known`` (its __dict__ -> bool)
+        # live_safe for an instance holding exactly ``known``: as source over ``d`` (its __dict__)
+        # for loops that inline it, and as a function (its __dict__ -> bool)
+        self.live_source = live_expression(self)
         self.live_check = _live_check(self)
 
     def column_type(self, name: str) -> SqlType:

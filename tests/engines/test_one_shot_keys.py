@@ -109,3 +109,63 @@ def test_keys_split_across_batches_and_nothing_kept_between_keys():
     got = run(Running, "n bigint, key string, seen bigint", rows, batch_rows=3)
     assert [g for g in got if g[0] == "b"] == [("b", 1, "b", 1)]
     assert [g[1] for g in got if g[0] == "a"] == list(range(1, 11))
+
+
+class Scratch(StatefulFunction):
+    """Sets a private (non-state) attribute on some keys: the keys after it still start from
+    __init__'s state."""
+
+    total: float
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = 0.0
+
+    def execute(self, e):
+        if e["v"] == 5.0:
+            self._scratch = e["v"]  # not state: names starting with "_" are not stored
+        self.total += e["v"]
+        return [(self.total, getattr(self, "_scratch", None) is not None)]
+
+
+def test_a_private_attribute_set_on_one_key_leaves_the_other_keys_fresh():
+    rows = [("a", 1.0), ("a", 2.0), ("b", 5.0), ("b", 1.0), ("c", 3.0), ("d", 5.0), ("e", 4.0)]
+    got = run(Scratch, "total double, scratch boolean", rows, batch_rows=3)
+    totals = {}
+    expected = []
+    for k, v in rows:  # oracle: a running total per key, from 0.0
+        totals[k] = totals.get(k, 0.0) + v
+        expected.append((k, totals[k]))
+    assert [(g[0], g[1]) for g in got] == expected
+    assert [g[2] for g in got][:2] == [False, False]  # (the scratch attribute was set, from b on)
+    assert got[2][2] is True
+
+
+class Typed(StatefulFunction):
+    n: int
+    ratio: float
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.ratio = 0.0
+
+    def execute(self, e):
+        self.n += 1
+        if e["v"] == 2.0:
+            self.ratio = 1  # an int for a double attribute: storing converts it
+        if e["v"] == -1.0:
+            self.n = "many"  # a string for a bigint attribute: storing refuses it
+        if e["v"] == -2.0:
+            del self.ratio  # a state attribute deleted: storing refuses it
+        return [(1,)]
+
+
+def test_a_value_storing_converts_passes_and_one_it_refuses_fails_naming_key_and_attribute():
+    from spark_keyed_sql.api.errors import StateTypeError
+
+    assert run(Typed, "one bigint", [("a", 1.0), ("b", 2.0), ("c", 3.0)]) == [("a", 1), ("b", 1), ("c", 1)]
+    with pytest.raises(StateTypeError, match=r"function 'f', key 'b': .*Typed\.n"):
+        run(Typed, "one bigint", [("a", 1.0), ("b", -1.0), ("c", 1.0)])
+    with pytest.raises(StateTypeError, match=r"function 'f', key 'c': .*Typed\.ratio was deleted"):
+        run(Typed, "one bigint", [("a", 1.0), ("b", 2.0), ("c", -2.0)])

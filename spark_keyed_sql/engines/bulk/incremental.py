@@ -33,7 +33,7 @@ from ...runtime.runner import KeyedRunner
 from ...state.commit_record import store_token
 from ...state.memory import MemoryKeyState, due_times, purge_expired
 from ...state.snapshots import KEY_PREFIX
-from ..arrow_rows import InputEvents, event_builder, fewer_collections, naive, pylist
+from ..arrow_rows import InputEvents, event_builder, fewer_collections, naive, pylist, transposed
 from .layout import DELETED, VERSION
 from .local_store import LocalStore, cache_root, decode, encode, token_version
 from .partitioning import PART, TASK, part_column, task_column
@@ -311,8 +311,8 @@ class _TaskContext:
     def flush(self) -> Any:
         import pyarrow as pa
 
-        cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.arrow_schema]
-        arrays = [to_array(list(c), f.type) for c, f in zip(cols, self.arrow_schema)]
+        cols = transposed(self.rows, len(self.arrow_schema))
+        arrays = [to_array(c, f.type) for c, f in zip(cols, self.arrow_schema)]
         self.rows = []
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 

@@ -30,7 +30,7 @@ from ...runtime.runner import KeyedRunner, user_key, user_keys
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
-from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive, pylist
+from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive, pylist, transposed
 from .frames import frame_slicer
 from .records import KIND, InputKind
 
@@ -315,7 +315,7 @@ def output_batch(
         col = rb.column(k).take(key_rows)
         arrays.append(col if col.type == f.type else col.cast(f.type))
     n_ret = len(fields) - len(keys) - len(passthrough)
-    columns = list(zip(*out)) if out else [[] for _ in range(n_ret)]
+    columns = transposed(out, n_ret)
     for c, f in zip(columns, fields[len(keys) : len(keys) + n_ret]):
         arrays.append(to_array(c, f.type))
     if passthrough:
