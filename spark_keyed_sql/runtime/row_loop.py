@@ -23,8 +23,8 @@ __all__ = ["KeysLoop", "RowLoop", "keys_loop", "row_loop"]
 # (events, position of the first event's input row, execute, out, src, runner, call, key,
 # inputs: each event's input name when the function has several inputs, else None)
 RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any, Any], None]
-# (keys, starts, ends, events, execute, out, src, at_key, runner, call, next_key, instance,
-# layout, inputs): see keys_loop
+# (keys, starts, ends, events, execute, out, src, runner, call, next_key, instance, layout,
+# inputs): see keys_loop
 KeysLoop = Callable[..., None]
 
 # one row: ``event`` at input position ``i`` (advanced past it on every path)
@@ -68,9 +68,8 @@ def loop(events, i, execute, out, src, runner, call, key, inputs=None):
 # instance holds exactly the attributes __init__ made (checked after each key), so the next
 # key's reset is one dict update
 _KEYS = """\
-def keys_loop(keys, starts, ends, events, execute, out, src, at_key, runner, call, next_key, instance, layout,
-              inputs=None):
-    append, src_append, at_append = out.append, src.append, at_key.append
+def keys_loop(keys, starts, ends, events, execute, out, src, runner, call, next_key, instance, layout, inputs=None):
+    append, src_append = out.append, src.append
     reset, shared, known = layout.reset, layout.fresh_values, layout.known
     d = instance.__dict__
     reset(instance)
@@ -79,7 +78,6 @@ def keys_loop(keys, starts, ends, events, execute, out, src, at_key, runner, cal
         next_key()
 {reset}
         call.key = key
-        n, first = len(out), i
         while i < end:
             event = events[i]
 {row}
@@ -89,11 +87,6 @@ def keys_loop(keys, starts, ends, events, execute, out, src, at_key, runner, cal
             plain = False
         elif not ({live}):
             runner._encoded(key)
-        made = len(out) - n
-        if made == 1:
-            at_append(first)
-        elif made:
-            at_key.extend([first] * made)
 """
 
 
@@ -122,9 +115,9 @@ def keys_loop(
     (``KeyedRunner.run_fresh_keys``), with ``row_loop``'s per-row body inline: key ``keys[j]``
     runs ``events[starts[j]:ends[j]]`` after ``next_key()`` emptied the binding's state and the
     instance got ``__init__``'s attributes back (``layout``: the class's ``AttributeLayout``;
-    ``copies``: some of them are copied per key); ``at_key`` gets each output row's key's first
-    row. A key whose attributes storing might refuse (``live``: the layout's ``live_source``,
-    false) calls ``runner._encoded(key)``, which raises if storing does."""
+    ``copies``: some of them are copied per key). A key whose attributes storing might refuse
+    (``live``, the layout's ``live_source``, false) calls ``runner._encoded(key)``, which raises
+    if storing does."""
     return _generated(_checks(schema), several_inputs, keys=True, copies=copies, live=live)
 
 

@@ -275,15 +275,13 @@ class KeyedRunner:
         processing_ms: int | None,
         out: list,
         src: list,
-        at_key: list,
         inputs: list[str] | None = None,
     ) -> None:
         """Keys of a one-shot batch for a StatefulFunction without timers or TTL: each key from
         the state ``__init__`` makes, its rows ``events[starts[i]:ends[i]]`` in order, its state
         not kept (``run_function`` then ``discard`` per key, the key's call set up once for all of
         them). ``next_key()`` empties ``binding``'s state for the next key. Output rows go to
-        ``out`` and ``src`` as ``run_function`` puts them; ``at_key`` gets, for each, the
-        position of its key's first row."""
+        ``out`` and ``src`` as ``run_function`` puts them (every row has its input row in ``src``)."""
         call, instance, layout = self.call, self.instance, self.layout
         assert layout is not None
         loop = keys_loop(
@@ -302,7 +300,6 @@ class KeyedRunner:
                 instance.execute,
                 out,
                 src,
-                at_key,
                 self,
                 call,
                 next_key,

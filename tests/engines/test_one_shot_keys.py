@@ -169,3 +169,30 @@ def test_a_value_storing_converts_passes_and_one_it_refuses_fails_naming_key_and
         run(Typed, "one bigint", [("a", 1.0), ("b", -1.0), ("c", 1.0)])
     with pytest.raises(StateTypeError, match=r"function 'f', key 'c': .*Typed\.ratio was deleted"):
         run(Typed, "one bigint", [("a", 1.0), ("b", 2.0), ("c", -2.0)])
+
+
+class Repeat(StatefulFunction):
+    """0 to 3 output rows per input row: each output row's key is its own key's, wherever the
+    rows fall in the batch."""
+
+    n: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        return [(self.n, j) for j in range(int(e["v"]))]
+
+
+@pytest.mark.parametrize("batch_rows", [1, 4, 100])
+def test_keys_with_no_one_or_several_output_rows_keep_their_key(batch_rows):
+    rng = random.Random(11)
+    rows = [(f"k{rng.randrange(9)}", float(rng.choice([0, 0, 1, 2, 3]))) for _ in range(80)]
+    got = run(Repeat, "n bigint, j bigint", rows, batch_rows=batch_rows)
+    expected, n = [], {}
+    for k, v in sorted(rows, key=lambda r: r[0]):
+        n[k] = n.get(k, 0) + 1
+        expected += [(k, n[k], j) for j in range(int(v))]
+    assert got == expected

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -253,7 +254,7 @@ class BulkProgram:
             columns = [pylist(rb.column(k).take(pa.array(starts))) for k in keys]
             out: list[Any] = []
             src: list[Any] = []
-            at_key: list[int] = []
+            at_key: Any = []
             if fresh_keys:  # the common case in one call: no initial state, timers or TTL
                 runner.run_fresh_keys(
                     user_keys(columns, len(starts)),
@@ -265,9 +266,10 @@ class BulkProgram:
                     self.now_ms,
                     out,
                     src,
-                    at_key,
                     inputs,
                 )
+                # each output row's key's first row: the last key start at or before its input row
+                at_key = starts[np.searchsorted(starts, np.asarray(src, np.int64), side="right") - 1] if out else []
                 key_values: list[tuple] = []
             else:
                 key_values = list(zip(*columns)) if keys else [()] * len(starts)
@@ -302,7 +304,7 @@ class BulkProgram:
 
 
 def output_batch(
-    rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: list, src: list, schema: Any
+    rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: Any, src: list, schema: Any
 ) -> Any:
     """Output rows as an Arrow batch: key and pass-through columns taken from the input batch
     (by the key's first row, by the producing row), the returns columns from ``out``."""
