@@ -146,5 +146,6 @@ def without_trailing_semicolons(text: str) -> str:
     return text[:end]
 
 
-def render(tree: exp.Expression) -> str:
-    return tree.sql(dialect=KeyedSpark, normalize_functions=False)
+def render(tree: exp.Expression, identify: bool = False) -> str:
+    """Spark SQL text of ``tree`` (``identify``: every identifier quoted, one text per column)."""
+    return tree.sql(dialect=KeyedSpark, normalize_functions=False, identify=identify)

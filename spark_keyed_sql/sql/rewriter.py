@@ -404,7 +404,8 @@ class _Planner:
         named: dict[str, str] = {}  # expression SQL -> its internal column: each is shipped once
 
         def column(e: exp.Expression, name: str) -> str:
-            sql = render(e)
+            # every identifier quoted: `ts` and ts (an ORDER BY column also passed through) ship once
+            sql = render(e, identify=True)
             if sql not in named:
                 projections.append(exp.alias_(e.copy(), _q(name)))
                 named[sql] = name

@@ -1,5 +1,7 @@
 """ks.sql semantics against plain-Python oracles: keys, arguments, placement, outer clauses."""
 
+import re
+
 import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events
 from processors import Spend
@@ -226,3 +228,20 @@ def test_register_passes_every_keyword_but_returns_to_init(ks, data):
         per_key[r["user_id"]] = per_key.get(r["user_id"], 0) + 1
     expected = sorted((u, "fraud/v2", i) for u, c in per_key.items() for i in range(1, c + 1))
     assert sorted(map(tuple, got.collect())) == expected
+
+
+@pytest.mark.parametrize("written", ["ts", "`ts`", "q_events.ts"])
+def test_an_order_by_column_also_selected_is_shipped_once(ks, data, written):
+    """ORDER BY ts with ts passed through: the column travels through the shuffle once (however it
+    is written), and every row still carries its own ts."""
+    rows, _ = data
+    q = (
+        f"SELECT user_id, {written} AS t, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s "
+        "ORDER BY ts"
+    )
+    source = [line for line in ks.explain(q).splitlines() if "__ks_k0" in line][0]
+    assert len(re.findall(r"\bts\b", source)) == 1, source
+    exp = []
+    for u, evs in by_key_in_ts_order(rows).items():
+        exp += [(u, e["ts"], i) for i, e in enumerate(evs, 1)]
+    assert sorted(map(tuple, ks.sql(q).collect())) == sorted(exp)
