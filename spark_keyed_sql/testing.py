@@ -16,6 +16,7 @@ from .runtime.key_rows import rows_builder
 from .runtime.output import rows_as_dicts
 from .runtime.runner import KeyedRunner, sort_rows
 from .runtime.spec import FunctionSpec, processor_inputs
+from .runtime.timers import FireGuard
 from .state.binding import KeyBinding
 from .state.memory import MemoryKeyState, memory_binding
 
@@ -236,6 +237,7 @@ class KeyedTester:
 
     def _fire(self, now_ms: int) -> list[Any]:
         out: list[Any] = []
+        guards: dict[Any, FireGuard] = {}  # per key: an on_timer that re-registers forever fails
         while True:
             # by time only: keys of different types (a NULL key beside strings) do not compare
             due = sorted(
@@ -244,6 +246,9 @@ class KeyedTester:
             if not due:
                 return self._out(out)
             t, slot = due[0]
+            if slot not in guards:
+                guards[slot] = FireGuard(0, False, lambda slot=slot: self._runner(slot[0]).naming(slot[1]))
+            guards[slot].check(t)
             with self._batch(slot):
                 self._keys[slot].timers.discard(t)
                 out.extend(

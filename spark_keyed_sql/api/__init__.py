@@ -9,6 +9,7 @@ from .errors import (
     StateAccessError,
     StateEncodingError,
     StateTypeError,
+    TimerLoopError,
     UnknownFunctionError,
     UserFunctionError,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "StateEncodingError",
     "StateTypeError",
     "StatefulFunction",
+    "TimerLoopError",
     "UnknownFunctionError",
     "UserFunctionError",
     "ValueState",

@@ -15,6 +15,7 @@ __all__ = [
     "StateTypeError",
     "UserFunctionError",
     "StateAccessError",
+    "TimerLoopError",
     "JavaMissingError",
     "SparkVersionError",
     "WorkerPythonError",
@@ -52,6 +53,10 @@ class StateTypeError(KeyedSQLError):
 
 class StateAccessError(KeyedSQLError):
     """Typed state was used outside `process` / `on_timer` / `on_initial_state`."""
+
+
+class TimerLoopError(KeyedSQLError):
+    """`on_timer` keeps registering timers that are due at once: firing them would never end."""
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -118,12 +118,13 @@ def make_table_function(spec: FunctionSpec) -> type:
                 state = MemoryKeyState()
                 binding = memory_binding(state, lambda: self.now_ms, None)
                 key = user_key(kv, bool(self.keys))
-                for out in self.runner.process_key(key, rows, binding, self.now_ms):
+                runner = self.runner
+                for out in runner.process_key(key, rows, binding, self.now_ms):
                     yield (*kv, *out)
                 # end of input for this key: timers still due fire now, in timestamp order
                 # (Flink's batch rule); a timer registered by on_timer fires too
-                for t in pop_due(state.timers, None):
-                    for out in self.runner.fire_timer(key, t, binding, self.now_ms, t):
+                for t in pop_due(state.timers, None, lambda: runner.naming(key)):
+                    for out in runner.fire_timer(key, t, binding, self.now_ms, t):
                         yield (*kv, *out)
 
         def eval(self, row: Any, key: str | None = None, order_by: str | None = None) -> Iterator[tuple]:

@@ -317,7 +317,11 @@ class KeyedRunner:
         try:
             return self.layout.encode(self.instance)
         except KeyedSQLError as exc:
-            raise type(exc)(f"function '{self.spec.name}', key {key!r}: {exc}") from None
+            raise type(exc)(f"{self.naming(key)}: {exc}") from None
+
+    def naming(self, key: Any) -> str:
+        """``function 'f', key 'k'``: how an error names where it happened."""
+        return f"function '{self.spec.name}', key {key!r}"
 
     def stays_live(self) -> bool:
         """May the key left live by ``run_function(hold=True)`` run its timers without storing

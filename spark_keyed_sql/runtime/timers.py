@@ -1,20 +1,67 @@
 """Timers due in a batch, handed out in time order: the one loop every engine fires a key's
 timers with (a timer that ``on_timer`` registers, if due, is handed out too; at end of a
-one-shot batch's input every timer is due, Flink's batch rule)."""
+one-shot batch's input every timer is due, Flink's batch rule).
+
+A timer that ``on_timer`` registers and that is due at once fires in the same pass, so an
+``on_timer`` that always registers another due timer would fire forever: at end of input a
+periodic timer (every timer is due there), anywhere a timer registered at or before the one
+firing. ``FireGuard`` stops both with a ``TimerLoopError`` naming the function and the key."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-__all__ = ["pop_due"]
+from ..api.context import from_epoch_ms
+from ..api.errors import TimerLoopError
+
+__all__ = ["CHAINED_LIMIT", "STUCK_LIMIT", "FireGuard", "pop_due"]
+
+# end of input: timers one key may fire beyond those it had when its firing began
+CHAINED_LIMIT = 100_000
+# anywhere: timers one key may fire in one pass at or before the timer fired just before them
+STUCK_LIMIT = 10_000
 
 
-def pop_due(timers: set[int], until: int | None) -> Iterator[int]:
+class FireGuard:
+    """One key's firing pass: ``check(t)`` before each timer ``t`` is fired."""
+
+    __slots__ = ("allowed", "fired", "stuck", "last", "who")
+
+    def __init__(self, pending: int, end_of_input: bool, who: Callable[[], str]):
+        self.allowed = pending + CHAINED_LIMIT if end_of_input else None
+        self.fired = self.stuck = 0
+        self.last: int | None = None
+        self.who = who  # "function 'f', key 'k'" (built only for the error)
+
+    def check(self, t: int) -> None:
+        self.fired += 1
+        if self.last is not None and t <= self.last:
+            self.stuck += 1
+            if self.stuck > STUCK_LIMIT:
+                raise TimerLoopError(
+                    f"{self.who()}: on_timer keeps registering a timer at or before the one it fires ({self.stuck:,} "
+                    f"in one pass, now {from_epoch_ms(t).isoformat()}); such a timer is due at once, so the firing "
+                    "would never end. Register the next timer after the one firing (on_timer's timestamp)"
+                )
+        elif self.allowed is not None and self.fired > self.allowed:
+            raise TimerLoopError(
+                f"{self.who()}: on_timer kept registering timers at end of input ({CHAINED_LIMIT:,} more than the key "
+                f"had, the next at {from_epoch_ms(t).isoformat()}). In a one-shot batch query every timer is due at "
+                "end of input (Flink's batch rule), so a timer that registers the next one fires forever; register "
+                "the next only while there is more to do (e.g. not past the key's last event time)"
+            )
+        self.last = t
+
+
+def pop_due(timers: set[int], until: int | None, who: Callable[[], str]) -> Iterator[int]:
     """The timers at or before ``until`` (every one when None: end of input), earliest first,
-    each removed from ``timers`` as it is handed out."""
+    each removed from ``timers`` as it is handed out; ``who()`` names the function and the key
+    in the ``TimerLoopError`` of an endless firing (see ``FireGuard``)."""
+    guard = FireGuard(len(timers), until is None, who)
     while timers:
         t = min(timers)
         if until is not None and t > until:
             return
+        guard.check(t)
         timers.discard(t)
         yield t

@@ -186,7 +186,7 @@ class KeyPass:
         fires, until = self.due_until()
         if not fires:
             return live
-        for t in pop_due(ks.timers, until):
+        for t in pop_due(ks.timers, until, lambda: runner.naming(key)):
             self.stats["fired"] += 1
             fired = runner.fire_timer(
                 key, t, binding, self.now, t if self.end_of_input else self.wm, live=live, hold=self.function
