@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-smoke test-matrix bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
+.PHONY: demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
 
 # .venv: the reference pair (this Python, the newest PySpark the `spark` extra allows)
 $(STAMP): pyproject.toml
@@ -65,6 +65,11 @@ lint: $(STAMP)
 # full benchmark (1k / 100k / 1M keys, 2M rows; about an hour on 2 cores) -> BENCHMARKS.md
 bench: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/run.py $(BENCH_ARGS)
+
+# W1 through native, the mapInArrow floor and bulk, alternating rounds in one session (a few
+# minutes; ROUNDS_ARGS="--keys 1000000 --rounds 5", or --root DIR for another checkout)
+bench-rounds: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/rounds.py $(ROUNDS_ARGS)
 
 # W1 and W2 at 100k keys on the oldest and the newest Spark, side by side -> BENCHMARKS.md
 # (VERSIONS_ARGS="--spark 3.5,4.0,4.3 --repeat 3")

@@ -1,0 +1,72 @@
+"""``make bench-rounds``: W1 (the per-key counter) through native Spark SQL, the hand-written
+``mapInArrow`` floor and ``ks.sql`` on ``bulk``, alternating in one session, each path's whole
+output to Spark's ``noop`` sink: after a warm-up of every path, ``--rounds`` rounds of the three,
+each ratio from each path's best time. What a ratio near its target needs: native Spark's own
+time moves 20-40% between runs, and alternating puts every path under the same conditions.
+
+``--root DIR`` runs another checkout's package and bench (e.g. ``git archive <rev> spark_keyed_sql
+bench | tar -x -C DIR``) on the same data, for a before/after pair of runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keys", default="1000000,100000", help="comma-separated key counts")
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    a = ap.parse_args()
+    root = os.path.abspath(a.root)
+    sys.path.insert(0, root)
+
+    import spark_keyed_sql
+    from bench.run import floor_counter, make_events, to_noop
+    from bench.workloads import Counter
+    from spark_keyed_sql import KeyedSQL
+    from spark_keyed_sql.local import local_session
+
+    if not os.path.abspath(spark_keyed_sql.__file__).startswith(root + os.sep):
+        raise SystemExit(f"spark_keyed_sql was imported from {spark_keyed_sql.__file__}, not from {root}")
+    spark = local_session("spark-keyed-sql bench rounds", shuffle_partitions=8)
+    ks = KeyedSQL(spark)
+    ks.register("bench_counter", Counter, returns="n bigint, total double")
+    for keys in (int(k) for k in a.keys.split(",")):
+        df = make_events(spark, keys, a.rows)
+        paths = {
+            "native": lambda: spark.sql(
+                "SELECT user_id, ts, count(*) OVER w AS n, sum(value) OVER w AS total FROM bench_events "
+                "WINDOW w AS (PARTITION BY user_id ORDER BY ts ROWS UNBOUNDED PRECEDING)"
+            ),
+            "floor": lambda df=df: floor_counter(df),
+            "bulk": lambda: ks.sql(
+                "SELECT user_id, ts, n, total FROM bench_events GROUP BY KEY user_id WITH STATE "
+                "bench_counter(value) ORDER BY ts OPTIONS (engine = 'bulk')"
+            ),
+        }
+        for build in paths.values():  # warm-up
+            to_noop(build())
+        times: dict[str, list[float]] = {p: [] for p in paths}
+        for _ in range(a.rounds):
+            for p, build in paths.items():
+                t0 = time.perf_counter()
+                to_noop(build())
+                times[p].append(time.perf_counter() - t0)
+        best = {p: min(t) for p, t in times.items()}
+        runs = "; ".join(f"{p} {', '.join(f'{x:.2f}' for x in t)} s" for p, t in times.items())
+        print(
+            f"W1 {keys:,} keys, {a.rows:,} rows ({root}): {runs} | best bulk / native "
+            f"{best['bulk'] / best['native']:.2f}x, bulk / floor {best['bulk'] / best['floor']:.2f}x",
+            flush=True,
+        )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
