@@ -27,10 +27,11 @@ class FireGuard:
 
     __slots__ = ("allowed", "fired", "stuck", "last", "who")
 
-    def __init__(self, pending: int, end_of_input: bool, who: Callable[[], str]):
+    def __init__(self, pending: int, end_of_input: bool, who: Callable[[], str], first: int | None = None):
         self.allowed = pending + CHAINED_LIMIT if end_of_input else None
-        self.fired = self.stuck = 0
-        self.last: int | None = None
+        self.fired = 0 if first is None else 1  # (``first``: fired already, before the guard)
+        self.stuck = 0
+        self.last: int | None = first
         self.who = who  # "function 'f', key 'k'" (built only for the error)
 
     def check(self, t: int) -> None:
@@ -57,11 +58,15 @@ def pop_due(timers: set[int], until: int | None, who: Callable[[], str]) -> Iter
     """The timers at or before ``until`` (every one when None: end of input), earliest first,
     each removed from ``timers`` as it is handed out; ``who()`` names the function and the key
     in the ``TimerLoopError`` of an endless firing (see ``FireGuard``)."""
-    guard = FireGuard(len(timers), until is None, who)
+    pending, last, guard = len(timers), None, None
     while timers:
         t = min(timers)
         if until is not None and t > until:
             return
-        guard.check(t)
+        if last is not None:  # a second timer in this pass (most keys fire one): watched from here
+            if guard is None:
+                guard = FireGuard(pending, until is None, who, first=last)
+            guard.check(t)
+        last = t
         timers.discard(t)
         yield t
