@@ -1,6 +1,5 @@
 """Bad input gets a clear error naming what was wrong and where."""
 
-import datetime
 import os
 import shutil
 import subprocess
@@ -16,7 +15,6 @@ from spark_keyed_sql.api.errors import (
     SchemaError,
     StateEncodingError,
     StateTypeError,
-    TimerLoopError,
     UnknownFunctionError,
     UserFunctionError,
 )
@@ -483,28 +481,3 @@ def test_started_query_raises_a_failing_timer_as_user_function_error(spark, ks, 
         assert not q.isActive
     finally:
         q.stop()
-
-
-class Heartbeat(StatefulFunction):
-    """A periodic timer: each one registers the next a minute later. In a one-shot batch every
-    timer is due at end of input, so it would fire forever."""
-
-    def execute(self, event):
-        self.ctx.register_timer(0)
-        return None
-
-    def on_timer(self, key, timestamp):
-        self.ctx.register_timer(timestamp + datetime.timedelta(minutes=1))
-        return {"n": 1}
-
-
-@pytest.mark.parametrize("path", ["group_by_key", "table_call"])
-def test_endless_timers_at_end_of_input_fail_naming_function_and_key(spark, ks, bad_df, path):
-    ks.register("heartbeat", Heartbeat, returns="n bigint")
-    query = (
-        "SELECT user_id, n FROM bad_events GROUP BY KEY user_id WITH STATE heartbeat(value)"
-        if path == "group_by_key"
-        else "SELECT * FROM heartbeat(TABLE(bad_events), key => 'user_id')"
-    )
-    with pytest.raises(TimerLoopError, match=r"function 'heartbeat', key 'u\d': on_timer kept registering timers"):
-        ks.sql(query).collect()

@@ -71,11 +71,11 @@ _KEYS = """\
 def keys_loop(keys, starts, ends, events, execute, out, src, runner, call, next_key, instance, layout, inputs=None):
     append, src_append = out.append, src.append
     reset, shared, known = layout.reset, layout.fresh_values, layout.known
-    d = instance.__dict__
     reset(instance)
-    plain = d.keys() == known
+    plain = instance.__dict__.keys() == known
     for key, i, end in zip(keys, starts, ends):
         next_key()
+        d = instance.__dict__  # (each key: user code may have replaced it)
 {reset}
         call.key = key
         while i < end:

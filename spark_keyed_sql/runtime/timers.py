@@ -16,10 +16,11 @@ from ..api.errors import TimerLoopError
 
 __all__ = ["CHAINED_LIMIT", "STUCK_LIMIT", "FireGuard", "pop_due"]
 
-# end of input: timers one key may fire beyond those it had when its firing began
-CHAINED_LIMIT = 100_000
-# anywhere: timers one key may fire in one pass at or before the timer fired just before them
-STUCK_LIMIT = 10_000
+# end of input: timers one key may fire beyond those it had when its firing began (a finite chain,
+# e.g. one a minute up to the key's last event, stays far below: 10 million minutes are 19 years)
+CHAINED_LIMIT = 10_000_000
+# anywhere: timers one key may fire in a row, each at or before the timer fired just before it
+STUCK_LIMIT = 1_000_000
 
 
 class FireGuard:
@@ -41,16 +42,18 @@ class FireGuard:
             if self.stuck > STUCK_LIMIT:
                 raise TimerLoopError(
                     f"{self.who()}: on_timer keeps registering a timer at or before the one it fires ({self.stuck:,} "
-                    f"in one pass, now {from_epoch_ms(t).isoformat()}); such a timer is due at once, so the firing "
+                    f"in a row, now {from_epoch_ms(t).isoformat()}); such a timer is due at once, so the firing "
                     "would never end. Register the next timer after the one firing (on_timer's timestamp)"
                 )
         elif self.allowed is not None and self.fired > self.allowed:
             raise TimerLoopError(
                 f"{self.who()}: on_timer kept registering timers at end of input ({CHAINED_LIMIT:,} more than the key "
                 f"had, the next at {from_epoch_ms(t).isoformat()}). In a one-shot batch query every timer is due at "
-                "end of input (Flink's batch rule), so a timer that registers the next one fires forever; register "
-                "the next only while there is more to do (e.g. not past the key's last event time)"
+                "end of input (Flink's batch rule), so a timer that always registers the next one fires forever; "
+                "register the next only while there is more to do (e.g. not past the key's last event time)"
             )
+        else:
+            self.stuck = 0
         self.last = t
 
 

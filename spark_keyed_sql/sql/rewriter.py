@@ -417,7 +417,13 @@ class _Planner:
             OrderSpec(column(o, f"__ks_o{i}"), spec.ascending, spec.nulls_first)
             for i, (o, spec) in enumerate(zip(call.order_exprs, call.order_specs))
         ]
-        through = [column(exp.column(_q(p)), f"__ks_p{i}") for i, p in enumerate(outer.passthrough)]
+        through = []
+        for i, p in enumerate(outer.passthrough):
+            name = column(exp.column(_q(p)), f"__ks_p{i}")
+            if name in keys:  # (a key's source column under another name: output apart from the key)
+                name = f"__ks_p{i}"
+                projections.append(exp.alias_(exp.column(_q(p)), _q(name)))
+            through.append(name)
         if event_time is not None:
             source.check(event_time, "EVENT TIME")
         et = column(event_time, "__ks_et") if event_time is not None else None

@@ -196,3 +196,31 @@ def test_keys_with_no_one_or_several_output_rows_keep_their_key(batch_rows):
         n[k] = n.get(k, 0) + 1
         expected += [(k, n[k], j) for j in range(int(v))]
     assert got == expected
+
+
+class Swap(StatefulFunction):
+    """Replaces its own ``__dict__`` (same attributes, a new dict object) on some rows."""
+
+    n: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        if e["v"] == 9.0:
+            self.__dict__ = dict(self.__dict__)
+        if e["v"] == -1.0:
+            self.n = "many"  # storing refuses it
+            return [(0,)]
+        self.n += 1
+        return [(self.n,)]
+
+
+def test_a_replaced_instance_dict_still_starts_each_key_fresh_and_is_still_checked():
+    from spark_keyed_sql.api.errors import StateTypeError
+
+    got = run(Swap, "n bigint", [("a", 9.0), ("a", 1.0), ("b", 1.0), ("c", 9.0), ("d", 1.0)])
+    assert got == [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("d", 1)]
+    with pytest.raises(StateTypeError, match=r"function 'f', key 'b': .*Swap\.n"):
+        run(Swap, "n bigint", [("a", 9.0), ("b", -1.0), ("c", 1.0)])

@@ -245,3 +245,17 @@ def test_an_order_by_column_also_selected_is_shipped_once(ks, data, written):
     for u, evs in by_key_in_ts_order(rows).items():
         exp += [(u, e["ts"], i) for i, e in enumerate(evs, 1)]
     assert sorted(map(tuple, ks.sql(q).collect())) == sorted(exp)
+
+
+@pytest.mark.parametrize("written", ["user_id", "`user_id`"])
+def test_a_key_under_another_name_with_its_column_passed_through(ks, data, written):
+    """GROUP BY KEY user_id AS uid, and user_id selected too: both columns, the same values."""
+    rows, _ = data
+    got = ks.sql(
+        f"SELECT uid, {written}, s.n FROM q_events GROUP BY KEY user_id AS uid WITH STATE running(value) AS s "
+        "ORDER BY ts"
+    ).collect()
+    exp = []
+    for u, evs in by_key_in_ts_order(rows).items():
+        exp += [(u, u, i) for i in range(1, len(evs) + 1)]
+    assert sorted(map(tuple, got)) == sorted(exp)
