@@ -1,8 +1,10 @@
-"""``make bench-rounds``: W1 (the per-key counter) through native Spark SQL, the hand-written
-``mapInArrow`` floor and ``ks.sql`` on ``bulk``, alternating in one session, each path's whole
-output to Spark's ``noop`` sink: after a warm-up of every path, ``--rounds`` rounds of the three,
-each ratio from each path's best time. What a ratio near its target needs: native Spark's own
-time moves 20-40% between runs, and alternating puts every path under the same conditions.
+"""``make bench-rounds``: W1 (the per-key counter) through native Spark SQL, a ``mapInArrow``
+that does no Python work (each batch's columns handed back: what moving the rows through a
+Python worker costs by itself), the hand-written ``mapInArrow`` floor and ``ks.sql`` on
+``bulk``, alternating in one session, each path's whole output to Spark's ``noop`` sink: after a
+warm-up of every path, ``--rounds`` rounds of the four, each ratio from each path's best time.
+What a ratio near its target needs: native Spark's own time moves 20-40% between runs, and
+alternating puts every path under the same conditions.
 
 ``--root DIR`` runs another checkout's package and bench (e.g. ``git archive <rev> spark_keyed_sql
 bench | tar -x -C DIR``) on the same data, for a before/after pair of runs.
@@ -16,6 +18,20 @@ import sys
 import time
 
 
+def _no_work(batches):
+    """W1's output columns with no Python work per row: the key and ``ts`` handed back, ``value``
+    as both ``total`` and (cast in C) ``n``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for b in batches:
+        value = b.column("value")
+        yield pa.RecordBatch.from_arrays(
+            [b.column("user_id"), b.column("ts"), pc.cast(value, pa.int64(), safe=False), value],
+            names=["user_id", "ts", "n", "total"],
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keys", default="1000000,100000", help="comma-separated key counts")
@@ -27,7 +43,7 @@ def main() -> None:
     sys.path.insert(0, root)
 
     import spark_keyed_sql
-    from bench.run import floor_counter, make_events, to_noop
+    from bench.run import W1_OUT, floor_counter, make_events, to_noop
     from bench.workloads import Counter
     from spark_keyed_sql import KeyedSQL
     from spark_keyed_sql.local import local_session
@@ -43,6 +59,9 @@ def main() -> None:
             "native": lambda: spark.sql(
                 "SELECT user_id, ts, count(*) OVER w AS n, sum(value) OVER w AS total FROM bench_events "
                 "WINDOW w AS (PARTITION BY user_id ORDER BY ts ROWS UNBOUNDED PRECEDING)"
+            ),
+            "no-work": lambda df=df: (
+                df.repartition("user_id").sortWithinPartitions("user_id", "ts").mapInArrow(_no_work, W1_OUT)
             ),
             "floor": lambda df=df: floor_counter(df),
             "bulk": lambda: ks.sql(
@@ -62,7 +81,8 @@ def main() -> None:
         runs = "; ".join(f"{p} {', '.join(f'{x:.2f}' for x in t)} s" for p, t in times.items())
         print(
             f"W1 {keys:,} keys, {a.rows:,} rows ({root}): {runs} | best bulk / native "
-            f"{best['bulk'] / best['native']:.2f}x, bulk / floor {best['bulk'] / best['floor']:.2f}x",
+            f"{best['bulk'] / best['native']:.2f}x, no-work / native {best['no-work'] / best['native']:.2f}x, "
+            f"floor / native {best['floor'] / best['native']:.2f}x, bulk / floor {best['bulk'] / best['floor']:.2f}x",
             flush=True,
         )
     spark.stop()

@@ -449,16 +449,17 @@ def short_repr(v: Any, limit: int = 120) -> str:
     return r if len(r) <= limit else r[: limit - 3] + "..."
 
 
-def fast_check(t: SqlType, var: str) -> str | None:
+def fast_check(t: SqlType, var: str, ranged: bool = True) -> str | None:
     """A Python expression, over the variable ``var``, that is true when ``coerce`` would return
     the value unchanged (the common case, checked inline by generated converters); None when
-    there is no such shortcut for ``t``."""
+    there is no such shortcut for ``t``. ``ranged=False``: an integer's range is not checked
+    (left to an Arrow conversion, which refuses a value out of range)."""
     if not isinstance(t, AtomicType):
         return None
     n = t.name
     if n in _INT_RANGES:
         lo, hi = _INT_RANGES[n]
-        return f"(type({var}) is int and {lo} <= {var} <= {hi})"
+        return f"(type({var}) is int and {lo} <= {var} <= {hi})" if ranged else f"type({var}) is int"
     exact = {"double": "float", "float": "float", "string": "str", "boolean": "bool"}.get(n)
     if exact:
         return f"type({var}) is {exact}"

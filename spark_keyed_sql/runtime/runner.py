@@ -8,6 +8,7 @@ place is what makes the engines agree.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -269,7 +270,8 @@ class KeyedRunner:
         keys: list,
         starts: list[int],
         ends: list[int],
-        events: list[dict],
+        columns: list[list],
+        names: list[str] | None,
         binding: KeyBinding,
         next_key: Callable[[], None],
         processing_ms: int | None,
@@ -278,14 +280,23 @@ class KeyedRunner:
         inputs: list[str] | None = None,
     ) -> None:
         """Keys of a one-shot batch for a StatefulFunction without timers or TTL: each key from
-        the state ``__init__`` makes, its rows ``events[starts[i]:ends[i]]`` in order, its state
-        not kept (``run_function`` then ``discard`` per key, the key's call set up once for all of
-        them). ``next_key()`` empties ``binding``'s state for the next key. Output rows go to
-        ``out`` and ``src`` as ``run_function`` puts them (every row has its input row in ``src``)."""
+        the state ``__init__`` makes, its rows ``starts[i]`` to ``ends[i]`` in order (each key's
+        rows end where the next key's start), its state not kept (``run_function`` then
+        ``discard`` per key, the key's call set up once for all of them). ``columns``: one list
+        per argument, ``names`` their names (each row's event is built from them); with several
+        inputs ``[events]`` (``names`` None) and each event's input in ``inputs``. ``next_key()``
+        empties ``binding``'s state for the next key. Output rows go to ``out`` and their input
+        rows to ``src`` as ``run_function`` puts them, except that ``src`` stays empty while every
+        row made exactly one row: ``len(src) != len(out)`` then says output row j is input row
+        ``starts[0] + j``. Integers of the common result are range-checked by the Arrow
+        conversion, not here: when it refuses one, ``check_rows`` names the row."""
         call, instance, layout = self.call, self.instance, self.layout
         assert layout is not None
         loop = keys_loop(
-            self.spec.returns, several_inputs=bool(self.inputs), copies=bool(layout.copied), live=layout.live_source
+            self.spec.returns,
+            None if self.inputs else len(columns),
+            copies=bool(layout.copied),
+            live=layout.live_source,
         )
         call.processing_ms, call.watermark_ms = processing_ms, None
         call.timers, call.clear = binding, self._clear_fn
@@ -296,7 +307,8 @@ class KeyedRunner:
                 keys,
                 starts,
                 ends,
-                events,
+                columns,
+                names,
                 instance.execute,
                 out,
                 src,
@@ -307,8 +319,24 @@ class KeyedRunner:
                 layout,
                 inputs,
             )
+        except KeyedSQLError:
+            # an earlier row's integer out of range (not checked in the loop) came first
+            self.check_rows(out, src, keys, starts, columns, names)
+            raise
         finally:
             self._leave()
+
+    def check_rows(
+        self, out: list, src: list, keys: list, starts: list[int], columns: list[list], names: list[str] | None
+    ) -> None:
+        """The output rows of ``run_fresh_keys`` (same arguments) checked the general way, in
+        order: raises the first bad one's error, naming function, key and row (what the Arrow
+        conversion refused: an integer out of range)."""
+        rows = src if len(src) == len(out) else range(starts[0], starts[0] + len(out))
+        for item, row in zip(out, rows):
+            key = keys[bisect_right(starts, row) - 1]
+            event = columns[0][row] if names is None else {n: c[row] for n, c in zip(names, columns)}
+            self._general_row(key, event, [item], row, [], [])
 
     def _encoded(self, key: Any) -> tuple:
         """The instance's attribute row (an attribute the state encoding refuses: the error,

@@ -48,18 +48,22 @@ class Unstorable(StatefulFunction):
         return [(1,)]
 
 
-def run(cls, returns, rows, batch_rows=7):
+def run(cls, returns, rows, batch_rows=7, key_type=pa.string(), passthrough=False):
+    """``rows``: (key, v) pairs, or (key, v, p) with ``passthrough``: ``p`` (bigint) goes
+    through to the output beside each output row."""
+    src = SRC if key_type == pa.string() else T.StructType([T.StructField("k", T.DoubleType()), SRC["v"]])
+    if passthrough:
+        src = T.StructType([*src.fields, T.StructField("p", T.LongType())])
     spec = FunctionSpec.build("f", cls, returns, {})
-    plan = KeyedPlan(spec, ["k"], ["v"])
-    out = output_schema(SRC, plan)
+    plan = KeyedPlan(spec, ["k"], ["v"], passthrough=["p"] if passthrough else [])
+    out = output_schema(src, plan)
     rows = sorted(rows, key=lambda r: r[0])  # what combine hands a task: key-sorted
+    names = ["k", "v", "p"] if passthrough else ["k", "v"]
+    types = [key_type, pa.float64(), pa.int64()]
     batches = [
         pa.RecordBatch.from_arrays(
-            [
-                pa.array([r[0] for r in rows[s : s + batch_rows]]),
-                pa.array([r[1] for r in rows[s : s + batch_rows]], pa.float64()),
-            ],
-            names=["k", "v"],
+            [pa.array([r[j] for r in rows[s : s + batch_rows]], types[j]) for j in range(len(names))],
+            names=names,
         )
         for s in range(0, len(rows), batch_rows)
     ]
@@ -224,3 +228,85 @@ def test_a_replaced_instance_dict_still_starts_each_key_fresh_and_is_still_check
     assert got == [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("d", 1)]
     with pytest.raises(StateTypeError, match=r"function 'f', key 'b': .*Swap\.n"):
         run(Swap, "n bigint", [("a", 9.0), ("b", -1.0), ("c", 1.0)])
+
+
+class Wide(StatefulFunction):
+    """Returns ``v`` as an integer of the returns' type: the loop leaves its range to the Arrow
+    conversion, which must still name the key and the row of a value that does not fit."""
+
+    def execute(self, e):
+        if e["v"] == 9.0:
+            raise ValueError("a later row fails too")
+        return [(int(e["v"]) if e["v"] < 1e6 else BIG[e["v"]],)]
+
+
+BIG = {2e6: 2**63, 3e6: -(2**63) - 1, 4e6: 2**31, 5e6: 2**15, 6e6: -129}
+
+
+@pytest.mark.parametrize(
+    "returns,value",
+    [("x bigint", 2e6), ("x bigint", 3e6), ("x int", 4e6), ("x smallint", 5e6), ("x tinyint", 6e6)],
+)
+def test_an_integer_out_of_range_names_the_key_and_the_row(returns, value):
+    from spark_keyed_sql.api.errors import OutputSchemaError
+
+    rows = [("a", 1.0), ("b", 2.0), ("b", value), ("b", 3.0), ("c", 1.0)]
+    with pytest.raises(OutputSchemaError, match=rf"key 'b', row \{{'v': {value}\}}.*does not fit"):
+        run(Wide, returns, rows)
+    # in range the same values pass, every row as it came
+    assert run(Wide, returns, [r for r in rows if r[1] != value]) == [("a", 1), ("b", 2), ("b", 3), ("c", 1)]
+
+
+def test_the_first_bad_row_is_named_when_a_later_row_fails_as_well():
+    from spark_keyed_sql.api.errors import OutputSchemaError
+
+    # b: out of range; c: execute raises (d: the batch's last key, held back for the next batch)
+    rows = [("a", 1.0), ("b", 2e6), ("c", 9.0), ("d", 1.0)]
+    with pytest.raises(OutputSchemaError, match=r"key 'b', row \{'v': 2000000\.0\}"):
+        run(Wide, "x bigint", rows, batch_rows=100)
+
+
+class Sparse(StatefulFunction):
+    """One row per input row, except: v == 0 no row, v == 2 two rows, v == 3 a dict (the
+    general path): so batches are all one-row-per-row or not, from their first row or later."""
+
+    n: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        v = int(e["v"])
+        if v == 0:
+            return None
+        if v == 2:
+            return [(self.n, 0), (self.n, 1)]
+        if v == 3:
+            return [{"n": self.n, "j": 9}]
+        return [(self.n, -1)]
+
+
+@pytest.mark.parametrize(
+    "seed,choices", [(1, [1]), (2, [1, 1, 1, 0]), (3, [1, 2, 3, 0]), (4, [0, 1]), (5, [1, 1, 1, 2]), (6, [1, 1, 1, 3])]
+)
+@pytest.mark.parametrize("batch_rows", [1, 5, 1000])
+def test_pass_through_columns_follow_their_rows(seed, choices, batch_rows):
+    rng = random.Random(seed)
+    rows = [(f"k{rng.randrange(7)}", float(rng.choice(choices)), i) for i in range(60)]
+    got = run(Sparse, "n bigint, j bigint", rows, batch_rows=batch_rows, passthrough=True)
+    expected, n = [], {}
+    for k, v, p in sorted(rows, key=lambda r: r[0]):  # oracle: plain Python
+        n[k] = n.get(k, 0) + 1
+        made = {0: [], 1: [-1], 2: [0, 1], 3: [9]}[int(v)]
+        expected += [(k, n[k], j, p) for j in made]
+    assert got == expected
+
+
+def test_a_float_key_gives_each_output_row_its_runs_first_value():
+    """0.0 and -0.0 are one key (equal): every output row of the run carries the run's first
+    value, whichever row made it."""
+    rows = [(-0.0, 1.0), (0.0, 1.0), (1.5, 1.0)]
+    got = run(Sparse, "n bigint, j bigint", rows, key_type=pa.float64())
+    assert [(str(g[0]), g[1]) for g in got] == [("-0.0", 1), ("-0.0", 2), ("1.5", 1)]

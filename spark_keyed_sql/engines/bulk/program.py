@@ -223,7 +223,8 @@ class BulkProgram:
         key_pass = KeyPass(plan, runner, self.now_ms, None, None, end_of_input=True)
         arrow_schema = to_arrow_schema(self.out_schema)
         keys = plan.key_columns
-        build_events = event_builder(list(plan.event_names))
+        names = list(plan.event_names)
+        build_events = event_builder(names)
         input_events = InputEvents(plan) if plan.inputs else None
         crashed_here = False
         fresh = MemoryKeyState()
@@ -244,8 +245,9 @@ class BulkProgram:
                 slicer = frame_slicer(list(plan.event_names), [rb.column(c) for c in plan.arg_columns], n)
                 if slicer is not None:
                     cut = slicer.frame if key_pass.rows_format == "pandas" else slicer.column_rows
-            # a processor fed frames reads no event dicts (only the first, for an error message)
-            if input_events is None:
+            # a processor fed frames reads no event dicts (only the first, for an error message);
+            # the keys loop builds each row's event itself
+            if input_events is None and not fresh_keys:
                 events = None if slicer is not None else build_events(*args) if args else build_events(n)
 
             def first_event(i: int, args: list = args) -> dict:
@@ -255,12 +257,15 @@ class BulkProgram:
             out: list[Any] = []
             src: list[Any] = []
             at_key: Any = []
+            dense = False
             if fresh_keys:  # the common case in one call: no initial state, timers or TTL
+                fresh_args = ([events], None) if inputs is not None else (args, names)
+                fresh_keys_of = user_keys(columns, len(starts))
                 runner.run_fresh_keys(
-                    user_keys(columns, len(starts)),
+                    fresh_keys_of,
                     starts.tolist(),
                     ends,
-                    events,
+                    *fresh_args,
                     key_pass.binding(fresh),
                     fresh.reset,  # type: ignore[arg-type]
                     self.now_ms,
@@ -268,8 +273,12 @@ class BulkProgram:
                     src,
                     inputs,
                 )
-                # each output row's key's first row: the last key start at or before its input row
-                at_key = starts[np.searchsorted(starts, np.asarray(src, np.int64), side="right") - 1] if out else []
+                dense = len(src) != len(out)
+                if dense:  # every row made one row: output row j is input row j, its key that row's
+                    same = all(_equal_is_same(rb.column(k).type) for k in keys)
+                    at_key = None if same else np.repeat(starts, np.diff(np.append(starts, n)))
+                else:  # each output row's key's first row: the last key start at or before its input row
+                    at_key = starts[np.searchsorted(starts, np.asarray(src, np.int64), side="right") - 1] if out else []
                 key_values: list[tuple] = []
             else:
                 key_values = list(zip(*columns)) if keys else [()] * len(starts)
@@ -299,31 +308,60 @@ class BulkProgram:
                 crash_point("processing")
                 crashed_here = True
             if out:
-                yield output_batch(rb, keys, plan.passthrough, out, at_key, src, arrow_schema)
+                try:
+                    batch = output_batch(rb, keys, plan.passthrough, out, at_key, None if dense else src, arrow_schema)
+                except (OverflowError, pa.ArrowException):
+                    if fresh_keys:  # the keys loop leaves integer ranges to this conversion
+                        runner.check_rows(out, src, fresh_keys_of, starts.tolist(), *fresh_args)
+                    raise
+                yield batch
         runner.close()
 
 
+def _equal_is_same(t: Any) -> bool:
+    """Are two equal values of this Arrow type the same value (so any row of a key run gives the
+    key's value)? Not for floats (0.0 and -0.0) or nested values (compared in Python)."""
+    import pyarrow as pa
+
+    types = pa.types
+    return any(
+        f(t)
+        for f in (
+            types.is_integer,
+            types.is_string,
+            types.is_large_string,
+            types.is_binary,
+            types.is_boolean,
+            types.is_timestamp,
+            types.is_date,
+            types.is_decimal,
+        )
+    )
+
+
 def output_batch(
-    rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: Any, src: list, schema: Any
+    rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: Any, src: list | None, schema: Any
 ) -> Any:
     """Output rows as an Arrow batch: key and pass-through columns taken from the input batch
-    (by the key's first row, by the producing row), the returns columns from ``out``."""
+    (by the key's first row, by the producing row), the returns columns from ``out``. ``src``
+    None: output row j is input row j (the pass-through columns are the input's), and so is its
+    key's value when ``at_key`` is None too."""
     import pyarrow as pa
 
     fields = list(schema)
     arrays = []
-    key_rows = pa.array(at_key, pa.int64())
+    key_rows = None if at_key is None else pa.array(at_key, pa.int64())
     for k, f in zip(keys, fields):
-        col = rb.column(k).take(key_rows)
+        col = rb.column(k) if key_rows is None else rb.column(k).take(key_rows)
         arrays.append(col if col.type == f.type else col.cast(f.type))
     n_ret = len(fields) - len(keys) - len(passthrough)
     columns = transposed(out, n_ret)
     for c, f in zip(columns, fields[len(keys) : len(keys) + n_ret]):
         arrays.append(to_array(c, f.type))
     if passthrough:
-        rows = pa.array(src, pa.int64())
+        rows = None if src is None else pa.array(src, pa.int64())
         for p, f in zip(passthrough, fields[len(keys) + n_ret :]):
-            col = rb.column(p).take(rows)
+            col = rb.column(p) if rows is None else rb.column(p).take(rows)
             arrays.append(col if col.type == f.type else col.cast(f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
