@@ -48,9 +48,10 @@ class Unstorable(StatefulFunction):
         return [(1,)]
 
 
-def run(cls, returns, rows, batch_rows=7, key_type=pa.string(), passthrough=False):
+def run(cls, returns, rows, batch_rows=7, key_type=None, passthrough=False):
     """``rows``: (key, v) pairs, or (key, v, p) with ``passthrough``: ``p`` (bigint) goes
     through to the output beside each output row."""
+    key_type = key_type or pa.string()
     src = SRC if key_type == pa.string() else T.StructType([T.StructField("k", T.DoubleType()), SRC["v"]])
     if passthrough:
         src = T.StructType([*src.fields, T.StructField("p", T.LongType())])
