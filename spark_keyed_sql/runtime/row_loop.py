@@ -25,7 +25,7 @@ __all__ = ["KeysLoop", "RowLoop", "keys_loop", "row_loop"]
 RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any, Any], None]
 # (keys, starts, ends, columns, names, execute, out, src, runner, call, next_key, instance,
 # layout, inputs): see keys_loop
-KeysLoop = Callable[..., None]
+KeysLoop = Callable[..., bool]
 
 # one row: ``event`` at input position ``i`` (advanced past it on every path)
 _ROW = """\
@@ -78,7 +78,7 @@ def keys_loop(
 ):
     append, src_append = out.append, src.append
     reset, shared, known = layout.reset, layout.fresh_values, layout.known
-{unpack}
+{prologue}
     reset(instance)
     plain = instance.__dict__.keys() == known
     dense = True
@@ -97,6 +97,7 @@ def keys_loop(
             plain = False
         elif not ({live}):
             runner._encoded(key)
+    return dense
 """
 
 # one row of the keys loop: ``event`` at input position ``i`` (advanced past it on every path)
@@ -165,8 +166,8 @@ def keys_loop(
     ``columns`` is ``[events]``, each row's event prebuilt (with its input in ``inputs``). A key
     whose attributes storing might refuse (``live``, the layout's ``live_source``, false) calls
     ``runner._encoded(key)``, which raises if storing does. Output rows as ``row_loop``'s, except
-    that ``src`` stays empty while every row made one fast-path row (see ``_KEYS``), and integers
-    are not range-checked here."""
+    that ``src`` stays empty while every row made one fast-path row (see ``_KEYS``; the loop
+    returns True when that held to the end), and integers are not range-checked here."""
     checks = _checks(schema, ranged=False)
     return _generated(checks, arity is None, keys=True, copies=copies, live=live, arity=arity or 0)
 
@@ -212,7 +213,8 @@ def _generated(
             prologue, event = "", "event = {}"
         # AttributeLayout.reset, its common case inline: the attributes __init__ made, all immutable
         reset = "        reset(instance)" if copies else _PLAIN_RESET
-        source = _KEYS.format(unpack=prologue, event=event, row=textwrap.indent(row, " " * 12), reset=reset, live=live)
+        row = textwrap.indent(row, " " * 12)
+        source = _KEYS.format(prologue=prologue, event=event, row=row, reset=reset, live=live)
         env.update(LIVE_NAMES)
         return generated_function(source, "keys_loop", env, "keys loop")
     if checks is None:

@@ -278,7 +278,7 @@ class KeyedRunner:
         out: list,
         src: list,
         inputs: list[str] | None = None,
-    ) -> None:
+    ) -> bool:
         """Keys of a one-shot batch for a StatefulFunction without timers or TTL: each key from
         the state ``__init__`` makes, its rows ``starts[i]`` to ``ends[i]`` in order (each key's
         rows end where the next key's start), its state not kept (``run_function`` then
@@ -287,9 +287,9 @@ class KeyedRunner:
         inputs ``[events]`` (``names`` None) and each event's input in ``inputs``. ``next_key()``
         empties ``binding``'s state for the next key. Output rows go to ``out`` and their input
         rows to ``src`` as ``run_function`` puts them, except that ``src`` stays empty while every
-        row made exactly one row: ``len(src) != len(out)`` then says output row j is input row
-        ``starts[0] + j``. Integers of the common result are range-checked by the Arrow
-        conversion, not here: when it refuses one, ``check_rows`` names the row."""
+        row made exactly one row; True when that held for the whole batch (output row j is then
+        input row ``starts[0] + j``). Integers of the common result are range-checked by the
+        Arrow conversion, not here: when it refuses one, ``check_rows`` names the row."""
         call, instance, layout = self.call, self.instance, self.layout
         assert layout is not None
         loop = keys_loop(
@@ -303,7 +303,7 @@ class KeyedRunner:
         call.keyed = self.keyed
         self._binding = binding
         try:
-            loop(
+            return loop(
                 keys,
                 starts,
                 ends,
@@ -331,7 +331,9 @@ class KeyedRunner:
     ) -> None:
         """The output rows of ``run_fresh_keys`` (same arguments) checked the general way, in
         order: raises the first bad one's error, naming function, key and row (what the Arrow
-        conversion refused: an integer out of range)."""
+        conversion refused: an integer out of range). The row is shown as it came in, rebuilt
+        from ``columns`` (not as ``execute`` may have changed its dict)."""
+        # src shorter than out: every row so far made one row (run_fresh_keys)
         rows = src if len(src) == len(out) else range(starts[0], starts[0] + len(out))
         for item, row in zip(out, rows):
             key = keys[bisect_right(starts, row) - 1]

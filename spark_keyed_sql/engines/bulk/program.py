@@ -31,7 +31,16 @@ from ...runtime.runner import KeyedRunner, user_key, user_keys
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
-from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive, pylist, transposed
+from ..arrow_rows import (
+    InputEvents,
+    comparable,
+    event_builder,
+    fewer_collections,
+    key_runs,
+    naive,
+    pylist,
+    transposed,
+)
 from .frames import frame_slicer
 from .records import KIND, InputKind
 
@@ -261,7 +270,7 @@ class BulkProgram:
             if fresh_keys:  # the common case in one call: no initial state, timers or TTL
                 fresh_args = ([events], None) if inputs is not None else (args, names)
                 fresh_keys_of = user_keys(columns, len(starts))
-                runner.run_fresh_keys(
+                dense = runner.run_fresh_keys(
                     fresh_keys_of,
                     starts.tolist(),
                     ends,
@@ -273,7 +282,7 @@ class BulkProgram:
                     src,
                     inputs,
                 )
-                dense = len(src) != len(out)
+                # (key_runs' batches: key runs from row 0 to the end, so starts[0] == 0)
                 if dense:  # every row made one row: output row j is input row j, its key that row's
                     same = all(_equal_is_same(rb.column(k).type) for k in keys)
                     at_key = None if same else np.repeat(starts, np.diff(np.append(starts, n)))
@@ -323,20 +332,7 @@ def _equal_is_same(t: Any) -> bool:
     key's value)? Not for floats (0.0 and -0.0) or nested values (compared in Python)."""
     import pyarrow as pa
 
-    types = pa.types
-    return any(
-        f(t)
-        for f in (
-            types.is_integer,
-            types.is_string,
-            types.is_large_string,
-            types.is_binary,
-            types.is_boolean,
-            types.is_timestamp,
-            types.is_date,
-            types.is_decimal,
-        )
-    )
+    return comparable(t) and not pa.types.is_floating(t)
 
 
 def output_batch(
