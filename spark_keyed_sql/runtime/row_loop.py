@@ -67,9 +67,9 @@ def loop(events, i, execute, out, src, runner, call, key, inputs=None):
 # attributes, its rows in order, then checked as storing it would check it. ``plain``: the
 # instance holds exactly the attributes __init__ made (checked after each key), so the next
 # key's reset is one dict update. ``dense``: every row so far made one row on the fast path, so
-# output row j is input row first + j and ``src`` is left empty (the caller sees
-# len(src) != len(out)); the first other row fills ``src`` in and from then on every output row
-# has its input row there. Each event is built where it is used (cheaper than a list of them
+# output row j is input row first + j and ``src`` is left empty (the loop returns whether that
+# held to the end); the first other row fills ``src`` in and from then on every output row has
+# its input row there. Each event is built where it is used (cheaper than a list of them
 # built first); integer ranges are left to the Arrow conversion, which refuses a value out of
 # range (the caller then checks the rows the general way: KeyedRunner.check_rows).
 _KEYS = """\
