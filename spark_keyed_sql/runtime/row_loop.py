@@ -27,13 +27,17 @@ RowLoop = Callable[[list, int, Callable[[Any], Any], list, list, Any, Any, Any, 
 # layout, inputs): see keys_loop
 KeysLoop = Callable[..., bool]
 
-# one row: ``event`` at input position ``i`` (advanced past it on every path)
-_ROW = """\
-{set_input}try:
+# the user's call, the same in both loops' rows
+_CALL = """\
+try:
     result = execute(event)
 except Exception as exc:
     runner._row_failed(key, event, exc)
-if result is None:  # no row (most rows of a sessionizer)
+"""
+
+# one row: ``event`` at input position ``i`` (advanced past it on every path)
+_ROW = """\
+{set_input}{call}if result is None:  # no row (most rows of a sessionizer)
     i += 1
     continue
 if type(result) is list:
@@ -102,21 +106,11 @@ def keys_loop(
 
 # one row of the keys loop: ``event`` at input position ``i`` (advanced past it on every path)
 _KEYS_ROW = """\
-{set_input}try:
-    result = execute(event)
-except Exception as exc:
-    runner._row_failed(key, event, exc)
-if result is None:  # no row (most rows of a sessionizer)
-    if dense:
-        src.extend(range(first, i))
-        dense = False
-    i += 1
-    continue
-{fast}
-if dense:
+{set_input}{call}{fast}
+if dense:  # a row other than one fast-path row: src from here on
     src.extend(range(first, i))
     dense = False
-if type(result) is list and not result:
+if result is None or (type(result) is list and not result):  # no row
     i += 1
     continue
 runner._general_row(key, event, result, i, out, src)
@@ -201,7 +195,8 @@ def _generated(
     unpack = ", ".join(f"v{i}" for i in range(len(checks))) if checks else ""
     if keys:
         fast = _KEYS_FAST.format(unpack=unpack, checks=" and ".join(checks)) if checks else ""
-        row = _KEYS_ROW.format(fast=fast, set_input="call.input = inputs[i]\n" if several_inputs else "")
+        set_input = "call.input = inputs[i]\n" if several_inputs else ""
+        row = _KEYS_ROW.format(call=_CALL, fast=fast, set_input=set_input)
         if several_inputs:
             prologue, event = "    events, = columns", "event = events[i]"
         elif arity:
@@ -222,5 +217,5 @@ def _generated(
     else:
         fast = _FAST.format(width=len(checks), unpack=unpack, checks=" and ".join(checks))
     set_input = "call.input = inputs[k]\nk += 1\n" if several_inputs else ""
-    row = _ROW.format(fast=fast, set_input=set_input)
+    row = _ROW.format(call=_CALL, fast=fast, set_input=set_input)
     return generated_function(_LOOP.format(row=textwrap.indent(row, " " * 8)), "loop", env, "row loop")

@@ -31,16 +31,7 @@ from ...runtime.runner import KeyedRunner, user_key, user_keys
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
-from ..arrow_rows import (
-    InputEvents,
-    comparable,
-    event_builder,
-    fewer_collections,
-    key_runs,
-    naive,
-    pylist,
-    transposed,
-)
+from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive, pylist, transposed
 from .frames import frame_slicer
 from .records import KIND, InputKind
 
@@ -239,6 +230,9 @@ class BulkProgram:
         fresh = MemoryKeyState()
         spec = plan.spec
         fresh_keys = key_pass.function and not self.has_initial and not spec.has_timers and not spec.has_ttl
+        # every row of a key run holds the key's own value (the run's first row's), so a batch whose
+        # every row made one row hands its key columns on as they are (not floats: 0.0 and -0.0)
+        keys_as_rows = all(isinstance(f.dataType, _HASHABLE_KEYS) for f in self.out_schema.fields[: len(keys)])
         for rb, starts in key_runs(batches, keys, HASH if self.hashed else None):
             rb = pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
             n = rb.num_rows
@@ -251,7 +245,7 @@ class BulkProgram:
             if input_events is not None:
                 events, inputs = input_events(rb)
             elif not key_pass.function and key_pass.rows_format != "records":
-                slicer = frame_slicer(list(plan.event_names), [rb.column(c) for c in plan.arg_columns], n)
+                slicer = frame_slicer(names, [rb.column(c) for c in plan.arg_columns], n)
                 if slicer is not None:
                     cut = slicer.frame if key_pass.rows_format == "pandas" else slicer.column_rows
             # a processor fed frames reads no event dicts (only the first, for an error message);
@@ -284,8 +278,7 @@ class BulkProgram:
                 )
                 # (key_runs' batches: key runs from row 0 to the end, so starts[0] == 0)
                 if dense:  # every row made one row: output row j is input row j, its key that row's
-                    same = all(_equal_is_same(rb.column(k).type) for k in keys)
-                    at_key = None if same else np.repeat(starts, np.diff(np.append(starts, n)))
+                    at_key = None if keys_as_rows else np.repeat(starts, np.diff(starts, append=n))
                 else:  # each output row's key's first row: the last key start at or before its input row
                     at_key = starts[np.searchsorted(starts, np.asarray(src, np.int64), side="right") - 1] if out else []
                 key_values: list[tuple] = []
@@ -325,14 +318,6 @@ class BulkProgram:
                     raise
                 yield batch
         runner.close()
-
-
-def _equal_is_same(t: Any) -> bool:
-    """Are two equal values of this Arrow type the same value (so any row of a key run gives the
-    key's value)? Not for floats (0.0 and -0.0) or nested values (compared in Python)."""
-    import pyarrow as pa
-
-    return comparable(t) and not pa.types.is_floating(t)
 
 
 def output_batch(
@@ -376,8 +361,9 @@ def order_columns(plan: KeyedPlan) -> list[Any]:
     return out
 
 
-# key types whose rows hash alike exactly when they are the same key for key_runs (no -0.0 / 0.0
-# or NaN: floating keys keep the sort by value)
+# key types whose equal values are the same value: their rows hash alike exactly when they are
+# the same key for key_runs, and any row of a key run holds the key's value (no -0.0 / 0.0 or
+# NaN: floating keys keep the sort by value, and each run's key is its first row's)
 _HASHABLE_KEYS = (
     T.StringType,
     T.IntegralType,
