@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from .api.errors import KeyedSQLError, SchemaError, UnknownFunctionError
 from .compat.features import Feature, features
 from .compat.interpreter import worker_python_set_here
+from .compat.pandas_warning import preload_quietly, quietly
 from .engines import AUTO, require_engine
 from .engines import choose as choose_engine
 from .engines.state_tables import read_state, read_state_changes
@@ -30,6 +31,9 @@ from .streaming.failures import translating
 __all__ = ["KeyedSQL", "ROCKSDB_PROVIDER", "SESSION_SETTINGS", "configure_session", "use_this_python"]
 
 log = logging.getLogger(__name__)
+
+# with pandas 3, a session's first JVM call would warn about pandas (compat/pandas_warning.py)
+preload_quietly()
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -63,6 +67,7 @@ class KeyedSQL:
     point plain ``spark.sql`` at ``ks.sql``. ``configure=False`` changes none of it (engine
     ``tws`` then needs the RocksDB state store set by the session's owner)."""
 
+    @quietly
     def __init__(self, spark: SparkSession, *, engine: str = AUTO, configure: bool = True):
         self.features = features(spark)
         engine = engine.lower() if isinstance(engine, str) else engine  # names are case-insensitive, as in SQL
@@ -105,6 +110,7 @@ class KeyedSQL:
                 self._changes.append(f"UDTF {name} registered in the session (a hint naming ks.sql)")
 
     # ------------------------------------------------------------------ registry
+    @quietly
     def register(self, name: str, cls: Any, /, returns: str | None = None, **kwargs: Any) -> FunctionSpec:
         """Register ``cls`` as ``name``: usable in ``GROUP BY KEY ... WITH STATE name(...)``
         and as the table function ``name(TABLE(t), key => '...', order_by => '...')``. Every
@@ -135,6 +141,7 @@ class KeyedSQL:
         return spec
 
     # ------------------------------------------------------------------ DataFrame API
+    @quietly
     def apply(
         self,
         df: DataFrame,
@@ -207,6 +214,7 @@ class KeyedSQL:
             raise exc.in_statement(query) from None
         return statement, explain
 
+    @quietly
     def sql(self, query: str) -> DataFrame:
         """Run SQL with the keyed clause; statements without it go to ``spark.sql`` unchanged.
 
@@ -235,6 +243,7 @@ class KeyedSQL:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise KeyedQueryError(f"Spark cannot run the statement's outer part: {first}") from None
 
+    @quietly
     def explain(self, query: str) -> str:
         """The plan the rewriter makes for ``query``: source SQL, keys, function, options,
         engine and outer SQL."""
@@ -242,11 +251,13 @@ class KeyedSQL:
         return _plan_text(query, statement, explain)
 
     # ------------------------------------------------------------------ streaming
+    @quietly
     def start(self, query: str, checkpoint: str | None = None, sink: str = "console", *, trigger: str | None = None):
         """Run a keyed query over a streaming source; returns the pyspark StreamingQuery."""
         statement, _ = self._plan(query, RunMode.STREAM, checkpoint)
         return queries.start(self.spark, statement, query, checkpoint, sink, trigger, self.function)
 
+    @quietly
     def run(
         self,
         query: str,
@@ -282,11 +293,13 @@ class KeyedSQL:
         return unlock(checkpoint, self.spark)
 
     # ------------------------------------------------------------------ state as tables
+    @quietly
     def read_state(self, checkpoint: str, function: str | None = None, batch_id: int | None = None) -> DataFrame:
         """One row per key of the checkpoint's state: key columns, one column per state
         variable / attribute, and ``batch_id``. ``batch_id`` reads an older committed batch."""
         return read_state(self.spark, checkpoint, function, batch_id)
 
+    @quietly
     def read_state_changes(
         self, checkpoint: str, function: str | None = None, from_batch: int | None = None, to_batch: int | None = None
     ) -> DataFrame:
@@ -294,6 +307,7 @@ class KeyedSQL:
         ``variable``, ``change`` ('upsert' | 'delete'), ``new_value`` (JSON), ``batch_id``."""
         return read_state_changes(self.spark, checkpoint, function, from_batch, to_batch)
 
+    @quietly
     def migrate_state(
         self,
         src_checkpoint: str,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pairs import PAIRS, REFERENCE, SPARK, venv_name  # noqa: E402
-from venvs import ROOT, VENVS, find_python, make_venv  # noqa: E402
+from venvs import DEV_PINS, ROOT, VENVS, find_python, make_venv  # noqa: E402
 
 __all__ = ["main", "write_table"]
 
@@ -61,7 +61,7 @@ def run_pair(spark: str, python: str) -> dict:
     junit = VENVS / f"matrix-{name}.xml"
     VENVS.mkdir(exist_ok=True)
     with open(log_path, "w") as log:
-        py = make_venv(spark, python, extras="dev", log=log)
+        py = make_venv(spark, python, extras="dev", pins=DEV_PINS.get(spark), log=log)
         env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "VIRTUAL_ENV")}
         env["PYSPARK_PYTHON"] = str(py)
         code = subprocess.run(

@@ -1,5 +1,7 @@
 """CI's smoke tier (``make test`` runs it after the full suite on the reference pair): on every
-other Spark minor, a fresh venv from the package index (pip's cache makes a second build cheap)
+other Spark minor, a fresh venv from the package index (pip's cache makes a second build cheap),
+installed as a user installs (``pip install pyspark==X.Y.Z``, then this package with no other
+pin: pip brings the newest pandas / pyarrow / NumPy they allow, pandas 3 on Python 3.11+),
 runs the README's Quick start as pasted and tests/smoke/test_smoke.py; the oldest and the newest
 pair also install the built wheel alone and run its demo (tests/test_packaging.py); the oldest
 pair once more with every dependency at its lower bound (``lowest_pins``: what pyproject.toml

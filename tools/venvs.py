@@ -17,13 +17,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pairs import SPARK, venv_name  # noqa: E402
 
-__all__ = ["ROOT", "VENVS", "find_python", "lowest_pins", "make_venv"]
+__all__ = ["DEV_PINS", "ROOT", "VENVS", "find_python", "lowest_pins", "make_venv"]
 
 ROOT = Path(__file__).resolve().parents[1]
-# what docs/compatibility.md tells users of each Spark minor to add: pandas below 3 before
-# PySpark 4.2; on 3.5 also pyarrow below 26, as PySpark 3.5's extras (connect, sql: the dev
-# extra has connect) cap NumPy below 2 and pyarrow 26 needs NumPy 2 without declaring it
-USER_PINS: dict[str, list[str]] = {"3.5": ["pandas<3", "pyarrow<26"], "4.0": ["pandas<3"], "4.1": ["pandas<3"]}
+# the matrix's venvs take the `dev` extra, whose `connect` extra makes PySpark 3.5 cap NumPy
+# below 2; pyarrow 26 needs NumPy 2 without declaring it, so that stack adds pyarrow<26
+# (docs/compatibility.md). A user's install (the smoke tier) takes no pin at all.
+DEV_PINS: dict[str, list[str]] = {"3.5": ["pyarrow<26"]}
 VENVS = ROOT / ".venvs"
 # NumPy is not a dependency of ours; the lowest-bounds venv takes the one Databricks 14.3 LTS
 # ships beside pandas 1.5.3 and pyarrow 8.0 (pyarrow 8 has no wheels past Python 3.10)
@@ -74,11 +74,13 @@ def make_venv(
     name: str | None = None,
     constraints: str | None = None,
     packages: list[str] | None = None,
+    pins: list[str] | None = None,
     log=None,
 ) -> Path:
     """A fresh venv with PySpark ``spark`` (a minor: the newest patch; None: no PySpark at all),
-    this project installed editable with ``extras``, and ``packages`` beside it. Returns its
-    python. ``constraints``: a pip constraints file (the lowest bounds' run)."""
+    this project installed editable with ``extras`` in a second pip call (a user's order), and
+    ``pins`` and ``packages`` beside it (pip keeps the PySpark installed: the extras' ranges
+    hold it). Returns its python. ``constraints``: a pip constraints file."""
     interpreter = find_python(python)
     if interpreter is None:
         raise RuntimeError(f"no Python {python} on this machine (pyenv versions)")
@@ -90,14 +92,13 @@ def make_venv(
     py = env_dir / "bin" / "python"
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run(pip + ["--upgrade", "pip"], check=True, stdout=log, stderr=log)
-    wanted = []
     if spark is not None:
-        # as a user installs it: `pip install 'spark-keyed-sql[spark]' 'pyspark==X.Y.*'`, with
-        # what docs/compatibility.md tells users of that Spark (USER_PINS)
-        wanted.append(f"pyspark=={SPARK[spark]}")
-        wanted += USER_PINS.get(spark, [])
+        # as a user installs it: `pip install pyspark==X.Y.Z` first (or the platform has it),
+        # then this package, which keeps that PySpark and brings the newest pandas / pyarrow
+        # they allow; ``pins`` only where a stack needs one (DEV_PINS)
+        subprocess.run(pip + [f"pyspark=={SPARK[spark]}"], check=True, stdout=log, stderr=log)
     target = f"{ROOT}[{extras}]" if extras else str(ROOT)
-    wanted += ["-e", target] + list(packages or [])
+    wanted = ["-e", target] + list(pins or []) + list(packages or [])
     if constraints:
         wanted += ["-c", constraints]
     subprocess.run(pip + wanted, check=True, stdout=log, stderr=log)

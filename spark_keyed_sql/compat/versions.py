@@ -18,7 +18,6 @@ from functools import lru_cache
 from ..api.errors import SparkVersionError
 
 __all__ = [
-    "PANDAS_3_SINCE",
     "SUPPORTED_PYTHON",
     "SUPPORTED_SPARK",
     "PySparkInfo",
@@ -35,10 +34,6 @@ log = logging.getLogger(__name__)
 SUPPORTED_SPARK: tuple[tuple[int, int], tuple[int, int]] = ((3, 5), (4, 3))
 # the Pythons: 3.10 is the oldest every supported PySpark minor runs on
 SUPPORTED_PYTHON: tuple[tuple[int, int], tuple[int, int]] = ((3, 10), (3, 13))
-
-# the first PySpark that supports pandas 3 (4.2 and 4.3 warn that support is not complete; older
-# releases fail inside their own Arrow serializers and transformWithState clients on pandas 3)
-PANDAS_3_SINCE = (4, 2)
 
 # packages that install the `pyspark` module without Spark's JVM side (a Connect client only)
 _CONNECT_ONLY = ("pyspark-client", "pyspark-connect")
@@ -132,23 +127,7 @@ def require_pyspark(what: str = "KeyedSQL") -> PySparkInfo:
             f"(e.g. `pip install 'pyspark=={high[0]}.{high[1]}.*'`), or see docs/compatibility.md"
         )
     _check_arrow(what)
-    _check_pandas(what, info)
     return info
-
-
-def _check_pandas(what: str, info: PySparkInfo) -> None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        found = version("pandas")
-    except PackageNotFoundError:
-        return
-    if parse_version(found)[0] >= 3 and info.minor < PANDAS_3_SINCE:
-        raise SparkVersionError(
-            f"{what}: PySpark {info.text} does not support pandas 3 (pandas {found} is installed; PySpark supports it "
-            f"from {PANDAS_3_SINCE[0]}.{PANDAS_3_SINCE[1]}). Install pandas 2: `pip install 'pandas<3'` "
-            "(docs/compatibility.md)"
-        )
 
 
 def _check_arrow(what: str) -> None:

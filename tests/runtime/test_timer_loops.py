@@ -155,6 +155,7 @@ def test_a_timestamp_re_registered_a_few_times_in_a_row_is_not_a_loop():
     assert one_shot(Slices, [("s", 0)], "fired bigint") == [("s", i) for i in range(1, 41 * 4 + 1)]
 
 
+@pytest.mark.spark_feature("UDTF_ANALYZE")  # the table function of plain spark.sql (Spark 4.0+)
 def test_table_function_endless_chain_at_end_of_input_fails_naming_function_and_key():
     from pyspark.sql import Row
 

@@ -34,6 +34,7 @@ from pyspark.sql import types as T
 
 from ...api.errors import KeyedSQLError
 from ...api.intervals import parse_interval_ms
+from ...compat.pandas_warning import quietly
 from ...runtime.clock import now_ms
 from ...runtime.connect import default_parallelism, is_connect, session_by_id
 from ...runtime.faults import crash_point
@@ -313,6 +314,7 @@ class BulkStream:
         return t
 
     # ------------------------------------------------------------------ one micro-batch
+    @quietly  # runs on the stream's thread: Spark's pandas warning muted here too
     def step(self, batch_df: DataFrame, spark_batch: int | None, only_if_timers: bool = False) -> CommitRecord | None:
         """One micro-batch (``only_if_timers``: a step without input that commits only when it
         fired a timer, changed state or moved the watermark)."""
