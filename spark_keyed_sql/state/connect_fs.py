@@ -95,19 +95,23 @@ class ConnectFS(CheckpointFS):
         """The listing of ``path`` is ``path`` itself: a file."""
         return len(rows) == 1 and self._is_self(rows[0].path, path)
 
-    def _children(self, rows: list[Any], path: str) -> list[str]:
-        """The names directly under ``path`` among the listed files (their paths are qualified:
+    def _below(self, rows: list[Any], path: str) -> list[tuple[Any, str]]:
+        """(row, its path below ``path``) for the listed files (their paths are qualified:
         ``path``'s own part is looked for after the scheme and authority)."""
         marker = "/" + _path_part(path).strip("/").lstrip("./") + "/"
         if marker == "//":
             marker = "/"
-        out = set()
+        out = []
         for r in rows:
             start = r.path.find("/", r.path.find("://") + 3) if "://" in r.path else r.path.find("/")
             i = r.path.find(marker, max(start, 0))
             if i >= 0:
-                out.add(r.path[i + len(marker) :].split("/", 1)[0])
-        return sorted(n for n in out if n)
+                out.append((r, r.path[i + len(marker) :]))
+        return out
+
+    def _children(self, rows: list[Any], path: str) -> list[str]:
+        """The names directly under ``path`` among the listed files."""
+        return sorted({rest.split("/", 1)[0] for _, rest in self._below(rows, path)} - {""})
 
     # ------------------------------------------------------------------ resolution
     def qualify(self, path: str, what: str = "path") -> str:
@@ -144,6 +148,13 @@ class ConnectFS(CheckpointFS):
         if not rows:
             raise FileNotFoundError(path)
         return max(r.mtime for r in rows)
+
+    def files_since(self, path: str, since_ms: int) -> list[str]:
+        """One listing job: the files directly in ``path`` (as the server names them)."""
+        rows = self._files(path) or []
+        if self._is_file(rows, path):
+            return []
+        return [r.path for r, rest in self._below(rows, path) if rest and "/" not in rest and r.mtime >= since_ms]
 
     # ------------------------------------------------------------------ reading
     def read_bytes(self, path: str) -> bytes:

@@ -95,6 +95,15 @@ class CheckpointFS(ABC):
     @abstractmethod
     def modified_ms(self, path: str) -> int: ...
 
+    def files_since(self, path: str, since_ms: int) -> list[str]:
+        """Paths of the files directly in directory ``path`` modified at or after ``since_ms``."""
+        out = []
+        for name in self.list(path):
+            child = join(path, name)
+            if not self.is_dir(child) and self.modified_ms(child) >= since_ms:
+                out.append(child)
+        return out
+
     # ------------------------------------------------------------------ reading
     @abstractmethod
     def read_bytes(self, path: str) -> bytes:

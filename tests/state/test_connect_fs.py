@@ -36,3 +36,15 @@ def test_a_listed_file_is_told_from_a_directory_of_that_name():
     assert fs._is_self("viewfs://m/ks/cp/commits/0.json", "viewfs://m/ks/cp/commits/0.json")
     assert fs._is_self("file:/tmp/cp/lease", "/tmp/cp/lease")
     assert not fs._is_self("viewfs://m/ks/cp/commits/0.json/part-00000-x.txt", "viewfs://m/ks/cp/commits/0.json")
+
+
+def test_files_since_keeps_the_files_directly_in_the_directory_written_at_or_after_the_time():
+    rows = [
+        SimpleNamespace(path="viewfs://m/ks/out/a.parquet", mtime=10),
+        SimpleNamespace(path="viewfs://m/ks/out/b.parquet", mtime=5),
+        SimpleNamespace(path="viewfs://m/ks/out/c.parquet/part-0.txt", mtime=20),  # a removed file's directory
+        SimpleNamespace(path="viewfs://m/ks/out/d.parquet", mtime=30),
+    ]
+    fs = ConnectFS(None)
+    fs._files = lambda path, content=None: rows
+    assert fs.files_since("viewfs://m/ks/out", 10) == ["viewfs://m/ks/out/a.parquet", "viewfs://m/ks/out/d.parquet"]

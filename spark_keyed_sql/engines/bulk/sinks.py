@@ -12,24 +12,33 @@ Spark accepts.
   not at all; a crash mid-way leaves some files of the version, which the retry replaces.
 - Table: the insert is followed by creating ``<checkpoint>/bulk/sink/<version>.done``
   (create-without-overwrite); a retry finding it skips the insert.
-- Directory, on Spark Connect (which has no rename): appended like a table, with the same
-  marker; a crash between the append and its marker writes that version twice.
+- Directory, on Spark Connect (no rename, and a file is deleted only by overwriting it): the
+  batch is appended with its version's tag in the Spark schema the files carry (metadata of
+  the first column, ``spark_keyed_sql.output``), after ``<checkpoint>/bulk/sink/<version>.writing``
+  and before ``<version>.done``. A retry that finds ``.writing`` without ``.done`` first removes
+  every file of the output written since the ``.writing`` mark that carries the tag (the
+  earlier attempt's, whole or in part), then appends again: the batch is in the output once.
+  A removed file leaves an empty directory of its name, which Spark's readers pass over.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from ...runtime.faults import crash_point
 from ...state.filesystems import filesystem
 from ...state.fs import CheckpointFS, is_path, join
 
-__all__ = ["reset_memory_sink", "write_batch"]
+__all__ = ["TAG", "reset_memory_sink", "write_batch"]
+
+log = logging.getLogger(__name__)
 
 # name -> {version: rows}; the memory sink keeps each version once
 MEMORY_SINKS: dict[str, dict[int, list[Any]]] = {}
@@ -73,6 +82,52 @@ def _once(fs: CheckpointFS, marker_dir: str, version: int, write: Any) -> None:
     fs.mkdirs(marker_dir)
     try:
         fs.create_text(marker, "done\n")
+    except FileExistsError:
+        pass
+
+
+TAG = "spark_keyed_sql.output"
+# a file of the earlier attempt may carry a modification time a little before the mark's
+# (file systems that keep seconds, clocks of two machines): the tag decides, not the time
+_SLACK_MS = 120_000
+
+
+def _tagged(df: DataFrame, tag: str) -> DataFrame:
+    first = df.schema.fields[0]
+    cols = [F.col(f"`{f.name}`") for f in df.schema.fields]
+    cols[0] = cols[0].alias(first.name, metadata={**first.metadata, TAG: tag})
+    return df.select(*cols)
+
+
+def _tag_of(spark: SparkSession, file: str) -> str | None:
+    try:
+        fields = spark.read.parquet(file).schema.fields
+    except Exception:  # noqa: BLE001 - not a Parquet file of ours (or already removed): not the batch's
+        return None
+    return fields[0].metadata.get(TAG) if fields else None
+
+
+def _write_path_in_place(fs: CheckpointFS, df: DataFrame, path: str, checkpoint: str, version: int) -> None:
+    """Spark Connect's directory output, exactly once without a rename (module docstring)."""
+    marks = join(checkpoint, "bulk", "sink")
+    done, writing = join(marks, f"{version}.done"), join(marks, f"{version}.writing")
+    if fs.exists(done):
+        return  # this version already reached the output
+    tag = _prefix(fs, checkpoint, version)
+    if fs.exists(writing):  # an earlier attempt may have appended some or all of the batch
+        spark = df.sparkSession
+        since = fs.modified_ms(writing) - _SLACK_MS
+        stale = [f for f in fs.files_since(path, since) if f.endswith(".parquet") and _tag_of(spark, f) == tag]
+        for f in stale:
+            fs.delete(f, recursive=False)
+        if stale:
+            log.info("output %s: removed %d file(s) of an earlier attempt at batch %d", path, len(stale), version)
+    else:
+        fs.create_text(writing, "writing\n", overwrite=True)
+    _tagged(df, tag).write.mode("append").parquet(path)
+    crash_point("sink_write")  # appended, not yet marked: a retry must not keep both
+    try:
+        fs.create_text(done, "done\n")
     except FileExistsError:
         pass
 
@@ -121,8 +176,8 @@ def write_batch(driver: SparkSession, df: DataFrame, sink: str, checkpoint: str,
         fs = filesystem(driver)
         if fs.renames:
             _write_path(fs, df, sink, checkpoint, version)
-        else:  # Spark Connect: no rename; appended, then marked, as a table is
-            _once(fs, join(checkpoint, "bulk", "sink"), version, lambda: df.write.mode("append").parquet(sink))
+        else:  # Spark Connect: no rename
+            _write_path_in_place(fs, df, sink, checkpoint, version)
     else:
         _once(filesystem(driver), join(checkpoint, "bulk", "sink"), version, lambda: _write_table(df, sink))
         driver.catalog.refreshTable(sink)  # the batch wrote through Spark's streaming session
