@@ -10,6 +10,7 @@ claims it runs on); and a venv with no PySpark at all runs KeyedTester
 
     python tools/smoke.py              # every smoke pair
     python tools/smoke.py 3.5 4.1      # those Spark minors only
+    python tools/smoke.py --all-pythons  # every supported (Spark, Python) pair, installed the same way
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pairs import NEWEST, OLDEST, SMOKE  # noqa: E402
+from pairs import NEWEST, OLDEST, PAIRS, SMOKE  # noqa: E402
 from venvs import ROOT, VENVS, lowest_pins, make_venv  # noqa: E402
 
 __all__ = ["main"]
@@ -31,8 +32,10 @@ __all__ = ["main"]
 def _run(py: Path, args: list[str], log) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
     env["PYSPARK_PYTHON"] = str(py)
+    # SMOKE_LOCK=<file>: each test run holds that flock (a machine shared with other Spark jobs)
+    lock = ["flock", os.environ["SMOKE_LOCK"]] if os.environ.get("SMOKE_LOCK") else []
     return subprocess.run(
-        [str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        [*lock, str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -50,9 +53,10 @@ def _venv(name: str, spark: str | None, python: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    wanted = set(argv)
+    every = "--all-pythons" in argv  # every supported pair, not CI's selection
+    wanted = set(argv) - {"--all-pythons"}
     VENVS.mkdir(exist_ok=True)
-    pairs = [(s, p) for s, p in SMOKE if not wanted or s in wanted]
+    pairs = [(s, p) for s, p in (PAIRS if every else SMOKE) if not wanted or s in wanted]
     jobs = [(f"Spark {s} / Python {p}", s, p) for s, p in pairs]
     if not wanted or OLDEST[0] in wanted:
         jobs.append((LOWEST, *OLDEST))
