@@ -1,4 +1,4 @@
-"""A bulk stream's directory output through Spark Connect (no rename): a crash between the
+"""A bulk stream's directory and table outputs (Connect: no rename): a crash between the
 append and the batch's mark never leaves the batch twice. ``ConnectFS`` does its file work
 with DataFrame operations only, which run the same on a classic session: the test drives it
 over the shared one and kills the step (an exception at the crash point) between append and
@@ -85,3 +85,25 @@ def test_a_crash_before_the_append_writes_the_batch_once_on_retry(spark, tmp_pat
     monkeypatch.setattr(sinks, "_tagged", real)
     sinks._write_path_in_place(fs, df, out, cp, 0)
     assert _output(spark, out) == sorted(rows)
+
+
+@pytest.mark.parametrize("way", ["classic", "connect"])
+def test_a_table_output_killed_mid_write_holds_each_batch_once(spark, tmp_path, monkeypatch, way):
+    """A bulk stream's table output (a Parquet table, made by the first batch): killed inside
+    the write of batch 1, then retried as the restarted query does."""
+    if way == "connect":
+        monkeypatch.setattr(sinks, "filesystem", lambda s: ConnectFS(s))
+    table, cp = f"sink_once_{way}", str(tmp_path / "cp")
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    rows0, df0 = _batch(spark, 0, 5)
+    sinks.write_batch(spark, df0, table, cp, 0)
+    rows1, df1 = _batch(spark, 1, 9)
+    monkeypatch.setattr(sinks, "crash_point", _kill_at("sink_write"))
+    with pytest.raises(Killed):
+        sinks.write_batch(spark, df1, table, cp, 1)
+    monkeypatch.setattr(sinks, "crash_point", lambda name: None)
+    sinks.write_batch(spark, df1, table, cp, 1)
+    sinks.write_batch(spark, df1, table, cp, 1)  # done: once more changes nothing
+    got = sorted(tuple(r) for r in spark.table(table).collect())
+    spark.sql(f"DROP TABLE {table}")
+    assert got == sorted(rows0 + rows1)

@@ -10,8 +10,11 @@ Spark accepts.
   version (same prefix) are deleted; then each file is moved to ``<output>/<prefix><name>``.
   On object stores a move is a copy of one whole object, so a reader sees each file whole or
   not at all; a crash mid-way leaves some files of the version, which the retry replaces.
-- Table: the insert is followed by creating ``<checkpoint>/bulk/sink/<version>.done``
-  (create-without-overwrite); a retry finding it skips the insert.
+- Table: an unpartitioned Parquet table (what a first batch creates) is written as files of
+  its location, as a directory is (so exactly once, classic or Connect), then refreshed. Any
+  other table: the insert is followed by creating ``<checkpoint>/bulk/sink/<version>.done``
+  (create-without-overwrite); a retry finding it skips the insert, and a crash between the two
+  inserts the batch again.
 - Directory, on Spark Connect (no rename, and a file is deleted only by overwriting it): the
   batch is appended with its version's tag in the Spark schema the files carry (metadata of
   the first column, ``spark_keyed_sql.output``), after ``<checkpoint>/bulk/sink/<version>.writing``
@@ -79,6 +82,7 @@ def _once(fs: CheckpointFS, marker_dir: str, version: int, write: Any) -> None:
     if fs.exists(marker):
         return  # this version already reached the sink
     write()
+    crash_point("sink_write")  # written, not yet marked
     fs.mkdirs(marker_dir)
     try:
         fs.create_text(marker, "done\n")
@@ -132,6 +136,29 @@ def _write_path_in_place(fs: CheckpointFS, df: DataFrame, path: str, checkpoint:
         pass
 
 
+def _parquet_table(df: DataFrame, table: str) -> tuple[str, DataFrame] | None:
+    """An unpartitioned Parquet table (made now, empty, when there is none): its location and
+    ``df`` shaped as ``insertInto`` shapes it (by position, cast to the table's columns), so
+    the batch can be written as files of that location under names a retry replaces. None for
+    any other table (partitioned, another format, a view, a catalog without locations)."""
+    spark = df.sparkSession
+    if not spark.catalog.tableExists(table):
+        df.limit(0).write.format("parquet").saveAsTable(table)
+    try:
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+    except Exception:  # noqa: BLE001 - not describable here: inserted and marked instead
+        return None
+    info = {(r[0] or "").strip(): (r[1] or "").strip() for r in rows}
+    if "# Partition Information" in info or info.get("Provider", "").lower() != "parquet":
+        return None
+    location = info.get("Location")
+    target = spark.table(table).schema.fields
+    if not location or len(target) != len(df.columns):
+        return None  # insertInto gives Spark's own error for a width that does not match
+    shaped = df.select(*[F.col(f"`{c}`").cast(t.dataType).alias(t.name) for c, t in zip(df.columns, target)])
+    return location, shaped
+
+
 def _write_table(df: DataFrame, table: str) -> None:
     spark = df.sparkSession
     if spark.catalog.tableExists(table):
@@ -179,5 +206,12 @@ def write_batch(driver: SparkSession, df: DataFrame, sink: str, checkpoint: str,
         else:  # Spark Connect: no rename
             _write_path_in_place(fs, df, sink, checkpoint, version)
     else:
-        _once(filesystem(driver), join(checkpoint, "bulk", "sink"), version, lambda: _write_table(df, sink))
+        fs = filesystem(driver)
+        found = _parquet_table(df, sink)
+        if found is None:  # inserted, then marked: a crash between the two inserts the batch again
+            _once(fs, join(checkpoint, "bulk", "sink"), version, lambda: _write_table(df, sink))
+        elif fs.renames:
+            _write_path(fs, found[1], found[0], checkpoint, version)
+        else:
+            _write_path_in_place(fs, found[1], found[0], checkpoint, version)
         driver.catalog.refreshTable(sink)  # the batch wrote through Spark's streaming session
