@@ -46,6 +46,13 @@ def test_widening_follows_sparks_safe_up_casts():
         assert not widens(old, new), (old, new)
 
 
+def test_the_error_is_importable_from_the_package():
+    import spark_keyed_sql
+
+    assert spark_keyed_sql.StateEvolutionError is StateEvolutionError
+    assert issubclass(StateEvolutionError, spark_keyed_sql.KeyedSQLError)
+
+
 def test_compare_maps_by_name_and_refuses_a_narrowing():
     stored = [StoredField("a", T.IntegerType()), StoredField("b", T.StringType(), encoded=True)]
     current = [
