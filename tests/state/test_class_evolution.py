@@ -402,3 +402,20 @@ def test_initial_state_reaches_state_variables_by_name(spark, ks, tmp_path):
         output=out,
     )
     assert _rows(spark, out) == sorted(out2)
+
+
+def test_start_check_logs_a_removed_attribute_and_refuses_before_anything(caplog):
+    from spark_keyed_sql.state.evolution import check_layouts
+
+    was = {
+        "function": "fn",
+        "attributes": [{"name": "email", "type": "string", "encoded": True}, {"name": "n", "type": "int"}],
+    }
+    now = {"function": "fn", "attributes": [{"name": "n", "type": "bigint"}, {"name": "m", "type": "double"}]}
+    with caplog.at_level("INFO", logger="spark_keyed_sql.state.evolution"):
+        check_layouts("/ck", [was], [now])
+    removed = [r for r in caplog.records if "no longer has" in r.getMessage()]
+    assert len(removed) == 1 and "email" in removed[0].getMessage()
+    assert any("n widened from int to bigint" in r.getMessage() for r in caplog.records)
+    with pytest.raises(StateEvolutionError, match=r"fn: state attribute 'n' is stored as bigint .* declares int"):
+        check_layouts("/ck", [now], [was])
