@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .session import KeyedSQL
     from .sql.errors import KeyedQueryError, KeyedSQLSyntaxError
     from .state.checkpoint import CheckpointError, MigrationError
+    from .state.evolution import StateEvolutionError
 
 # the names that need Spark: module that defines each
 _ON_SPARK = {
@@ -58,6 +59,7 @@ _ON_SPARK = {
     "KeyedSQLSyntaxError": ".sql.errors",
     "CheckpointError": ".state.checkpoint",
     "MigrationError": ".state.checkpoint",
+    "StateEvolutionError": ".state.evolution",
 }
 
 
@@ -92,6 +94,7 @@ __all__ = [
     "SparkVersionError",
     "StateAccessError",
     "StateEncodingError",
+    "StateEvolutionError",
     "StateTypeError",
     "StatefulFunction",
     "TimerLoopError",

@@ -48,6 +48,10 @@ class KeyedPlan:
     # several named inputs (the table-function form): each row's input index is in input_column
     inputs: list[PlanInput] | None = None
     input_column: str | None = None
+    # attributes added to the class since its checkpoint's state began (state/evolution.py): a
+    # stored row written before may lack them, and an engine that reads rows by name with a
+    # NULL for a missing field (tws) reads that NULL as the attribute's __init__ value
+    absent_attributes: tuple[str, ...] = ()
 
     @property
     def watermarked_inputs(self) -> int:

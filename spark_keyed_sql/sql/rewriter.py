@@ -27,6 +27,9 @@ from ..runtime.clock import session_offset_ms
 from ..runtime.plan import KeyedPlan, PlanInput
 from ..runtime.runner import OrderSpec
 from ..runtime.spec import FunctionKind, FunctionSpec, check_process_inputs
+from ..state.attributes import AttributeLayout
+from ..state.checkpoint import CheckpointError, read_metadata
+from ..state.evolution import absent_attributes
 from .errors import KeyedQueryError, position, spark_hint
 from .expressions import KNOWN_OPTIONS, STREAMING_ONLY_OPTIONS, KeyedGroup
 from .parse import render
@@ -398,6 +401,24 @@ class _Planner:
             )
         return engine
 
+    def _absent_attributes(self, call: _Call) -> tuple[str, ...]:
+        """The attributes the class added since its checkpoint's state began (rows stored before
+        lack them: ``state/evolution.py``), from the checkpoint's record of its last run."""
+        written = self.checkpoint or call.options.get("checkpoint")
+        if not written or call.spec.kind is not FunctionKind.FUNCTION:
+            return ()
+        try:
+            meta = read_metadata(str(written), self.spark)
+        except CheckpointError:
+            return ()
+        was = next(
+            (o for o in (meta or {}).get("operators", []) if str(o.get("function", "")).lower() == call.fname.lower()),
+            None,
+        )
+        if was is None:
+            return ()
+        return tuple(absent_attributes(was, AttributeLayout(call.spec.instantiate()).names))
+
     def _step(self, group: KeyedGroup, call: _Call, source: _Source, outer: _Outer, engine: Engine) -> KeyedStep:
         event_time = group.args.get("event_time")
         projections: list[exp.Expression] = []
@@ -448,6 +469,7 @@ class _Planner:
             _interval_ms(group.args.get("watermark")),
             partitions=call.options.get("state_partitions"),
             clock_offset_ms=session_offset_ms(self.spark),
+            absent_attributes=self._absent_attributes(call),
         )
         inputs = group.args.get("inputs")
         if inputs:

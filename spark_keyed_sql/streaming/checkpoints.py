@@ -17,6 +17,7 @@ from ..runtime.spec import FunctionKind, FunctionSpec
 from ..sql.statement import KeyedStatement, KeyedStep
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, check_compatible, read_metadata, write_metadata
+from ..state.evolution import absent_attributes, check_layouts
 from ..state.filesystems import filesystem
 from ..state.fs import join
 
@@ -60,6 +61,9 @@ def prepare_checkpoint(
     old = read_metadata(checkpoint, spark)
     previous = old["operators"] if old else []
     _check_engines(checkpoint, previous, operators)
+    check_layouts(checkpoint, previous, operators)  # state by name: refuses a change it cannot carry
+    for new, was in zip(operators, previous):  # (the plan read them from the record before this run)
+        new["absent_attributes"] = absent_attributes(was, [a["name"] for a in new["attributes"]])
     for new, was in zip(operators, previous):
         if was.get("partitions"):
             new["partitions"] = was["partitions"]  # chosen by migrate_state
@@ -91,6 +95,7 @@ def operator_record(step: KeyedStep, spec: FunctionSpec) -> dict[str, Any]:
         else [],
         "variables": [
             {"name": n, "kind": d.kind.value, "type": d.type.ddl(), "ttl_ms": d.ttl_ms}
+            | ({"key_type": d.key_type.ddl()} if getattr(d, "key_type", None) is not None else {})
             for n, d in spec.descriptors.items()
         ],
         "ttl_ms": spec.ttl_ms,

@@ -5,6 +5,8 @@ of each key wins, tombstones remove it), written by a migration as a new base.""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +19,7 @@ from ...state.attributes import AttributeLayout
 from ...state.checkpoint import CheckpointError, MigrationError, read_metadata
 from ...state.commit_record import BaseMarker, BatchMetrics, CommitRecord
 from ...state.encoding import dumps
+from ...state.evolution import StoredField, compare
 from ...state.filesystems import filesystem
 from ...state.fs import join
 from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, SnapshotStore, state_column_names
@@ -24,7 +27,9 @@ from ..base import Position, StateLayout
 from .partitioning import PART, part_column
 from .state_row import ATTRS_EXP, HAS_ATTRS, TIMERS, StateRowCodec
 
-__all__ = ["BulkLayout", "bulk_partitions", "state_frame", "DELETED", "VERSION"]
+__all__ = ["BulkLayout", "bulk_partitions", "evolved_commit", "state_frame", "DELETED", "VERSION"]
+
+log = logging.getLogger(__name__)
 
 VERSION = "__ks_ver"  # the version a state row comes from (newest wins)
 DELETED = "__ks_del"  # a delta row that removes the key's state
@@ -86,6 +91,106 @@ def state_frame(
         .where((F.col("__ks_rank") == 1) & ~F.col(DELETED))
         .drop("__ks_rank", VERSION, DELETED)
     )
+
+
+def _stored_fields(schema: T.StructType, codec: StateRowCodec) -> tuple[list[StoredField], list[StoredField]]:
+    """(attributes, state variables) of a snapshot schema, by the names ``codec`` knows: a
+    variable's value column, its kind from its Spark type (the element / value type as the
+    layout records it)."""
+    attrs, variables = [], []
+    for f in schema.fields:
+        if not f.name.startswith(STATE_PREFIX) or f.name in (HAS_ATTRS, ATTRS_EXP, TIMERS) or f.name.endswith("__exp"):
+            continue
+        name = f.name[len(STATE_PREFIX) :]
+        if codec.layout is not None:
+            attrs.append(StoredField(name, f.dataType))
+        elif isinstance(f.dataType, T.ArrayType):
+            variables.append(StoredField(name, f.dataType.elementType, kind="list"))
+        elif isinstance(f.dataType, T.MapType):
+            variables.append(StoredField(name, f.dataType.valueType, kind="map", key_type=f.dataType.keyType))
+        else:
+            variables.append(StoredField(name, f.dataType, kind="value"))
+    return attrs, variables
+
+
+def _codec_fields(codec: StateRowCodec) -> tuple[list[StoredField], list[StoredField]]:
+    """(attributes, state variables) of ``codec``, as ``_stored_fields`` reads a schema."""
+    return _stored_fields(codec.schema, codec)
+
+
+def evolved_commit(
+    spark: SparkSession, store: SnapshotStore, commit: CommitRecord, codec: StateRowCodec, function: str
+) -> CommitRecord | None:
+    """``commit``'s state in ``codec``'s layout when the class changed since it was written (None
+    when the layout is the same: the fast path). Each stored column reaches the attribute /
+    variable of its name (``state/evolution.py``): a new attribute takes its ``__init__`` value
+    in keys that hold attributes, a new variable or expiry column is unset, a removed one is
+    dropped, a widened one cast. Written as a base snapshot of ``commit.version`` that no
+    commit names yet and no marker makes a compaction base (so an older class running on this
+    checkpoint never sees it); returned as a commit record to continue from, read only by
+    the step that commits next (which names the base: every commit's base and deltas then
+    share its schema). Its tokens name no local store, so every partition is fed from it."""
+    if commit.schema is None:
+        return None
+    stored = T.StructType.fromJson(dict(commit.schema))
+    if _state_shape(stored) == _state_shape(codec.schema):
+        return None
+    old_attrs, old_vars = _stored_fields(stored, codec)
+    new_attrs, new_vars = _codec_fields(codec)
+    compare(function, old_attrs, new_attrs, "state attribute")  # refuses what cannot be carried
+    compare(function, old_vars, new_vars, "state variable")
+    have = {f.name: f.dataType for f in stored.fields}
+    frame = state_frame(spark, store, commit)
+    keys = _keys(stored)
+    cols: list[Any] = [F.col(k) for k in keys]
+    layout = codec.layout
+    added = [n for n in (layout.names if layout is not None else []) if STATE_PREFIX + n not in have]
+    if added:  # the __init__ values of the new attributes, as stored (typed, or JSON), in a one-row frame
+        assert layout is not None
+        fresh = dict(zip(layout.names, layout.fresh_row))
+        schema = T.StructType(
+            [T.StructField(f"__ks_init_{i}", codec.schema[STATE_PREFIX + n].dataType) for i, n in enumerate(added)]
+        )
+        init = spark.createDataFrame([tuple(fresh[n] for n in added)], schema)
+        frame = frame.crossJoin(F.broadcast(init))
+    for f in codec.fields:
+        if f.name in have:
+            col = F.col(f.name) if have[f.name] == f.dataType else F.col(f.name).cast(f.dataType)
+        elif layout is not None and f.name[len(STATE_PREFIX) :] in added:
+            i = added.index(f.name[len(STATE_PREFIX) :])
+            col = F.when(F.col(HAS_ATTRS), F.col(f"__ks_init_{i}")).otherwise(F.lit(None).cast(f.dataType))
+        else:
+            col = F.lit(None).cast(f.dataType)
+        cols.append(col.alias(f.name))
+    snapshot = frame.select(*cols, F.col(PART))
+    base = store.new_base(commit.version)
+    snapshot.repartition(PART).write.partitionBy(PART).parquet(store.path(base))
+    rows = spark.read.parquet(store.path(base)).count()
+    log.info(
+        "checkpoint %s: %s's state (version %d, %d keys) rewritten by name for the class's new layout",
+        store.checkpoint,
+        function,
+        commit.version,
+        rows,
+    )
+    key_fields = [f for f in stored.fields if f.name in keys]
+    return dataclasses.replace(
+        commit,
+        attempt=f"evolved-{base.rsplit('-', 1)[-1]}",
+        schema=T.StructType(key_fields + codec.fields).jsonValue(),
+        base=base,
+        base_version=commit.version,
+        base_rows=rows,
+        base_bytes=store.fs.size(store.path(base)),
+        deltas=(),
+        stores={},
+    )
+
+
+def _state_shape(schema: T.StructType) -> list[tuple[str, str]]:
+    """The state columns of a snapshot schema, in order, by name and type (nullability aside:
+    a migration's snapshot records other nullability for the same layout)."""
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields if not f.name.startswith(KEY_PREFIX)]
 
 
 def _cast_checked(df: DataFrame, column: str, target: T.DataType, where: str) -> Any:

@@ -47,7 +47,7 @@ from ..base import StreamJob, StreamRun, output_schema
 from ..streams import configure_writer, not_a_stream, wait_until_done
 from .compaction import COMPACT_DELTAS, COMPACT_DELTAS_CONF, COMPACT_MIN_ROWS, Compactor
 from .incremental import IncrementalProgram, incremental_input, step_schema
-from .layout import bulk_partitions, state_frame
+from .layout import bulk_partitions, evolved_commit, state_frame
 from .local_store import token_version
 from .partitioning import PART
 from .records import KIND, Feed, OutputKind, TaskStats, earliest
@@ -217,6 +217,9 @@ class BulkStream:
         self.step_schema = step_schema(self.out_schema, self.codec, n)
         self.snapshot_schema = T.StructType(self.step_schema.fields[1 : 1 + n] + self.codec.fields)
         self.compactor = Compactor(self.store, driver)
+        # the last commit rewritten by name for this class's state layout (evolved_commit), when
+        # the class changed since it was written; the next step continues from it
+        self.evolved: CommitRecord | None = None
         if on_server:
             return
         if is_path(sink) and self.fs.is_dir(join(sink, "_spark_metadata")):
@@ -333,7 +336,7 @@ class BulkStream:
 
     def plan_version(self, spark: SparkSession) -> StepPlan:
         """The version this step commits, its clock and watermarks, and the program its tasks run."""
-        prev = self.store.latest()
+        prev = self._continue_from(spark, self.store.latest())
         version = 0 if prev is None else prev.version + 1
         started = time.time()
         now = now_ms(self.plan.clock_offset_ms)
@@ -359,6 +362,17 @@ class BulkStream:
             cache_dir=self.cache_dir,
         )
         return StepPlan(prev, version, attempt, started, now, wm, late_wm, initial, program)
+
+    def _continue_from(self, spark: SparkSession, latest: CommitRecord | None) -> CommitRecord | None:
+        """The commit a step continues from: the last one, or, when the class's state layout
+        changed since it was written, that state mapped by name (made once, by the first step)."""
+        if latest is None:
+            return None
+        evolved = self.evolved
+        if evolved is not None and evolved.version == latest.version:
+            return evolved
+        self.evolved = evolved_commit(spark, self.store, latest, self.codec, self.function)
+        return self.evolved or latest
 
     def run_jobs(self, batch_df: DataFrame, plan: StepPlan) -> StepJobs:
         """The keyed job over every state partition; then, while some partition's local store
@@ -507,9 +521,14 @@ class BulkStream:
         """How to feed each missed partition: CATCH_UP when the store holds a committed state the
         retained deltas lead on from (any of them: the job may run on another host), else FULL
         (always, in a later job: it cannot miss)."""
-        if prev is None:
-            return {p: Feed.FULL for p in missed}, {}
-        usable = {c.version: c for c in self.store.commits() if c.version >= prev.base_version}
+        if prev is None or prev is self.evolved:
+            return {p: Feed.FULL for p in missed}, {}  # an evolved state: no local store holds it
+        # a store holding a commit of another state layout (a class changed since) is fed in full
+        usable = {
+            c.version: c
+            for c in self.store.commits()
+            if c.version >= prev.base_version and c.schema is not None and _same_shape(c.schema, prev.schema)
+        }
         feeds: dict[int, Feed] = {}
         catch_up: dict[int, dict[int, str]] = {}
         for p, held in missed.items():
@@ -538,6 +557,16 @@ class BulkStream:
         for f in frames[1:]:
             out = out.unionByName(f)
         return out
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    """Do two commits' snapshot schemas hold the same state columns (names, types, order)?"""
+    if a == b:
+        return True
+    if b is None:
+        return False
+    shape = [(f.name, f.dataType.simpleString()) for f in T.StructType.fromJson(dict(a)).fields]
+    return shape == [(f.name, f.dataType.simpleString()) for f in T.StructType.fromJson(dict(b)).fields]
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,15 @@ class _SparkKeyStore(KeyStore):
         row = self.proc.attr_var.get()  # None when unset: one round trip
         if row is None:
             return None
-        return (row[:-1], row[-1]) if self.ttl else (row, None)
+        entry = (row[:-1], row[-1]) if self.ttl else (row, None)
+        fill = self.proc.attr_fill
+        if fill:  # attributes added since the row was stored: Spark resolves them by name as NULL
+            values = list(entry[0])
+            for i, fresh in fill:
+                if values[i] is None:
+                    values[i] = fresh
+            entry = (tuple(values), entry[1])
+        return entry
 
     def set_attributes(self, row: tuple, expires: int | None) -> None:
         self.proc.attr_var.update((*row, expires) if self.ttl else row)
@@ -184,12 +192,18 @@ class KeyedStatefulProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed, self.plan.input_names)
         self.attr_var = None
+        self.attr_fill: list[tuple[int, Any]] = []
         self._batch_now: int | None = None
         if self.runner.layout is not None:
             schema = to_spark(self.runner.layout.schema)
             if self.plan.spec.ttl_ms is not None:
                 schema = _with_expiry(schema)
             self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
+            # (index, stored __init__ value) of the attributes a row stored before they were added
+            # lacks: Spark's Avro encoding resolves a stored row by name, giving NULL for them
+            layout = self.runner.layout
+            fresh = dict(zip(layout.names, layout.fresh_row))
+            self.attr_fill = [(i, fresh[n]) for i, n in enumerate(layout.names) if n in self.plan.absent_attributes]
         self.variables = {name: self.variable_class(handle, d) for name, d in self.runner.descriptors.items()}
         self.timer_service = _SparkTimers(handle, self.time_mode != "None")
         self.binding = KeyBinding(_SparkKeyStore(self), self.now, self.plan.spec.ttl_ms)
