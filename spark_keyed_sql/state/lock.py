@@ -320,17 +320,21 @@ class CheckpointLock:
             if self.lost:
                 return
             beat_ms = _now_ms()
+            writing = False
             try:
                 holder = lock_holder(self.checkpoint, self.fs.spark)
                 if not holder or holder.get("owner") != self.token:
                     self._lose(holder)
                     return
                 body = self._body(beat_ms)
+                writing = True
                 whole = self.fs.replace_text(self.path, body, midway=lambda: crash_point("lease_renewing"))
             except Exception as exc:  # noqa: BLE001 - a missed beat is retried until the deadline
                 missed += 1
-                if not self._whole:  # an in-place overwrite that failed may have left a torn lease
-                    self.deadline_ms = min(self.deadline_ms, beat_ms)
+                if writing and not self._whole:  # an in-place overwrite that failed may have left a torn lease,
+                    self.deadline_ms = min(self.deadline_ms, beat_ms)  # which others take in two heartbeats:
+                    self._expire()  # stop now
+                    return
                 log.warning(
                     "lease %s: heartbeat %d missed (%s); last renewed at %s, this query stops at %s unless renewed "
                     "before (others may take the lease over from %s)",
@@ -359,15 +363,16 @@ class CheckpointLock:
             self._stop.wait(min(left, self.HEARTBEAT_S))
 
     def _expire(self) -> None:
+        self._fail(self._expired())
+
+    def _expired(self) -> CheckpointError:
         window = self.TIMEOUT_S
-        self._fail(
-            CheckpointError(
-                f"checkpoint {self.checkpoint!r}: this query's lease was not renewed since {_when(self.renewed_ms)} "
-                f"(its storage refused or did not answer the heartbeats since); after the takeover window of "
-                f"{window:g} s ({_when(self.renewed_ms + int(window * 1000))}) another query may start on this "
-                "checkpoint, so this one stops now, before that. Its committed batches are intact; start it again "
-                "once the checkpoint's storage is reachable"
-            )
+        return CheckpointError(
+            f"checkpoint {self.checkpoint!r}: this query's lease was not renewed since {_when(self.renewed_ms)} "
+            f"(its storage refused or did not answer the heartbeats since); after the takeover window of "
+            f"{window:g} s ({_when(self.renewed_ms + int(window * 1000))}) another query may start on this "
+            "checkpoint, so this one stops now, before that. Its committed batches are intact; start it again "
+            "once the checkpoint's storage is reachable"
         )
 
     def _lose(self, holder: dict | None) -> None:
@@ -392,10 +397,12 @@ class CheckpointLock:
     def check(self) -> None:
         """Raise if this holder may no longer write: its lease was lost, or its deadline passed
         (before a commit; the watchdog may not have run yet)."""
-        if not self.lost and _now_ms() >= self.deadline_ms:
-            self._expire()
         if self.failure is not None:
             raise self.failure
+        if _now_ms() >= self.deadline_ms:
+            # raised only: the watchdog stops the query (stopping it from here, inside its own
+            # batch, would wait for this very batch)
+            raise self._expired()
 
     def release(self) -> None:
         self._stop.set()

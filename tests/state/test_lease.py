@@ -295,3 +295,89 @@ def test_check_lease_refuses_a_commit_only_under_a_lost_lease(spark, viewfs, per
     finally:
         lock.release()
     check_lease(root + "/cp/state/x", filesystem(spark))  # released: no lease of this process there
+
+
+# ---------------------------------------------------------------------------- a store without a move
+class RecordStore:
+    """In memory, a store like Spark Connect's for small records (state/connect_fs.py): no
+    rename, an overwrite is a removal then a write (``replace_text`` says it is not whole), and
+    a failed overwrite may leave the record removed or half there. ``fail`` makes writes fail."""
+
+    spark = None
+    renames = False
+
+    def __init__(self):
+        self.files: dict[str, tuple[str, int]] = {}
+        self.fail = threading.Event()
+
+    def qualify(self, path, what="path"):
+        return path
+
+    def probe(self, path, what="checkpoint"):
+        pass
+
+    def mkdirs(self, path):
+        pass
+
+    def list(self, path):
+        return sorted({p[len(path) + 1 :].split("/")[0] for p in self.files if p.startswith(path + "/")})
+
+    def modified_ms(self, path):
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        return self.files[path][1]
+
+    def read_text(self, path):
+        if path not in self.files or self.files[path][0] == "":
+            raise FileNotFoundError(path)  # an emptied record reads as absent
+        return self.files[path][0]
+
+    def create_text(self, path, text, overwrite=False, midway=None):
+        if not overwrite and self.files.get(path, ("", 0))[0]:
+            raise FileExistsError(path)
+        if self.fail.is_set():
+            self.files[path] = (text[: len(text) // 2], int(time.time() * 1000))  # torn by the failure
+            raise FSError(f"file {path!r}: storage unavailable (injected)")
+        self.files[path] = (text, int(time.time() * 1000))
+
+    def replace_text(self, path, text, midway=None):
+        self.create_text(path, text, overwrite=True)
+        return False
+
+    def delete(self, path, recursive=True):
+        return self.files.pop(path, None) is not None
+
+
+def test_on_a_store_without_a_move_a_failed_renewal_stops_the_holder_at_once(monkeypatch, periods):
+    """A renewal that fails where it may have left the lease torn (no atomic move: Connect) makes
+    the holder stop at once: a torn lease is taken over after two heartbeats, not the window."""
+    store = RecordStore()
+    monkeypatch.setattr(lock_module, "filesystem", lambda spark=None: store)
+    heartbeat, window = 0.25, 30.0
+    periods(heartbeat=heartbeat, timeout=window)
+    holder = CheckpointLock("mem://cp")
+    stopped: list[tuple[float, CheckpointError]] = []
+    holder.acquire()
+    holder.on_lost = lambda err: stopped.append((time.time(), err))
+    try:
+        time.sleep(2 * heartbeat)
+        store.fail.set()
+        failed_at = time.time()
+        deadline = failed_at + 10
+        while not stopped and time.time() < deadline:
+            time.sleep(0.02)
+        assert stopped and "was not renewed since" in str(stopped[0][1])
+        torn = store.files["mem://cp/" + LOCK_FILE]
+        with pytest.raises(ValueError):
+            json.loads(torn[0])  # the failed overwrite left it torn ...
+        # ... and the holder stopped before a starter may take a torn lease (two heartbeats)
+        assert stopped[0][0] < torn[1] / 1000 + 2 * heartbeat
+        store.fail.clear()
+        taker = CheckpointLock("mem://cp").acquire()  # waits out the two heartbeats, then takes it
+        try:
+            assert time.time() >= torn[1] / 1000 + 2 * heartbeat
+            assert json.loads(store.read_text("mem://cp/" + LOCK_FILE))["owner"] == taker.token
+        finally:
+            taker.release()
+    finally:
+        holder.release()
