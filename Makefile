@@ -76,9 +76,10 @@ bench-rounds: check-java $(STAMP)
 bench-versions: check-java $(STAMP)
 	$(PY) bench/versions.py $(VERSIONS_ARGS)
 
-# full crash run (20+ SIGKILLs per engine) -> figures in docs/reliability.md
+# full crash run (20+ SIGKILLs per engine, inside lease writes too) -> figures in docs/reliability.md
+# (CRASH_ARGS="--loops 4": 200+ kills; "--lock /tmp/spark.lock": a flock around each run)
 crash: check-java $(STAMP)
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/crash/full.py
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/crash/full.py $(CRASH_ARGS)
 
 # the SQL fuzzer with many more examples than CI's fixed-seed run, and the differential test
 # with more seeds on every (class, path) pair (CI runs one seed on a selection)

@@ -22,10 +22,14 @@ _FAILED: dict[str, BaseException] = {}  # query id -> the failure that stopped i
 
 
 def _query_id(query: Any) -> str | None:
-    try:
-        return str(query.id)
-    except Exception:  # noqa: BLE001 - a query object without an id: nothing to record under
-        return None
+    """The run's id: a query restarted on its checkpoint keeps its ``id`` but gets a new
+    ``runId``, and the failure of the earlier run is not the restarted one's."""
+    for attr in ("runId", "id"):
+        try:
+            return str(getattr(query, attr))
+        except Exception:  # noqa: BLE001 - a query object without one: the next, or nothing to record under
+            continue
+    return None
 
 
 def fail_query(query: Any, exc: BaseException, what: str) -> None:

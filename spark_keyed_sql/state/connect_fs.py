@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..compat.exceptions import first_line
@@ -180,7 +181,9 @@ class ConnectFS(CheckpointFS):
         return bytes(rows[0].content)
 
     # ------------------------------------------------------------------ writing
-    def create_text(self, path: str, text: str, overwrite: bool = False) -> None:
+    def create_text(
+        self, path: str, text: str, overwrite: bool = False, midway: Callable[[], None] | None = None
+    ) -> None:
         if overwrite:
             self._write(path, text, "overwrite")
             return

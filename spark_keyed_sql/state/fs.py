@@ -14,6 +14,9 @@ What the commit protocols built on this rely on (see docs/reliability.md):
 - ``create_text(path, text)`` without overwrite fails when a record exists there; on HDFS and on
   object stores a record appears whole or not at all.
 - ``write_text(..., overwrite=True)`` replaces a small record; on object stores that is one PUT.
+- ``replace_text`` replaces one so a reader never sees it torn: a temporary file moved over it
+  where the store moves atomically (local disks, HDFS), one PUT on object stores; it says when
+  neither holds (Connect's overwrite of a record directory).
 - ``list`` sees every file created before it was called (S3, GCS and ADLS list consistently).
 - ``rename`` is NOT relied on for atomicity: on object stores it is copy + delete.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from ..api.errors import KeyedSQLError
@@ -118,12 +122,24 @@ class CheckpointFS(ABC):
 
     # ------------------------------------------------------------------ writing
     @abstractmethod
-    def create_text(self, path: str, text: str, overwrite: bool = False) -> None:
-        """Write a small record. Without ``overwrite``: ``FileExistsError`` if one exists."""
+    def create_text(
+        self, path: str, text: str, overwrite: bool = False, midway: Callable[[], None] | None = None
+    ) -> None:
+        """Write a small record. Without ``overwrite``: ``FileExistsError`` if one exists.
+        ``midway``: called once the record exists and before its text is in (a fault point)."""
 
     def write_text(self, path: str, text: str) -> None:
         """Replace a small record's content (one PUT on object stores)."""
         self.create_text(path, text, overwrite=True)
+
+    def replace_text(self, path: str, text: str, midway: Callable[[], None] | None = None) -> bool:
+        """Replace a small record so that no reader sees it torn, where the store allows: True
+        when a reader sees the old text or the new one, whole; False when the replacement may be
+        seen half done (here: an overwrite in place). ``midway``: a fault point inside it."""
+        if midway is not None:
+            midway()
+        self.write_text(path, text)
+        return False
 
     @abstractmethod
     def mkdirs(self, path: str) -> None: ...

@@ -4,12 +4,17 @@ is the session's (``sessionState.newHadoopConf()``), so ``spark.hadoop.*`` setti
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ..compat.exceptions import first_line
 from .fs import CheckpointFS, FSError, record_part, record_text
 
 __all__ = ["HadoopFS"]
+
+# stores whose objects appear whole once written (an overwrite is one PUT): no torn read
+_WHOLE_OBJECT_SCHEMES = frozenset({"s3a", "s3", "s3n", "gs", "abfs", "abfss", "wasb", "wasbs", "oss", "cos", "dbfs"})
 
 
 class HadoopFS(CheckpointFS):
@@ -43,6 +48,27 @@ class HadoopFS(CheckpointFS):
             return fs.getRawFileSystem() if fs.getClass().getName().endswith("LocalFileSystem") else fs
         except Exception:  # noqa: BLE001 - not a ChecksumFileSystem
             return fs
+
+    def _direct(self, fs: Any, p: Any) -> tuple[Any, Any]:
+        """The file system and path a small file is read and written through: through a
+        ``viewfs://`` mount, the store it resolves to (so that, as on a plain local path, no
+        checksum layer sits between: a lease moved into place by a rename must not be judged
+        by a checksum file of the lease it replaced); else ``fs`` itself, checksum layer skipped."""
+        if str(fs.getScheme()) != "viewfs":
+            return self._raw(fs), p
+        names: list[str] = []
+        at = p
+        while True:
+            try:
+                target = str(fs.resolvePath(at).toString()).rstrip("/")
+                break
+            except Exception as exc:  # noqa: BLE001 - not there yet: resolve the nearest directory that is
+                if "FileNotFoundException" not in str(exc) or at.getParent() is None:
+                    raise
+                names.insert(0, str(at.getName()))
+                at = at.getParent()
+        resolved = self._path("/".join([target, *names]))
+        return self._raw(resolved.getFileSystem(self.conf)), resolved
 
     def _call(self, path: str, what: str, fn):
         fs, p = self._fs(path, what)
@@ -150,7 +176,8 @@ class HadoopFS(CheckpointFS):
 
     def _read(self, path: str) -> bytes:
         def f(fs, p):
-            stream = self._raw(fs).open(p)
+            dfs, dp = self._direct(fs, p)
+            stream = dfs.open(dp)
             try:
                 return bytes(stream.readAllBytes())
             finally:
@@ -167,7 +194,7 @@ class HadoopFS(CheckpointFS):
         """The last ``n`` bytes of a file (fewer if it is shorter)."""
 
         def f(fs, p):
-            fs = self._raw(fs)
+            fs, p = self._direct(fs, p)
             length = fs.getFileStatus(p).getLen()
             stream = fs.open(p)
             try:
@@ -179,9 +206,12 @@ class HadoopFS(CheckpointFS):
         return self._call(path, "file", f)
 
     # ------------------------------------------------------------------ writing
-    def create_text(self, path: str, text: str, overwrite: bool = False) -> None:
+    def create_text(
+        self, path: str, text: str, overwrite: bool = False, midway: Callable[[], None] | None = None
+    ) -> None:
         """Write a small file. Without ``overwrite``: ``FileExistsError`` if it exists (Hadoop
-        ``create(path, overwrite=false)``, atomic where the store offers exclusive create)."""
+        ``create(path, overwrite=false)``, atomic where the store offers exclusive create).
+        ``midway`` is called between the create and the write (the crash tests' fault point)."""
         data = text.encode("utf-8")
         if self.is_dir(path):  # a record directory (a Connect session wrote it)
             if overwrite:
@@ -195,17 +225,70 @@ class HadoopFS(CheckpointFS):
 
         def f(fs, p):
             try:
-                out = self._raw(fs).create(p, bool(overwrite))
+                dfs, dp = self._direct(fs, p)
+                out = dfs.create(dp, bool(overwrite))
             except Exception as exc:  # noqa: BLE001
                 if "FileAlreadyExistsException" in str(exc) or "already exists" in str(exc):
                     raise FileExistsError(path) from None
                 raise
             try:
+                if midway is not None:
+                    midway()
                 out.write(bytearray(data))
             finally:
                 out.close()
 
         self._call(path, "file", f)
+
+    def replace_text(self, path: str, text: str, midway: Callable[[], None] | None = None) -> bool:
+        """Replace a small file so that a reader never sees it torn: the text is written to a
+        hidden temporary file beside it, then moved over it in one step where the store has one
+        (a POSIX rename on local disks, HDFS's ``rename(OVERWRITE)``; through ``viewfs://`` that of
+        the store it resolves to). Object stores have no such move, but write an object whole:
+        there the file is overwritten in place. True when the replacement is whole in either way;
+        False when it was an in-place overwrite on a store that may show it torn."""
+        if self.is_dir(path):  # a record directory a Connect session wrote: no file to move over
+            self.create_text(path, text, overwrite=True)
+            return False
+        fs, p = self._fs(path, "file")
+        try:
+            tfs, target = self._direct(fs, p)
+        except Exception as exc:  # noqa: BLE001
+            raise FSError(f"file {path!r}: {first_line(exc)}") from None
+        kind = str(tfs.getClass().getName())
+        how = {"RawLocalFileSystem": "posix", "DistributedFileSystem": "hdfs"}.get(kind.rsplit(".", 1)[-1])
+        if how is None:
+            whole = str(tfs.getScheme()) in _WHOLE_OBJECT_SCHEMES
+            self.create_text(path, text, overwrite=True, midway=midway)
+            return whole
+        tmp = self._path(f"{target.getParent().toString()}/.{target.getName()}.{uuid.uuid4().hex[:12]}.tmp")
+        data = text.encode("utf-8")
+        jvm = self.jvm
+
+        def f(_fs, _p):
+            out = tfs.create(tmp, True)
+            try:
+                out.write(bytearray(data))
+            finally:
+                out.close()
+            try:
+                if midway is not None:
+                    midway()
+                if how == "posix":
+                    moved = tfs.rename(tmp, target)  # File.renameTo: rename(2), which replaces atomically
+                else:
+                    opts = self.spark.sparkContext._gateway.new_array(jvm.org.apache.hadoop.fs.Options.Rename, 1)
+                    opts[0] = jvm.org.apache.hadoop.fs.Options.Rename.OVERWRITE
+                    tfs.rename(tmp, target, opts)
+                    moved = True
+                if not moved:
+                    raise OSError(f"rename {tmp} -> {target} refused")
+            except BaseException:
+                tfs.delete(tmp, False)
+                raise
+
+        self._call(path, "file", f)
+        return True
 
     def mkdirs(self, path: str) -> None:
         self._call(path, "directory", lambda fs, p: fs.mkdirs(p))

@@ -1,7 +1,12 @@
-"""`make crash`: the full crash run, 20+ SIGKILLs per engine at named points and random
-times over incremental ks.run batches, more over a continuous ks.start stream, then the
-figures written to docs/reliability.md (between its markers)."""
+"""`make crash`: the full crash run, 20+ SIGKILLs per engine at named points (inside lease writes
+too) and random times over incremental ks.run batches, more over a continuous ks.start stream,
+then the figures written to docs/reliability.md (between its markers), after every run so a loop
+cut short leaves what it did. ``--loops N`` repeats it on N inputs (CRASH_ARGS="--loops 4" for
+200+ kills); ``--lock FILE`` holds a flock only around each run (a shared machine)."""
 
+import argparse
+import contextlib
+import fcntl
 import os
 import sys
 import time
@@ -34,16 +39,23 @@ PLANS = {
         "sink_write:1",
         "after_sink:1",
         "processing:5",
+        # inside lease writes (a heartbeat a second): a renewal before its move, a start between
+        # its lease's create and write, twice each
+        "lease_renewing:2",
+        "lease_created:1",
+        "lease_renewing:4",
+        "lease_created:1",
     ],
     # one hit per key per batch: 24 files x up to 40 keys
     # counted from 0 in each incarnation (about one hit per key per batch): small, varied n
-    "tws": [f"processing:{n}" for n in (10, 25, 40, 55) * 3 + (15, 30)],
+    "tws": [f"processing:{n}" for n in (10, 25, 40, 55) * 3 + (15, 30)]
+    + ["lease_renewing:2", "lease_created:1", "lease_renewing:4", "lease_created:1"],
 }
 RANDOM = {"bulk": 8, "tws": 8}
 # the continuous ks.start stream: every named point once more, and random kills
 START_PLANS = {
-    "bulk": ["processing:2", "state_written:2", "sink_write:3", "after_sink:3"],
-    "tws": ["processing:10", "processing:30", "processing:50"],
+    "bulk": ["processing:2", "state_written:2", "sink_write:3", "after_sink:3", "lease_renewing:3", "lease_created:1"],
+    "tws": ["processing:10", "processing:30", "processing:50", "lease_renewing:3", "lease_created:1"],
 }
 START_RANDOM = 4
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "reliability.md")
@@ -51,34 +63,104 @@ BEGIN, END = "<!-- crash-results:begin -->", "<!-- crash-results:end -->"
 
 
 def main() -> None:
-    lines = [
-        f"Full run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (`make crash`):",
-        "",
-        "| engine | query | kills per point | restarts | rows expected | rows out | lost | duplicated "
-        "| keys with wrong state |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--loops", type=int, default=1, help="full runs in a row, each on its own input (seed)")
+    ap.add_argument("--doc", default=DOC, help="the file whose crash-results markers get the figures")
+    ap.add_argument("--lock", help="a flock file held around each run only (others run in between)")
+    args = ap.parse_args()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rows: list[str] = []
+    totals = Counter()
     runs = [(e, "run", p, RANDOM[e], 24) for e, p in PLANS.items()] + [
         (e, "start", p, START_RANDOM, 12) for e, p in START_PLANS.items()
     ]
-    for engine, mode, plan, random_kills, files in runs:
-        t0 = time.time()
-        r = run(engine, plan, files=files, keys=40, per_file=50, random_kills=random_kills, timeout=600, mode=mode)
-        kills = ", ".join(f"{k}: {v}" for k, v in sorted(r.kills.items()))
-        query = "`ks.run` (incremental)" if mode == "run" else "`ks.start` (continuous)"
-        lines.append(
-            f"| {engine} | {query} | {kills} (total {sum(r.kills.values())}) | {r.restarts} | {r.rows_expected} | "
-            f"{r.rows_out} | {r.lost} | {r.duplicated} | {r.wrong_state} |"
-        )
-        print(lines[-1], f"({time.time() - t0:.0f} s)", flush=True)
-        planned = Counter(spec.split(":")[0] for spec in plan)
-        missed = {p: n - r.kills.get(p, 0) for p, n in planned.items() if r.kills.get(p, 0) < n}
-        if missed:
-            sys.exit(f"{engine} {mode}: planned kills that did not happen (the plan no longer fits the run): {missed}")
-    text = open(DOC).read()
+    failures: list[str] = []
+    for loop in range(args.loops):
+        for engine, mode, plan, random_kills, files in runs:
+            t0 = time.time()
+            query = "`ks.run` (incremental)" if mode == "run" else "`ks.start` (continuous)"
+            with _locked(args.lock):
+                try:
+                    r = run(
+                        engine,
+                        plan,
+                        files=files,
+                        keys=40,
+                        per_file=50,
+                        seed=7 + loop,
+                        random_kills=random_kills,
+                        timeout=600,
+                        mode=mode,
+                    )
+                except AssertionError as exc:  # an incarnation failed or hung (e.g. a refused restart)
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                    failures.append(f"loop {loop + 1} {engine} {mode}: {first}")
+                    totals["failed runs"] += 1
+                    rows.append(f"| {loop + 1} | {engine} | {query} | FAILED: {first[:200]} | | | | | | |")
+                    print(rows[-1], f"({time.time() - t0:.0f} s)", flush=True)
+                    _write(args.doc, started, loop, args.loops, rows, totals, failures)
+                    continue
+            kills = ", ".join(f"{k}: {v}" for k, v in sorted(r.kills.items()))
+            rows.append(
+                f"| {loop + 1} | {engine} | {query} | {kills} (total {sum(r.kills.values())}) | {r.restarts} | "
+                f"{r.rows_expected} | {r.rows_out} | {r.lost} | {r.duplicated} | {r.wrong_state} |"
+            )
+            print(rows[-1], f"({time.time() - t0:.0f} s)", flush=True)
+            totals.update(
+                kills=sum(r.kills.values()),
+                lease_kills=sum(v for k, v in r.kills.items() if k.startswith("lease_")),
+                restarts=r.restarts,
+                lost=r.lost,
+                duplicated=r.duplicated,
+                wrong=r.wrong_state,
+                runs=1,
+            )
+            planned = Counter(spec.split(":")[0] for spec in plan)
+            missed = {p: n - r.kills.get(p, 0) for p, n in planned.items() if r.kills.get(p, 0) < n}
+            if missed:
+                failures.append(f"loop {loop + 1} {engine} {mode}: planned kills that did not happen: {missed}")
+            _write(args.doc, started, loop, args.loops, rows, totals, failures)
+    if failures:
+        sys.exit("\n".join(failures))
+
+
+@contextlib.contextmanager
+def _locked(path: str | None):
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _write(doc: str, started: str, loop: int, loops: int, rows: list[str], totals: Counter, failures: list) -> None:
+    """The figures so far between the markers (a loop cut short leaves what it did, said so)."""
+    done = totals["runs"] + totals["failed runs"]
+    lines = [
+        f"Run started {started} (`make crash`, {loops} loop(s) of {len(PLANS) + len(START_PLANS)} runs; "
+        f"{done} run(s) done at {time.strftime('%H:%M UTC', time.gmtime())}"
+        + ("" if done == loops * (len(PLANS) + len(START_PLANS)) else ", partial")
+        + "):",
+        "",
+        f"**Totals: {totals['kills']} kills ({totals['lease_kills']} inside lease writes), {totals['restarts']} "
+        f"restarts, {totals['lost']} lost, {totals['duplicated']} duplicated, {totals['wrong']} keys with wrong "
+        f"state, {totals['failed runs']} failed runs (a refused or failed restart fails its run).**",
+        "",
+        "| loop | engine | query | kills per point | restarts | rows expected | rows out | lost | duplicated "
+        "| keys with wrong state |",
+        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
+    if failures:
+        lines += ["", "Failures:", "", *[f"- {f}" for f in failures]]
+    text = open(doc).read()
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)
-    with open(DOC, "w") as f:
+    with open(doc, "w") as f:
         f.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
 
 

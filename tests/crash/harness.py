@@ -204,10 +204,16 @@ def _reap(proc: subprocess.Popen) -> None:
         pass
 
 
+# a heartbeat a second, so that an incarnation renews its lease many times and a kill (planned at
+# lease_renewing / lease_created, or random) can land inside a lease write
+LEASE_CONF = {"spark.keyedsql.leaseHeartbeatSeconds": "1"}
+
+
 def child_conf(viewfs_root: str | None, cache_dir: str | None) -> dict[str, str]:
-    """A child's session: the viewfs mount, its local state directory, and compactions every
-    few batches (so a kill can land in one)."""
-    conf = session_conf(viewfs_root) | {"spark.keyedsql.compactDeltas": "3"}
+    """A child's session: the viewfs mount, its local state directory, compactions every few
+    batches (so a kill can land in one) and a lease renewed every second (so a kill can land in
+    a heartbeat)."""
+    conf = session_conf(viewfs_root) | {"spark.keyedsql.compactDeltas": "3"} | LEASE_CONF
     if cache_dir:
         conf["spark.keyedsql.localStateDir"] = cache_dir
     return conf

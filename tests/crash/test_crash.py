@@ -19,8 +19,13 @@ PLANS = {
         "compaction_written:1",
         "sink_write:2",
         "after_sink:2",
+        # inside the lease's writes (a heartbeat a second, harness.LEASE_CONF): a renewal killed
+        # before its move, a start killed between its lease's create and write (the next start
+        # waits at most two heartbeats on the empty lease, then takes it over)
+        "lease_renewing:3",
+        "lease_created:1",
     ],
-    "tws": ["processing:10", "processing:25"],
+    "tws": ["processing:10", "lease_renewing:3", "lease_created:1", "processing:25"],
 }
 
 

@@ -41,6 +41,7 @@ from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...state.commit_record import BatchMetrics, CommitRecord, DeltaEntry
 from ...state.fs import is_path, join, temp_dir
+from ...state.lock import check_lease
 from ...state.snapshots import KEY_PREFIX, SnapshotStore
 from ..background import Retrying, fail_query
 from ..base import StreamJob, StreamRun, output_schema
@@ -322,6 +323,7 @@ class BulkStream:
         """One micro-batch (``only_if_timers``: a step without input that commits only when it
         fired a timer, changed state or moved the watermark)."""
         self.compactor.check()  # a compaction that kept failing fails the query here
+        check_lease(self.qualified)  # nor does a writer that may no longer hold the checkpoint start one
         spark = batch_df.sparkSession
         plan = self.plan_version(spark)
         jobs = self.run_jobs(batch_df, plan)
@@ -330,8 +332,10 @@ class BulkStream:
             self.fs.delete(self.store.path(plan.rel))
             return None
         crash_point("state_written")
+        check_lease(self.qualified)  # a writer whose lease ran out or was taken writes no output ...
         output_rows = self.write_sink(spark, plan, jobs)
         crash_point("after_sink")
+        check_lease(self.qualified)  # ... and commits nothing
         return self.commit(self.record(plan, jobs, totals, spark_batch, output_rows))
 
     def plan_version(self, spark: SparkSession) -> StepPlan:
