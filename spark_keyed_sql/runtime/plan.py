@@ -48,6 +48,13 @@ class KeyedPlan:
     # several named inputs (the table-function form): each row's input index is in input_column
     inputs: list[PlanInput] | None = None
     input_column: str | None = None
+    # source column -> its Spark type (DDL), for a KeyedProcessor's rows as PySpark types them
+    # (runtime/spark_frames.py); set by the engine's caller from the source's schema
+    arg_types: dict[str, str] | None = None
+
+    def use_schema(self, schema: Any) -> None:
+        """Take the argument columns' Spark types from the source's (pyspark) schema."""
+        self.arg_types = {f.name: f.dataType.simpleString() for f in schema.fields}
 
     @property
     def watermarked_inputs(self) -> int:

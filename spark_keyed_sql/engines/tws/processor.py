@@ -23,6 +23,7 @@ from ...runtime.clock import now_ms
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
+from ...runtime.spark_frames import arrow_types
 from ...state.binding import Entry, KeyBinding, KeyStore, VariableStore
 from ...state.spark_types import scalar_wrap, to_spark
 from .chunks import ChunkFormat, encode_columns, pack, row_reader
@@ -183,6 +184,7 @@ class KeyedStatefulProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed, self.plan.input_names)
+        self.runner.column_types = arrow_types(self.plan.arg_types)
         self.attr_var = None
         self._batch_now: int | None = None
         if self.runner.layout is not None:
