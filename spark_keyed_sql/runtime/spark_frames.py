@@ -251,6 +251,7 @@ class ArrowColumns:
         self.columns = pd.Index(self.names)
         self.cols = [Column(c) for c in cols]
         self.any_nulls = any(c.kind == NULLABLE and c.prefix is not None for c in self.cols)
+        self.numpys = [(name, c.numpy) for name, c in zip(self.names, self.cols)]
         simple = getattr(pd.RangeIndex, "_simple_new", None)
         self.index = (lambda m: simple(range(m))) if simple is not None else pd.RangeIndex
         self.fast = hasattr(pd.DataFrame, "_from_mgr") and hasattr(pd.DataFrame, "_from_arrays")
@@ -289,4 +290,6 @@ class ArrowColumns:
         """Rows ``s`` to ``e`` as numpy columns: each ``frame(s, e)[c].to_numpy()``."""
         from ..api.rows import ColumnRows
 
+        if not self.any_nulls:  # every column a slice of its batch array
+            return ColumnRows({name: a[s:e] for name, a in self.numpys}, e - s)
         return ColumnRows({name: c.cut(s, e, numpy=True)[0] for name, c in zip(self.names, self.cols)}, e - s)

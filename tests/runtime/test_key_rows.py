@@ -181,17 +181,8 @@ def test_rows_hold_what_pyspark_apply_in_pandas_holds(spark, ks, key_rows_src, f
     assert dict(tuple(r) for r in out.collect()) == _oracle(key_rows_src, fmt, spark=spark)
 
 
-_UDTF_TYPES = pytest.mark.xfail(
-    strict=True,
-    reason="the table function of plain spark.sql (a Python UDTF) gets Python values without their Spark "
-    "types: its frames type the columns as inferred from the values (int and smallint as int64, float as float64)",
-)
-
-
 @pytest.mark.spark_feature("UDTF_ANALYZE")
-@pytest.mark.parametrize(
-    "fmt", [pytest.param("pandas", marks=_UDTF_TYPES), pytest.param("numpy", marks=_UDTF_TYPES), "records"]
-)
+@pytest.mark.parametrize("fmt", list(CLASSES))
 def test_table_function_rows_hold_the_same(spark, ks_auto, key_rows_src, fmt):
     ks_auto.register(f"shapes_tf_{fmt}", CLASSES[fmt])
     out = spark.sql(
