@@ -133,11 +133,30 @@ def infer_arrow_type(values: list) -> Any:
 
 def _naive_ns(c: Any) -> Any:
     """Timestamps (any unit, aware or naive) as naive nanoseconds: PySpark's
-    ``coerce_temporal_nanoseconds`` (it raises, as Spark does, outside datetime64[ns])."""
+    ``coerce_temporal_nanoseconds``; None when one is outside datetime64[ns] (1677-09-21 to
+    2262-04-11), where PySpark's conversion fails."""
     t = c.type
     if t.tz is not None:
         c = c.cast(pa.timestamp(t.unit))
-    return c.cast(pa.timestamp("ns")) if t.unit != "ns" else c
+    if t.unit == "ns":
+        return c
+    try:
+        return c.cast(pa.timestamp("ns"))
+    except pa.ArrowInvalid:
+        return None
+
+
+_WARNED_RANGE: set[str] = set()
+
+
+def _out_of_range(name: str) -> None:
+    if name not in _WARNED_RANGE:
+        _WARNED_RANGE.add(name)
+        log.warning(
+            "column %r holds a timestamp outside pandas' datetime64[ns] range (1677-09-21 to 2262-04-11), where "
+            "PySpark's applyInPandas fails; its rows get the column as Python datetimes (object) instead",
+            name,
+        )
 
 
 def _map_to_dict(v: Any, t: Any) -> Any:
@@ -182,7 +201,7 @@ class Column:
 
     __slots__ = ("prim", "alt", "prefix", "kind", "numpy")
 
-    def __init__(self, c: Any):
+    def __init__(self, c: Any, name: str = ""):
         import pandas as pd
 
         self.prefix = None
@@ -211,7 +230,12 @@ class Column:
         elif pa.types.is_floating(t):
             self.prim = c.to_numpy(zero_copy_only=False)
         elif pa.types.is_timestamp(t):
-            self.prim = _naive_ns(c).to_numpy(zero_copy_only=False)
+            ns = _naive_ns(c)
+            if ns is not None:
+                self.prim = ns.to_numpy(zero_copy_only=False)
+            else:  # (a year 9999 "end of time" say): Python datetimes, naive UTC
+                _out_of_range(name)
+                self.prim = _objects(c.cast(pa.timestamp(t.unit)).to_pylist())
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
             s = c.to_pandas()
             if s.dtype == np.dtype(object):  # pandas 2: objects, NULL as None
@@ -249,7 +273,7 @@ class ArrowColumns:
         self.n = n
         self.names = list(names)
         self.columns = pd.Index(self.names)
-        self.cols = [Column(c) for c in cols]
+        self.cols = [Column(c, name) for c, name in zip(cols, self.names)]
         self.any_nulls = any(c.kind == NULLABLE and c.prefix is not None for c in self.cols)
         self.numpys = [(name, c.numpy) for name, c in zip(self.names, self.cols)]
         simple = getattr(pd.RangeIndex, "_simple_new", None)

@@ -296,3 +296,21 @@ def test_numpy_rows_are_the_frame_columns_to_numpy():
         assert _describe_array(got) == _describe_array(frame["a"].to_numpy()), (t, column)
 
     check()
+
+
+def test_timestamps_beyond_datetime64_ns_are_python_datetimes():
+    """A year-9999 "end of time" (beyond datetime64[ns], where applyInPandas fails) does not fail
+    the batch: that column is Python datetimes (naive UTC); a column within range stays datetime64[ns]."""
+
+    class Stamps(KeyedProcessor):
+        returns = "dtype string, v string"
+
+        def process(self, key, rows):
+            return [(str(rows[c].dtype), repr(rows[c].tolist())) for c in rows.columns]
+
+    rows = [{"far": dt.datetime(9999, 12, 31), "near": T0}, {"far": None, "near": None}]
+    got = KeyedTester(Stamps, schema="far timestamp, near timestamp").run(rows, key=1)
+    assert got == [
+        {"dtype": "object", "v": repr([dt.datetime(9999, 12, 31), None])},
+        {"dtype": "datetime64[ns]", "v": repr([pd.Timestamp(T0), pd.NaT])},
+    ]
