@@ -314,3 +314,60 @@ def test_timestamps_beyond_datetime64_ns_are_python_datetimes():
         {"dtype": "object", "v": repr([dt.datetime(9999, 12, 31), None])},
         {"dtype": "datetime64[ns]", "v": repr([pd.Timestamp(T0), pd.NaT])},
     ]
+
+
+ALL_TYPES = (
+    "k string, seq int, b tinyint, h smallint, n int, l bigint, f float, d double, dec decimal(10,2), "
+    "bo boolean, s string, bin binary, day date, t timestamp, ntz timestamp_ntz, "
+    "arr array<int>, st struct<x:int,y:string>, m map<string,int>"
+)
+ALL_NAMES = [c.split()[0] for c in ALL_TYPES.split(", ")][2:]
+
+
+def _all_types_rows():
+    import decimal
+
+    ts = dt.datetime(2024, 1, 2, 3, 4, 5, 123456)
+    full = (1, 2, 3, 4, 1.5, 2.5, decimal.Decimal("1.25"), True, "x", b"ab", dt.date(2024, 1, 2), ts, ts)
+    full += ([1, None], (1, "a"), {"k": 1})
+    nulls = (None,) * len(full)
+    # a: no NULL; m: a NULL in every column; z: NULL in every row
+    return [("a", 0, *full), ("a", 1, *full), ("m", 0, *full), ("m", 1, *nulls), ("z", 0, *nulls)]
+
+
+def _describe_frame(pdf):
+    return repr([(c, str(pdf[c].dtype), [f"{v!r}:{type(v).__name__}" for v in pdf[c].tolist()]) for c in ALL_NAMES])
+
+
+class AllTypes(KeyedProcessor):
+    returns = "desc string"
+
+    def process(self, key, rows):
+        return [(_describe_frame(rows),)]
+
+
+@pytest.mark.skipif(
+    __import__("pyspark").__version__ < "4", reason="PySpark 3.5's applyInPandas differs here (docs/api.md)"
+)
+def test_every_spark_type_as_apply_in_pandas(spark, ks, tmp_path):
+    """Every Spark type, with and without NULLs, on the engine and in KeyedTester (given the
+    schema), against applyInPandas over the same rows: dtype, and each value with its type."""
+    ks.register("all_types", AllTypes)  # (first: it ships this module to Spark's workers by value)
+    df = spark.createDataFrame(_all_types_rows(), ALL_TYPES)
+    df.createOrReplaceTempView("all_types_src")
+
+    def describe(key, pdf):
+        pdf = pdf.sort_values("seq", kind="stable").reset_index(drop=True)
+        return pd.DataFrame({"k": [key[0]], "desc": [_describe_frame(pdf)]})
+
+    theirs = dict(tuple(r) for r in df.groupBy("k").applyInPandas(describe, "k string, desc string").collect())
+    ours = ks.sql(
+        f"SELECT k, s.desc FROM all_types_src GROUP BY KEY k WITH STATE all_types({', '.join(ALL_NAMES)}) AS s "
+        "ORDER BY seq"
+    )
+    assert dict(tuple(r) for r in ours.collect()) == theirs
+    tester = KeyedTester(AllTypes, schema=ALL_TYPES)
+    by_key = {}
+    for r in _all_types_rows():
+        by_key.setdefault(r[0], []).append(dict(zip(ALL_NAMES, r[2:])))
+    assert {k: tester.run(rows, key=k)[0]["desc"] for k, rows in by_key.items()} == theirs
