@@ -139,8 +139,18 @@ def _spark_frames(spark, rows, names, numpy):
     """key -> the description of the frame PySpark's applyInPandas hands for the key's rows
     (in seq order, only ``names``): the oracle of the pandas and numpy formats."""
 
+    import pyspark
+
+    # PySpark 3.5 keeps pyarrow's microseconds for `timestamp` (4.0 coerced them to ns): the one
+    # place this project deliberately differs from it (docs/api.md), so the oracle takes 4.x's unit
+    before_4 = pyspark.__version__ < "4"
+
     def describe(key, pdf):
         pdf = pdf.sort_values("seq", kind="stable").reset_index(drop=True)[names]
+        if before_4:
+            for c in names:
+                if str(pdf[c].dtype) == "datetime64[us]":
+                    pdf[c] = pdf[c].astype("datetime64[ns]")
         desc = (
             len(pdf),
             names,
