@@ -176,6 +176,7 @@ class KeyedSQL:
             initial_state,
             clock_offset_ms=session_offset_ms(self.spark),
         )
+        plan.use_schema(df.schema)
         eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, features=self.features)
         return translating(eng.apply(df, plan))
 

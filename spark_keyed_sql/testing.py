@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -15,12 +16,15 @@ from .runtime.columns import parse_order_list
 from .runtime.key_rows import rows_builder
 from .runtime.output import rows_as_dicts
 from .runtime.runner import KeyedRunner, sort_rows
-from .runtime.spec import FunctionSpec, processor_inputs
+from .runtime.spark_frames import arrow_types_of, ddl_of, infer_arrow_type
+from .runtime.spec import FunctionKind, FunctionSpec, processor_inputs
 from .runtime.timers import FireGuard
 from .state.binding import KeyBinding
 from .state.memory import MemoryKeyState, memory_binding
 
 __all__ = ["KeyedTester"]
+
+log = logging.getLogger(__name__)
 
 _UNKEYED = object()
 
@@ -56,6 +60,14 @@ class KeyedTester:
     ``run(rows, key=..., input="clicks")`` (``self.ctx.input`` in ``execute``; a KeyedProcessor's
     ``process(key, <one frame per input>)``, the other inputs' frames empty). ``inputs`` names
     them, for an unknown name to be refused; a KeyedProcessor's are its ``process`` parameters.
+
+    A KeyedProcessor's ``rows`` are the frame PySpark's ``applyInPandas`` would hand for the
+    same rows (docs/api.md, "What a rows frame holds"): ``schema`` gives the input's Spark types
+    as DDL (``schema="id string, eventTime timestamp, n int"``: ``n`` is then int32, the
+    timestamps datetime64[ns]). Without it, each column's type is what Spark infers from its
+    first values (``createDataFrame``'s rules: a Python int is ``bigint``, a float ``double``, a
+    datetime ``timestamp``); the tester logs once what it inferred. ``rows_format="records"``
+    rows are the dicts as given.
     """
 
     def __init__(
@@ -68,6 +80,7 @@ class KeyedTester:
         initial_state: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None = None,
         inputs: Iterable[str] | None = None,
         time_mode: str | None = None,
+        schema: str | None = None,
         **kwargs: Any,
     ):
         name = getattr(cls, "__name__", type(cls).__name__)  # a pyspark StatefulProcessor may be an instance
@@ -87,6 +100,9 @@ class KeyedTester:
                 f"{', '.join(map(repr, _TIME_MODES))} (or leave it out: event time from the first set_watermark on)"
             )
         self._time_mode = time_mode
+        # the rows' column types (Arrow): from schema=, else inferred from the first values seen
+        self._types: dict[str, Any] = arrow_types_of(schema) if schema is not None else {}
+        self._schema_given = schema is not None
         if initial_state is not None:
             self._seed(initial_state)
 
@@ -95,8 +111,33 @@ class KeyedTester:
         slot = (keyed, several)
         if slot not in self._runners:
             names = (self.inputs or ["input"]) if several else None  # (a function learns its input names per row)
-            self._runners[slot] = KeyedRunner(self.spec, self._order, keyed, names)
+            runner = KeyedRunner(self.spec, self._order, keyed, names)
+            runner.column_types = self._types  # (shared: columns inferred later reach every runner)
+            self._runners[slot] = runner
         return self._runners[slot]
+
+    def _infer(self, rows: list[dict]) -> None:
+        """Types of columns neither ``schema`` nor an earlier batch gave, from these rows'
+        values as Spark infers them; said once per column in the log."""
+        if self.spec.kind is not FunctionKind.PROCESSOR or not rows:
+            return
+        names = list(dict.fromkeys(c for r in rows for c in r))
+        new = {}
+        for c in names:
+            if c not in self._types:
+                t = infer_arrow_type([r.get(c) for r in rows])
+                if t is not None:
+                    new[c] = t
+        if new:
+            self._types.update(new)
+            given = " (not in schema=)" if self._schema_given else ""
+            log.info(
+                "KeyedTester(%s): the rows frame's column types%s, inferred from their values as Spark infers them: "
+                '%s; give KeyedTester(..., schema="<DDL>") for the exact types',
+                self.spec.name,
+                given,
+                ", ".join(f"{c} {ddl_of(t)}" for c, t in new.items()),
+            )
 
     def _binding(self, slot: Any) -> KeyBinding:
         ks = self._keys.setdefault(slot, MemoryKeyState())
@@ -143,6 +184,7 @@ class KeyedTester:
         is_keyed = (key is not _UNKEYED) if keyed is None else keyed
         k = None if key is _UNKEYED else _key(key)
         rows = [dict(r) for r in rows]
+        self._infer(rows)
         slot = (is_keyed, k)
         if input is None and self.inputs and len(self.inputs) > 1:
             raise KeyedSQLError(
@@ -188,8 +230,11 @@ class KeyedTester:
             )
             return out
         columns = list(rows[0]) if rows else []
+        types = [self._types.get(c) for c in columns]
         frames = {
-            name: rows_builder(runner.rows_format, columns if name == input else [])(rows if name == input else [])
+            name: rows_builder(runner.rows_format, columns if name == input else [], types if name == input else [])(
+                rows if name == input else []
+            )
             for name in runner.inputs or [input]
         }
         first = rows[0] if rows else None

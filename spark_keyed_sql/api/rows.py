@@ -31,12 +31,13 @@ class ColumnRows:
     """One key's rows as numpy columns (``rows_format = "numpy"``).
 
     ``rows["amount"]`` is the column as a numpy array: exactly ``frame["amount"].to_numpy()``
-    of the pandas frame the key would get with ``rows_format = "pandas"`` (float64 with NaN
-    for a NULL double; int64, or float64 with NaN when the key has a NULL; bool, or object with
-    a NULL; datetime64[ns]; object for strings, dates, decimals and nested values; an object
-    array of None when the column is NULL in every row of the key). ``len(rows)`` is the row
-    count, iterating gives the column names, as for a DataFrame. The arrays are numpy's: its
-    reductions do not skip NaN (``np.nansum`` does, as pandas' ``sum``).
+    of the pandas frame the key would get with ``rows_format = "pandas"``, typed as PySpark's
+    ``applyInPandas`` types it (docs/api.md, "What a rows frame holds": int32 for an ``int``,
+    float64 with NaN when the key has a NULL in it; float32 for a ``float``; datetime64[ns];
+    object for strings, NULL as None on pandas 2 and NaN on pandas 3; object for dates,
+    decimals, binary and nested values). ``len(rows)`` is the row count, iterating gives the
+    column names, as for a DataFrame. The arrays are numpy's: its reductions do not skip NaN
+    (``np.nansum`` does, as pandas' ``sum``).
     """
 
     __slots__ = ("_columns", "_n")

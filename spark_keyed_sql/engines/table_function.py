@@ -17,6 +17,7 @@ from ..api.errors import SchemaError
 from ..runtime.clock import now_ms
 from ..runtime.columns import parse_column_list, parse_order_list, quote
 from ..runtime.runner import KeyedRunner, user_key
+from ..runtime.spark_frames import arrow_types
 from ..runtime.spec import FunctionSpec
 from ..runtime.timers import pop_due
 from ..state.memory import MemoryKeyState, memory_binding
@@ -37,7 +38,16 @@ def _literal(arg: Any, name: str, fn: str) -> str | None:
 
 def make_table_function(spec: FunctionSpec) -> type:
     """The UDTF class of ``spec`` (Spark 4.0 and newer: it needs ``analyze``)."""
+    import dataclasses
+
     from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, OrderingColumn, PartitioningColumn
+
+    @dataclasses.dataclass
+    class Analyzed(AnalyzeResult):
+        """What analyze saw, handed to each instance's __init__ by Spark: the input's column
+        types (Spark DDL), for a KeyedProcessor's rows typed as PySpark types them."""
+
+        arg_types: tuple = ()  # ((column, DDL), ...)
 
     fn = spec.name
     assert spec.returns is not None
@@ -85,12 +95,14 @@ def make_table_function(spec: FunctionSpec) -> type:
                 )
                 for o in order
             ]
+            arg_types = tuple((f.name, f.dataType.simpleString()) for f in source.fields)
             if not keys:
-                return AnalyzeResult(schema=out, withSinglePartition=True, orderBy=ordering)
+                return Analyzed(schema=out, withSinglePartition=True, orderBy=ordering, arg_types=arg_types)
             bucket = f"pmod(hash({', '.join(quote(names[k.lower()].name) for k in keys)}), {BUCKETS})"
-            return AnalyzeResult(schema=out, partitionBy=[PartitioningColumn(bucket)], orderBy=ordering)
+            return Analyzed(schema=out, partitionBy=[PartitioningColumn(bucket)], orderBy=ordering, arg_types=arg_types)
 
-        def __init__(self) -> None:
+        def __init__(self, analyze_result: Any = None) -> None:
+            self.arg_types = dict(getattr(analyze_result, "arg_types", ()) or ())
             self.runner: KeyedRunner | None = None
             self.current: tuple | None = None
             self.buffer: list[tuple] = []
@@ -106,6 +118,7 @@ def make_table_function(spec: FunctionSpec) -> type:
             self.one_key = self.key_at[0] if len(self.key_at) == 1 else None
             # rows arrive in key, order_by order (analyze asked Spark for it); the runner's sort is stable
             self.runner = KeyedRunner(spec, [], bool(self.keys))
+            self.runner.column_types = arrow_types(self.arg_types)
 
         def _flush(self) -> Iterator[tuple]:
             """The finished key's rows as one group: state is decoded and encoded once per key

@@ -1,82 +1,53 @@
 """One key's events as the ``rows`` its KeyedProcessor asked for (``rows_format``): the
-engine-neutral way, from the events' dicts. The bulk engine cuts the same values from its Arrow
-batches instead (``engines/bulk/frames.py``); tests hold the two to the same result."""
+engine-neutral way, from the events' dicts. Each column becomes an Arrow array of its Spark
+type (given, or inferred from the values as Spark infers them) and then what PySpark's
+``applyInPandas`` makes of it (``spark_frames``). The bulk engine cuts the same values from its
+Arrow batches instead (``engines/bulk/frames.py``); tests hold the two to the same result."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..api.rows import ColumnRows
-from ..compat.pandas import record_dtypes
+from ..api.errors import SchemaError
+from ..compat.arrow import to_array
+from .spark_frames import ArrowColumns, infer_arrow_type
 
-__all__ = ["rows_builder"]
-
-
-def _frame(events: list[dict], names: list[str]) -> Any:
-    import pandas as pd
-
-    if not names:  # from_records drops the row count of a frame without columns
-        return pd.DataFrame(index=pd.RangeIndex(len(events)))
-    return pd.DataFrame.from_records(events, columns=names)
+__all__ = ["rows_builder", "column_array"]
 
 
-_NONE = type(None)
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-def _plain_column(values: list) -> Any:
-    """The numpy array pandas' ``from_records`` makes of a column, for the common cases made
-    directly (no frame): doubles (NULL as NaN), ints (float64 with NaN when one is NULL),
-    bools and strings without NULL... ; None for anything else (pandas then decides)."""
+def column_array(name: str, values: list, t: Any) -> Any:
+    """The column's values as an Arrow array of type ``t`` (None: the type Spark would infer;
+    values of no one type become an object array, as pandas would hold them)."""
     import numpy as np
+    import pyarrow as pa
 
-    kinds = set(map(type, values))
-    if int in kinds and not all(_INT64_MIN <= v <= _INT64_MAX for v in values if type(v) is int):
-        return None  # an int beyond int64: pandas' own rules
-    try:
-        if (
-            kinds == {float}
-            or kinds == {float, _NONE}
-            or kinds == {int, _NONE}
-            or kinds == {float, int}
-            or kinds == {float, int, _NONE}
-        ):
-            return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-        if kinds == {int}:
-            return np.array(values, dtype=np.int64)
-        if kinds == {bool}:
-            return np.array(values, dtype=bool)
-        if kinds == {str} or kinds == {str, _NONE}:
+    if t is None:
+        t = infer_arrow_type(values)
+        if t is None:
+            if all(v is None for v in values):
+                return pa.nulls(len(values))
             out = np.empty(len(values), dtype=object)
-            out[:] = (
-                values
-                if kinds == {str} or record_dtypes().string_is_object
-                else [np.nan if v is None else v for v in values]
-            )
+            out[:] = values
             return out
-    except OverflowError:  # (not expected after the range check)
-        return None
-    return None
+    try:
+        return to_array(values, t)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise SchemaError(f"column {name!r}: its values are not all of type {t} ({exc})") from exc
 
 
-def rows_builder(fmt: str, names: list[str]) -> Callable[[list[dict]], Any]:
-    """events -> ``rows`` in format ``fmt`` ("pandas", "numpy" or "records")."""
+def rows_builder(fmt: str, names: list[str], types: Sequence[Any] | None = None) -> Callable[[list[dict]], Any]:
+    """events -> ``rows`` in format ``fmt`` ("pandas", "numpy" or "records"); ``types``: each
+    column's Arrow type (None for one: inferred from its values)."""
     names = list(names)
     if fmt == "records":
         return lambda events: [{c: e.get(c) for c in names} for e in events]
-    if fmt == "numpy":
+    kinds = list(types) if types is not None else [None] * len(names)
 
-        def numpy(events: list[dict]) -> ColumnRows:
-            columns = {c: _plain_column([e.get(c) for e in events]) for c in names} if events else {}
-            if not events or any(a is None for a in columns.values()):
-                frame = _frame(events, names)
-                columns = (
-                    {c: a if a is not None else frame[c].to_numpy() for c, a in columns.items()}
-                    if events
-                    else {c: frame[c].to_numpy() for c in names}
-                )
-            return ColumnRows(columns, len(events))
+    def build(events: list[dict]) -> Any:
+        n = len(events)
+        cols = [column_array(c, [e.get(c) for e in events], t) for c, t in zip(names, kinds)]
+        converted = ArrowColumns(names, cols, n)
+        return converted.column_rows(0, n) if fmt == "numpy" else converted.frame(0, n)
 
-        return numpy
-    return lambda events: _frame(events, names)
+    return build

@@ -52,6 +52,13 @@ class KeyedPlan:
     # stored row written before may lack them, and an engine that reads rows by name with a
     # NULL for a missing field (tws) reads that NULL as the attribute's __init__ value
     absent_attributes: tuple[str, ...] = ()
+    # source column -> its Spark type (DDL), for a KeyedProcessor's rows as PySpark types them
+    # (runtime/spark_frames.py); set by the engine's caller from the source's schema
+    arg_types: dict[str, str] | None = None
+
+    def use_schema(self, schema: Any) -> None:
+        """Take the argument columns' Spark types from the source's (pyspark) schema."""
+        self.arg_types = {f.name: f.dataType.simpleString() for f in schema.fields}
 
     @property
     def watermarked_inputs(self) -> int:

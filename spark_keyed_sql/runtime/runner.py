@@ -117,6 +117,12 @@ class KeyedRunner:
         self._may_hold = self.layout is not None and self.spec.ttl_ms is None
         self.held = False  # did the last fire_timer(hold=True) leave the key live?
         self._clear_fn = self._clear_current  # what ctx.clear_state() calls (one bound method, not one per key)
+        # a KeyedProcessor's rows columns (source column, or event name) -> Arrow type, to type
+        # them as PySpark does (runtime/spark_frames.py); a column not here: from its values
+        self.column_types: dict[str, Any] = {}
+
+    def _types(self, columns: list[str]) -> list[Any]:
+        return [self.column_types.get(c) for c in columns]
 
     # ------------------------------------------------------------ per-key lifecycle
     def _begin(self, key: Any, binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None) -> None:
@@ -450,7 +456,8 @@ class KeyedRunner:
                 out = [(*o, *get(rows[i])) for o, i in zip(out, src)]
             return out
         columns = [n for n, _ in event_map] if event_map is not None else (list(events[0].keys()) if events else [])
-        arg = rows_builder(self.rows_format, columns)(events)
+        types = [self.column_types.get(c) for _, c in event_map] if event_map is not None else self._types(columns)
+        arg = rows_builder(self.rows_format, columns, types)(events)
         self.run_processor(
             key, arg, len(events), lambda: events[0] if events else None, binding, processing_ms, watermark_ms, out
         )
@@ -481,7 +488,9 @@ class KeyedRunner:
         frames = {}
         for i, (name, m) in enumerate(zip(self.inputs, input_maps)):
             mine = makers[i]([r for r, w in zip(rows, which) if w == i])
-            frames[name] = rows_builder(self.rows_format, [n for n, _ in m])(mine)
+            frames[name] = rows_builder(self.rows_format, [n for n, _ in m], [self.column_types.get(c) for _, c in m])(
+                mine
+            )
         first = rows[0] if rows else None
         self.run_processor(key, frames, len(rows), lambda: first, binding, processing_ms, watermark_ms, out)
         return out

@@ -70,6 +70,7 @@ def bind(step: KeyedStep, mode: RunMode) -> None:
     stream on an engine that runs per micro-batch, an empty placeholder with the same columns
     that the engine's streaming run replaces batch by batch."""
     engine = step.engine
+    step.plan.use_schema(step.source.schema)
     if step.streaming and not engine.capabilities.streams_as_dataframe:
         if mode is not RunMode.STREAM:
             others = [e.name for e in ENGINES.values() if e.capabilities.streams_as_dataframe]

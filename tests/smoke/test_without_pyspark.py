@@ -78,6 +78,21 @@ def test_keyed_processor_state_ttl_and_timers_in_plain_python():
     assert tester.set_watermark(dt.datetime(2026, 1, 1, 2, 0)) == [{"total": -1.0, "merchants": 0}]
 
 
+class Dtypes(KeyedProcessor):
+    returns = "c string, dtype string"
+
+    def process(self, key, rows):
+        return [(c, str(rows[c].dtype)) for c in rows.columns]
+
+
+def test_rows_typed_from_a_ddl_schema_without_pyspark():
+    """schema= is parsed without Spark; the frame is typed as applyInPandas types it (docs/api.md):
+    the int as int32, the timestamp as datetime64[ns]."""
+    rows = [{"n": 1, "ts": dt.datetime(1970, 1, 1, 0, 0, 20)}]
+    tester = KeyedTester(Dtypes, schema="n int, ts timestamp")
+    assert tester.run(rows, key="k") == [{"c": "n", "dtype": "int32"}, {"c": "ts", "dtype": "datetime64[ns]"}]
+
+
 def test_keyed_sql_says_pyspark_is_missing():
     with pytest.raises(
         SparkVersionError,

@@ -28,6 +28,7 @@ from ...runtime.faults import crash_point
 from ...runtime.key_rows import rows_builder
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key, user_keys
+from ...runtime.spark_frames import arrow_types
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
@@ -62,8 +63,12 @@ class KeyPass:
         self.function = runner.layout is not None
         self.rows_format = runner.rows_format
         self.keyed, self.ttl_ms = plan.keyed, plan.spec.ttl_ms
-        self.build_rows = rows_builder(self.rows_format, self.names)
-        self.input_rows = {i.name: rows_builder(self.rows_format, i.names) for i in plan.inputs or []}
+        types = arrow_types(plan.arg_types)
+        self.build_rows = rows_builder(self.rows_format, self.names, [types.get(c) for c in plan.arg_columns])
+        self.input_rows = {
+            i.name: rows_builder(self.rows_format, i.names, [types.get(c) for c in i.columns])
+            for i in plan.inputs or []
+        }
         # one binding for the task, re-pointed at each key's state (not one made per key)
         self._store = MemoryKeyStore(MemoryKeyState())
         self._binding = KeyBinding(self._store, self._clock, self.ttl_ms)

@@ -23,6 +23,7 @@ from ...runtime.clock import now_ms
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner, user_key
+from ...runtime.spark_frames import arrow_types
 from ...state.binding import Entry, KeyBinding, KeyStore, VariableStore
 from ...state.spark_types import scalar_wrap, to_spark
 from .chunks import ChunkFormat, encode_columns, pack, row_reader
@@ -191,6 +192,7 @@ class KeyedStatefulProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed, self.plan.input_names)
+        self.runner.column_types = arrow_types(self.plan.arg_types)
         self.attr_var = None
         self.attr_fill: list[tuple[int, Any]] = []
         self._batch_now: int | None = None
