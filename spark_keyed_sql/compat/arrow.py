@@ -10,7 +10,7 @@ import inspect
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["arrow_schema", "select", "to_array"]
+__all__ = ["arrow_schema", "has_map", "select", "to_array"]
 
 
 @lru_cache(maxsize=1)
@@ -42,15 +42,15 @@ def _dicts_convert_to_maps() -> bool:
     return True
 
 
-def _has_map(t: Any) -> bool:
+def has_map(t: Any) -> bool:
     import pyarrow as pa
 
     if pa.types.is_map(t):
         return True
     if pa.types.is_struct(t):
-        return any(_has_map(f.type) for f in t)
+        return any(has_map(f.type) for f in t)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _has_map(t.value_type)
+        return has_map(t.value_type)
     return False
 
 
@@ -75,7 +75,7 @@ def to_array(values: list, t: Any) -> Any:
     those of ``t``'s maps (at any depth) are given as pairs."""
     import pyarrow as pa
 
-    if not _dicts_convert_to_maps() and _has_map(t):
+    if not _dicts_convert_to_maps() and has_map(t):
         values = [_as_pairs(v, t) for v in values]
     return pa.array(values, type=t)
 

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..api.types import ArrayType, AtomicType, DecimalType, MapType, SqlType, StructType, parse_schema, parse_type
+from ..compat.arrow import has_map
 
 __all__ = ["ArrowColumns", "arrow_type", "arrow_types", "arrow_types_of", "ddl_of", "infer_arrow_type"]
 
@@ -174,16 +175,6 @@ def _map_to_dict(v: Any, t: Any) -> Any:
     return v
 
 
-def _has_map(t: Any) -> bool:
-    if pa.types.is_map(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(_has_map(f.type) for f in t)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _has_map(t.value_type)
-    return False
-
-
 def _objects(values: list) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
@@ -247,7 +238,7 @@ class Column:
         else:  # date, decimal, binary, arrays, structs, maps: objects, as PySpark's legacy path
             values = c.to_pandas(date_as_object=True, integer_object_nulls=True)
             arr = values.to_numpy() if isinstance(values, pd.Series) else np.asarray(values, dtype=object)
-            if _has_map(t):
+            if has_map(t):
                 arr = _objects([_map_to_dict(v, t) for v in c.to_pylist()])
             self.prim = arr
         if isinstance(self.prim, np.ndarray) and not self.prim.flags.writeable:
