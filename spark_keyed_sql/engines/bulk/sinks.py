@@ -112,28 +112,25 @@ def _tag_of(spark: SparkSession, file: str) -> str | None:
 
 
 def _write_path_in_place(fs: CheckpointFS, df: DataFrame, path: str, checkpoint: str, version: int) -> None:
-    """Spark Connect's directory output, exactly once without a rename (module docstring)."""
+    """Spark Connect's directory output, exactly once without a rename (module docstring): the
+    tagged append done under ``_once``'s ``.done`` mark, after a ``.writing`` mark."""
     marks = join(checkpoint, "bulk", "sink")
-    done, writing = join(marks, f"{version}.done"), join(marks, f"{version}.writing")
-    if fs.exists(done):
-        return  # this version already reached the output
-    tag = _prefix(fs, checkpoint, version)
-    if fs.exists(writing):  # an earlier attempt may have appended some or all of the batch
-        spark = df.sparkSession
-        since = fs.modified_ms(writing) - _SLACK_MS
-        stale = [f for f in fs.files_since(path, since) if f.endswith(".parquet") and _tag_of(spark, f) == tag]
-        for f in stale:
-            fs.delete(f, recursive=False)
-        if stale:
-            log.info("output %s: removed %d file(s) of an earlier attempt at batch %d", path, len(stale), version)
-    else:
-        fs.create_text(writing, "writing\n", overwrite=True)
-    _tagged(df, tag).write.mode("append").parquet(path)
-    crash_point("sink_write")  # appended, not yet marked: a retry must not keep both
-    try:
-        fs.create_text(done, "done\n")
-    except FileExistsError:
-        pass
+
+    def append() -> None:
+        writing, tag = join(marks, f"{version}.writing"), _prefix(fs, checkpoint, version)
+        if fs.exists(writing):  # an earlier attempt may have appended some or all of the batch
+            spark = df.sparkSession
+            since = fs.modified_ms(writing) - _SLACK_MS
+            stale = [f for f in fs.files_since(path, since) if f.endswith(".parquet") and _tag_of(spark, f) == tag]
+            for f in stale:
+                fs.delete(f, recursive=False)
+            if stale:
+                log.info("output %s: removed %d file(s) of an earlier attempt at batch %d", path, len(stale), version)
+        else:
+            fs.create_text(writing, "writing\n", overwrite=True)
+        _tagged(df, tag).write.mode("append").parquet(path)
+
+    _once(fs, marks, version, append)
 
 
 def _parquet_table(df: DataFrame, table: str) -> tuple[str, DataFrame] | None:
