@@ -181,8 +181,11 @@ class KeyedSQL:
         return translating(eng.apply(df, plan))
 
     # ------------------------------------------------------------------ SQL
-    def _plan(self, query: str, mode: RunMode, checkpoint: str | None = None) -> tuple[KeyedStatement | None, bool]:
-        """The statement's plan (None for plain Spark SQL), and whether it was EXPLAIN KEYED."""
+    def _plan(
+        self, query: str, mode: RunMode, checkpoint: str | None = None, bind_as: RunMode | None = None
+    ) -> tuple[KeyedStatement | None, bool]:
+        """The statement's plan (None for plain Spark SQL), and whether it was EXPLAIN KEYED.
+        ``bind_as``: the mode its steps' results are bound in (default ``mode``)."""
         from .sql import ExplainKeyed, KeyedQueryError, bind, mentions_keyed_syntax, parse_statement, plan_statement
         from .sql.parse import has_keyed_parts
         from .sql.table_calls import expand_table_calls, mentions_table_call, source_schema
@@ -205,7 +208,7 @@ class KeyedSQL:
                 self.spark,
                 tree,
                 self.function,
-                lambda step: bind(step, mode),
+                lambda step: bind(step, bind_as or mode),
                 default_engine=self.default_engine,
                 mode=mode,
                 checkpoint=checkpoint,
@@ -250,6 +253,16 @@ class KeyedSQL:
         engine and outer SQL."""
         statement, explain = self._plan(query, RunMode.SQL)
         return _plan_text(query, statement, explain)
+
+    def tester(self, query: str, function: str | None = None, **options: Any):
+        """A KeyedTester of the registered function ``query`` calls (``function``: which, when it
+        calls several), whose rows frames have the column types this query gives it: its
+        ``rows`` are then what the function gets from Spark. ``options`` go to KeyedTester
+        (``order_by=``, ``time_mode=``, ``initial_state=``, ...). Nothing runs on Spark."""
+        from .testing import tester_for
+
+        statement, _ = self._plan(query, RunMode.SQL, bind_as=RunMode.STREAM)  # a stream's types: no query started
+        return tester_for(query, statement, function, options)
 
     # ------------------------------------------------------------------ streaming
     @quietly

@@ -16,13 +16,13 @@ from .runtime.columns import parse_order_list
 from .runtime.key_rows import rows_builder
 from .runtime.output import rows_as_dicts
 from .runtime.runner import KeyedRunner, sort_rows
-from .runtime.spark_frames import arrow_types_of, ddl_of, infer_arrow_type
+from .runtime.spark_frames import arrow_types, arrow_types_of, ddl_of, infer_arrow_type
 from .runtime.spec import FunctionKind, FunctionSpec, processor_inputs
 from .runtime.timers import FireGuard
 from .state.binding import KeyBinding
 from .state.memory import MemoryKeyState, memory_binding
 
-__all__ = ["KeyedTester"]
+__all__ = ["KeyedTester", "tester_for"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,31 @@ _UNKEYED = object()
 
 
 _TIME_MODES = ("event", "processing")
+
+
+def _schema_types(schema: Any, name: str) -> dict[str, Any]:
+    """column -> Arrow type from what ``schema=`` may be: DDL text, a pyspark StructType or a
+    DataFrame (its ``schema``), or ``{column: "<Spark type>"}``."""
+    if isinstance(schema, str):
+        return arrow_types_of(schema)
+    if isinstance(schema, Mapping):
+        ddl = {str(c): str(t) for c, t in schema.items()}
+    else:
+        fields = getattr(getattr(schema, "schema", schema), "fields", None)  # a DataFrame, or a StructType
+        if fields is None or not all(hasattr(f, "dataType") for f in fields):
+            raise KeyedSQLError(
+                f"KeyedTester({name}): schema= takes DDL text ('id string, ts timestamp'), a pyspark StructType, "
+                f"a DataFrame or {{column: '<Spark type>'}}; got {type(schema).__name__}"
+            )
+        ddl = {f.name: f.dataType.simpleString() for f in fields}
+    types = arrow_types(ddl)
+    unknown = [c for c in ddl if c not in types]
+    if unknown and isinstance(schema, Mapping):
+        raise KeyedSQLError(
+            f"KeyedTester({name}): schema= {', '.join(f'{c} {ddl[c]!r}' for c in unknown)}: not a Spark type "
+            "this tester knows (e.g. 'bigint', 'timestamp', 'array<string>')"
+        )
+    return types
 
 
 def _key(key: Any) -> Any:
@@ -67,7 +92,9 @@ class KeyedTester:
     timestamps datetime64[ns]). Without it, each column's type is what Spark infers from its
     first values (``createDataFrame``'s rules: a Python int is ``bigint``, a float ``double``, a
     datetime ``timestamp``); the tester logs once what it inferred. ``rows_format="records"``
-    rows are the dicts as given.
+    rows are the dicts as given. ``schema`` may also be a pyspark ``StructType``, a DataFrame
+    (its schema), or ``{column: "<Spark type>"}``; ``ks.tester(query)`` makes a tester whose
+    schema is the one the registered SQL gives the function.
     """
 
     def __init__(
@@ -80,7 +107,7 @@ class KeyedTester:
         initial_state: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None = None,
         inputs: Iterable[str] | None = None,
         time_mode: str | None = None,
-        schema: str | None = None,
+        schema: Any = None,
         **kwargs: Any,
     ):
         name = getattr(cls, "__name__", type(cls).__name__)  # a pyspark StatefulProcessor may be an instance
@@ -101,7 +128,7 @@ class KeyedTester:
             )
         self._time_mode = time_mode
         # the rows' column types (Arrow): from schema=, else inferred from the first values seen
-        self._types: dict[str, Any] = arrow_types_of(schema) if schema is not None else {}
+        self._types: dict[str, Any] = _schema_types(schema, self.spec.name) if schema is not None else {}
         self._schema_given = schema is not None
         if initial_state is not None:
             self._seed(initial_state)
@@ -319,3 +346,37 @@ class KeyedTester:
         if self._time_mode == "processing":
             return []
         return self._fire(self._watermark_ms)
+
+
+def tester_for(query: str, statement: Any, function: str | None, options: dict) -> KeyedTester:
+    """The KeyedTester of ``ks.tester``: the registration of the step calling ``function`` (or
+    the statement's only keyed function), with the argument columns' types the statement gives."""
+    steps = list(statement.steps) if statement is not None else []
+    if function is not None:
+        steps = [s for s in steps if s.function.lower() == function.lower()]
+    names = sorted({s.function for s in statement.steps}) if statement is not None else []
+    if not steps:
+        what = f"no call of {function!r}" if function is not None else "no keyed function call"
+        raise KeyedSQLError(
+            f"ks.tester: the query has {what}" + (f"; it calls {', '.join(names)}" if names else "")
+            + f": {query.strip()[:120]!r}"
+        )
+    if len({s.function.lower() for s in steps}) > 1:
+        raise KeyedSQLError(f"ks.tester: the query calls {', '.join(names)}; say which with function='<name>'")
+    step = steps[0]
+    plan = step.plan
+    types = dict(plan.arg_types or {})
+    if plan.inputs:
+        maps = [m for i in plan.inputs for m in i.event_map]
+    else:
+        maps = list(zip(plan.event_names, plan.arg_columns))
+    schema = {name: types[col] for name, col in maps if col in types}
+    spec = plan.spec  # the registration, with the query's TTL clause
+    settings = dict(spec.kwargs)
+    settings.update(options)
+    if spec.ttl_ms is not None and "ttl" not in options:
+        settings["ttl"] = spec.ttl_ms
+    if plan.inputs and "inputs" not in options:
+        settings["inputs"] = plan.input_names
+    settings.setdefault("schema", schema)
+    return KeyedTester(spec.cls, spec.returns, **settings)
