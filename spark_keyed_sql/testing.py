@@ -358,7 +358,8 @@ def tester_for(query: str, statement: Any, function: str | None, options: dict) 
     if not steps:
         what = f"no call of {function!r}" if function is not None else "no keyed function call"
         raise KeyedSQLError(
-            f"ks.tester: the query has {what}" + (f"; it calls {', '.join(names)}" if names else "")
+            f"ks.tester: the query has {what}"
+            + (f"; it calls {', '.join(names)}" if names else "")
             + f": {query.strip()[:120]!r}"
         )
     if len({s.function.lower() for s in steps}) > 1:

@@ -39,7 +39,7 @@ def _spark_dtypes(spark) -> str:
         cols = [c for c in pdf.columns if c != "id"]
         return pd.DataFrame({"d": [",".join(f"{c}:{pdf[c].dtype}" for c in cols)]})
 
-    df = spark.sql(f"SELECT id, n, small, ts, x, s, n + 1 AS m FROM tester_src")
+    df = spark.sql("SELECT id, n, small, ts, x, s, n + 1 AS m FROM tester_src")
     return df.groupBy("id").applyInPandas(describe, "d string").collect()[0]["d"]
 
 
