@@ -4,9 +4,11 @@ engine), and INITIAL STATE FROM seeds it once."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -89,7 +91,8 @@ def operator_record(step: KeyedStep, spec: FunctionSpec) -> dict[str, Any]:
         "keys": step.key_names,
         "returns": spec.returns.field_ddl() if spec.returns else None,
         "attributes": [
-            {"name": n, "type": layout.column_type(n).ddl(), "encoded": layout.is_encoded(n)} for n in layout.names
+            {"name": n, "type": layout.column_type(n).ddl(), "encoded": layout.is_encoded(n)} | _initial(v)
+            for n, v in zip(layout.names, layout.fresh_row)
         ]
         if layout
         else [],
@@ -102,6 +105,17 @@ def operator_record(step: KeyedStep, spec: FunctionSpec) -> dict[str, Any]:
         "engine": step.engine.name,
         "initial_state": _seed_record(step.initial_source),
     }
+
+
+def _initial(stored: Any) -> dict[str, Any]:
+    """An attribute's ``__init__`` value as stored, for ``read_state`` to show for rows stored
+    before the attribute was added (tws): scalars as JSON, dates and times as the text Spark
+    casts back; a list or struct is not recorded (shown NULL)."""
+    if stored is None or isinstance(stored, (bool, int, float, str)):
+        return {"initial": stored}
+    if isinstance(stored, (dt.date, dt.datetime, Decimal)):
+        return {"initial": str(stored)}
+    return {}
 
 
 def _check_engines(checkpoint: str, previous: list[dict], operators: list[dict]) -> None:

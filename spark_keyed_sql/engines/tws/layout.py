@@ -19,10 +19,28 @@ from ...state.filesystems import filesystem
 from ...state.fs import join
 from ..base import Position, StateLayout
 
-__all__ = ["ATTRIBUTES_VAR", "EXPIRES", "TwsLayout"]
+__all__ = ["ADDED", "ATTRIBUTES_VAR", "EXPIRES", "TwsLayout"]
 
 ATTRIBUTES_VAR = "attributes"  # the ValueState holding a StatefulFunction's attributes
 EXPIRES = "__expires_ms"  # last field of a stored row with TTL: its expiry (epoch ms)
+# once the class has attributes added after its state began: the field naming those of them a
+# row holds (a row stored before has none, and Spark's Avro encoding resolves the rest as NULL;
+# NULL then stands for the __init__ value, not for a None the class set)
+ADDED = "__ks_added"
+_HIDDEN = (EXPIRES, ADDED)
+
+
+def _initial_column(name: str, attribute: dict) -> Any:
+    """An attribute added after the state began, as a stored row shows it: its value where the
+    row holds it, else the ``__init__`` value recorded with the layout (NULL when not recorded)."""
+    value = F.col("value")[name]
+    if "initial" not in attribute:
+        return value
+    fresh = F.lit(attribute["initial"]).cast(attribute["type"])
+    if ADDED not in attribute.get("_fields", ()):
+        return F.coalesce(value, fresh)
+    held = F.array_contains(F.coalesce(F.col("value")[ADDED], F.array().cast("array<string>")), name)
+    return F.when(held, value).otherwise(fresh)
 
 
 def _unwrapper(names: list[str]):
@@ -96,9 +114,15 @@ class TwsLayout(StateLayout):
             kind = kinds[var]
             if kind == "ValueState":
                 df = load(var)
-                fields = [f.name for f in df.schema["value"].dataType.fields if f.name != EXPIRES]
+                stored = [f.name for f in df.schema["value"].dataType.fields]
+                fields = [f for f in stored if f not in _HIDDEN]
                 if var == ATTRIBUTES_VAR and (op is None or op.get("kind") == FunctionKind.FUNCTION.value):
-                    cols = [F.col("value")[f].alias(f) for f in fields]
+                    added = set(op.get("absent_attributes") or []) if op else set()
+                    record = {a["name"]: {**a, "_fields": stored} for a in (op or {}).get("attributes") or []}
+                    cols = [
+                        (_initial_column(f, record[f]) if f in added and f in record else F.col("value")[f]).alias(f)
+                        for f in fields
+                    ]
                 elif fields == ["value"]:
                     cols = [F.col("value")["value"].alias(var)]
                 else:

@@ -27,7 +27,7 @@ from ...runtime.spark_frames import arrow_types
 from ...state.binding import Entry, KeyBinding, KeyStore, VariableStore
 from ...state.spark_types import scalar_wrap, to_spark
 from .chunks import ChunkFormat, encode_columns, pack, row_reader
-from .layout import ATTRIBUTES_VAR, EXPIRES
+from .layout import ADDED, ATTRIBUTES_VAR, EXPIRES
 
 __all__ = ["KeyedStatefulProcessor"]
 
@@ -131,17 +131,22 @@ class _SparkKeyStore(KeyStore):
         row = self.proc.attr_var.get()  # None when unset: one round trip
         if row is None:
             return None
-        entry = (row[:-1], row[-1]) if self.ttl else (row, None)
+        expires = row[-1] if self.ttl else None
         fill = self.proc.attr_fill
-        if fill:  # attributes added since the row was stored: Spark resolves them by name as NULL
-            values = list(entry[0])
-            for i, fresh in fill:
-                if values[i] is None:
-                    values[i] = fresh
-            entry = (tuple(values), entry[1])
-        return entry
+        if not fill:
+            return (row[:-1] if self.ttl else row), expires
+        # attributes added since the state began: a row stored before lacks them (Spark resolves
+        # them by name as NULL) and takes their __init__ values; a row written since names them
+        width = len(self.proc.attr_names)
+        values, held = list(row[:width]), row[width] or ()
+        for i, fresh in fill:
+            if values[i] is None and self.proc.attr_names[i] not in held:
+                values[i] = fresh
+        return tuple(values), expires
 
     def set_attributes(self, row: tuple, expires: int | None) -> None:
+        if self.proc.attr_fill:
+            row = (*row, self.proc.attr_added)
         self.proc.attr_var.update((*row, expires) if self.ttl else row)
 
     def clear_attributes(self) -> None:
@@ -197,15 +202,21 @@ class KeyedStatefulProcessor(StatefulProcessor):
         self.attr_fill: list[tuple[int, Any]] = []
         self._batch_now: int | None = None
         if self.runner.layout is not None:
-            schema = to_spark(self.runner.layout.schema)
+            layout = self.runner.layout
+            schema = to_spark(layout.schema)
+            # (index, stored __init__ value) of the attributes a row stored before they were added
+            # lacks: Spark's Avro encoding resolves a stored row by name, giving NULL for them;
+            # rows written since carry ADDED, the names they hold (layout.py)
+            fresh = dict(zip(layout.names, layout.fresh_row))
+            self.attr_names = list(layout.names)
+            added = [n for n in layout.names if n in self.plan.absent_attributes]
+            self.attr_fill = [(layout.names.index(n), fresh[n]) for n in added]
+            self.attr_added = added
+            if added:
+                schema = T.StructType(schema.fields + [T.StructField(ADDED, T.ArrayType(T.StringType()), True)])
             if self.plan.spec.ttl_ms is not None:
                 schema = _with_expiry(schema)
             self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
-            # (index, stored __init__ value) of the attributes a row stored before they were added
-            # lacks: Spark's Avro encoding resolves a stored row by name, giving NULL for them
-            layout = self.runner.layout
-            fresh = dict(zip(layout.names, layout.fresh_row))
-            self.attr_fill = [(i, fresh[n]) for i, n in enumerate(layout.names) if n in self.plan.absent_attributes]
         self.variables = {name: self.variable_class(handle, d) for name, d in self.runner.descriptors.items()}
         self.timer_service = _SparkTimers(handle, self.time_mode != "None")
         self.binding = KeyBinding(_SparkKeyStore(self), self.now, self.plan.spec.ttl_ms)
