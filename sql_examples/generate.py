@@ -1,5 +1,6 @@
 """Writes the deterministic sample data the examples read (``python sql_examples/generate.py``).
-The CSV files are committed; the tests regenerate them into a temp dir and compare."""
+The CSV files are committed; the tests regenerate them into a temp dir and compare. (events.csv
+is the package's bundled demo data, spark_keyed_sql/data/events.csv, copied.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """One SparkSession for the whole run. The semantic suite runs once per execution engine:
 tests take ``ks`` (parametrized over ENGINES); a test that an engine cannot pass says so with
-``@pytest.mark.notyet("<engine>", reason=...)`` (Ibis-style), and is a strict xfail there: it
-must fail, so a capability gained shows as an unexpected pass. An engine the running Spark
+``@pytest.mark.notyet("<engine>", raises=<error>, reason=...)`` (Ibis-style), and is a strict
+xfail there: it must fail with that error (another failure fails the test), so a capability
+gained shows as an unexpected pass and a regression is not taken for the known gap. An engine the running Spark
 does not have (transformWithState before Spark 4.0) is skipped with the version it needs.
 Tests that pick their paths themselves take ``ks_auto``."""
 
@@ -41,7 +42,9 @@ def spark_lacks(path: str) -> str | None:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "notyet(*engines, reason): the engine does not support what the test checks")
+    config.addinivalue_line(
+        "markers", "notyet(*engines, raises, reason): the engine does not support what the test checks"
+    )
     config.addinivalue_line("markers", "spark_feature(name): needs compat.Feature[name] of the running Spark")
     progress.install(config)
 
@@ -114,6 +117,12 @@ def _engine_markers(request):
         return
     for m in request.node.iter_markers("notyet"):
         if engine in m.args:
+            if "raises" not in m.kwargs:
+                raise pytest.UsageError(
+                    f"{request.node.nodeid}: notyet({engine!r}) needs raises=<the error it fails with>"
+                )
             request.applymarker(
-                pytest.mark.xfail(strict=True, reason=f"engine '{engine}': {m.kwargs.get('reason', '')}")
+                pytest.mark.xfail(
+                    strict=True, raises=m.kwargs["raises"], reason=f"engine '{engine}': {m.kwargs.get('reason', '')}"
+                )
             )

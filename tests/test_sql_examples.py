@@ -55,8 +55,13 @@ def test_committed_data_is_what_generate_writes(tmp_path):
     sys.path.insert(0, str(EX))
     import generate
 
-    for p in generate.write(str(tmp_path)):
-        assert Path(p).read_text() == (DATA / Path(p).name).read_text(), p
+    written = [Path(p) for p in generate.write(str(tmp_path))]
+    # every committed file is one generate writes (an empty or partial list checks nothing),
+    # but events.csv: the package's bundled demo data, copied
+    assert sorted([p.name for p in written] + ["events.csv"]) == sorted(p.name for p in DATA.glob("*.csv"))
+    assert (DATA / "events.csv").read_text() == (ROOT / "spark_keyed_sql" / "data" / "events.csv").read_text()
+    for p in written:
+        assert p.read_text() == (DATA / p.name).read_text(), p
 
 
 # ------------------------------------------------------------------ SAGE

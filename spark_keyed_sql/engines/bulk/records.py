@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import astuple, dataclass, fields
-from enum import Enum, IntEnum
+from enum import Enum, IntEnum, unique
 from typing import Any, ClassVar
 
 from pyspark.sql import types as T
@@ -29,6 +29,7 @@ KIND = "__ks_kind"
 STATS_PREFIX = "__ks_st_"
 
 
+@unique
 class InputKind(IntEnum):
     TICK = 0
     REBUILD = 1
@@ -36,6 +37,7 @@ class InputKind(IntEnum):
     EVENT = 3
 
 
+@unique
 class OutputKind(IntEnum):
     OUT = 0
     DELTA = 1
@@ -47,6 +49,7 @@ class OutputKind(IntEnum):
         return f"{KIND}={int(self)}"
 
 
+@unique
 class Feed(str, Enum):
     """How a state partition whose local store missed is fed from the checkpoint: all its
     state, or the deltas since a committed state the store holds (kept in commit records'
