@@ -12,6 +12,7 @@ batch is the source checkpoint's next batch: nothing re-read, nothing skipped.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +32,8 @@ from .state.filesystems import filesystem
 from .state.fs import join
 
 __all__ = ["migrate_state", "MigrationError", "SPARK_POSITION_FILES"]
+
+log = logging.getLogger(__name__)
 
 SPARK_POSITION_FILES = ("offsets", "commits", "sources", "metadata")
 
@@ -103,6 +106,14 @@ def migrate_state(
                     fs.copy(join(src, name), join(dst, name))
 
         engine = migration_target()
+        log.info(
+            "%s: from batch %d of engine '%s'%s, into engine '%s'",
+            where,
+            position.version,
+            op.get("engine") or LEGACY_ENGINE,
+            " through the transform" if transform else "",
+            engine.name,
+        )
         fs.mkdirs(dst)
         written = engine.layout.write(
             spark, dst, op, target, state, timers, position, partitions, where, copy_positions
@@ -114,6 +125,13 @@ def migrate_state(
             "class": f"{target.cls.__module__}.{target.cls.__qualname__}",
         }
         write_metadata(dst, [new_op if o is op else o for o in ops], spark)
+        log.info(
+            "%s: %d key(s) in %d partition(s), continuing after batch %d",
+            where,
+            written["keys"],
+            written["partitions"],
+            position.version,
+        )
         return {
             "keys": written["keys"],
             "batch_id": position.version,

@@ -8,7 +8,6 @@ never need it."""
 from __future__ import annotations
 
 import importlib.util
-import logging
 import re
 import sys
 import warnings
@@ -28,7 +27,6 @@ __all__ = [
     "supported_range",
 ]
 
-log = logging.getLogger(__name__)
 
 # the Spark minors this package is tested on (docs/compatibility.md), oldest and newest
 SUPPORTED_SPARK: tuple[tuple[int, int], tuple[int, int]] = ((3, 5), (4, 3))

@@ -12,7 +12,6 @@ layouts before it were never released). A file that is not a whole record of tha
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -21,7 +20,6 @@ from .checkpoint import CheckpointError
 
 __all__ = ["COMMIT_FORMAT", "BaseMarker", "BatchMetrics", "CommitRecord", "DeltaEntry", "damaged_commit", "store_token"]
 
-log = logging.getLogger(__name__)
 
 COMMIT_FORMAT = 2
 

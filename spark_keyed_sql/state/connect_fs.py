@@ -21,7 +21,6 @@ fraction of a second each), over any URI the server reaches.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +30,6 @@ from .fs import CheckpointFS, FSError, record_part, record_text
 
 __all__ = ["ConnectFS"]
 
-log = logging.getLogger(__name__)
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _MISSING = ("PATH_NOT_FOUND", "Path does not exist")

@@ -270,6 +270,17 @@ class CheckpointLock:
                 # take over: only if the lease is still the stale one we judged
                 if lock_holder(self.checkpoint, self.fs.spark) == holder:
                     self.fs.delete(self.path, recursive=False)
+                    if holder:
+                        log.warning(
+                            "checkpoint %s: took over the lease of %s (process %s on %s, last heartbeat %.1f s ago)",
+                            self.checkpoint,
+                            holder.get("query") or "a query",
+                            holder.get("pid"),
+                            holder.get("host"),
+                            (_now_ms() - holder["heartbeat_ms"]) / 1000
+                            if isinstance(holder.get("heartbeat_ms"), int)
+                            else float("nan"),
+                        )
         else:
             raise CheckpointError(f"checkpoint {self.checkpoint!r}: could not take its lock (others kept taking it)")
         # a starter that judged our lease torn (were we paused for two heartbeats between its

@@ -192,6 +192,7 @@ def reset_memory_sink(name: str) -> None:
 
 
 def write_batch(driver: SparkSession, df: DataFrame, sink: str, checkpoint: str, version: int) -> None:
+    log.debug("batch %d: output to %s", version, sink)
     if sink == "console":
         df.show(truncate=False)
     elif sink.startswith("memory:"):

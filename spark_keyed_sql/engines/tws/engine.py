@@ -12,6 +12,7 @@ Spark's own ``statestore`` reader sees them (``layout.py``).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -28,6 +29,8 @@ from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUn
 from .layout import TwsLayout
 
 __all__ = ["TransformWithStateEngine", "UNKEYED_COLUMN", "watermarked"]
+
+log = logging.getLogger(__name__)
 
 UNKEYED_COLUMN = "__ks_unkeyed__"  # the one group of an unkeyed query
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
@@ -85,6 +88,13 @@ class TransformWithStateEngine(Engine):
         # operator drop late rows (as the bulk engine does)
         needs_time = streaming and (plan.spec.has_timers or plan.event_time is not None)
         time_mode = ("EventTime" if plan.event_time else "ProcessingTime") if needs_time else "None"
+        log.info(
+            "function %s on engine 'tws': Spark's transformWithState over a %s source, time mode %s%s",
+            plan.spec.name,
+            "streaming" if streaming else "batch",
+            time_mode,
+            ", seeded from INITIAL STATE" if plan.initial_state is not None else "",
+        )
         source = df
         group_cols = list(plan.key_columns)
         if not plan.keyed:
