@@ -18,7 +18,16 @@ from typing import Any
 
 from .checkpoint import CheckpointError
 
-__all__ = ["COMMIT_FORMAT", "BaseMarker", "BatchMetrics", "CommitRecord", "DeltaEntry", "damaged_commit", "store_token"]
+__all__ = [
+    "COMMIT_FORMAT",
+    "BaseMarker",
+    "BatchMetrics",
+    "CommitRecord",
+    "DeltaEntry",
+    "StoreToken",
+    "damaged_commit",
+    "store_token",
+]
 
 
 COMMIT_FORMAT = 2
@@ -210,6 +219,35 @@ def damaged_commit(where: str, why: str) -> CheckpointError:
     )
 
 
+@dataclass(frozen=True)
+class StoreToken:
+    """Names one task's local-store state of one version: ``<version>-<attempt>-<task>`` as
+    commit records, stats rows and local stores keep it (text; "" names no state). The one
+    place that builds or reads one."""
+
+    version: int
+    attempt: str
+    task: str
+
+    def __str__(self) -> str:
+        return f"{self.version}-{self.attempt}-{self.task}"
+
+    @classmethod
+    def parse(cls, text: str) -> StoreToken | None:
+        """The token ``text`` spells (the attempt may hold ``-``); None for "" or another text."""
+        head, _, rest = text.partition("-")
+        attempt, _, task = rest.rpartition("-")
+        if not head.isdigit() or not task:
+            return None
+        return cls(int(head), attempt, task)
+
+    @classmethod
+    def version_of(cls, text: str) -> int:
+        """The version the state ``text`` names was committed at (-1: no state)."""
+        token = cls.parse(text)
+        return token.version if token is not None else -1
+
+
 def store_token(version: int, attempt: str, task: str) -> str:
-    """The token that names one task's local-store state of one version."""
-    return f"{version}-{attempt}-{task}"
+    """The token (text) that names one task's local-store state of one version."""
+    return str(StoreToken(version, attempt, task))

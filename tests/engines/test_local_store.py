@@ -6,7 +6,8 @@ import decimal
 
 import pytest
 
-from spark_keyed_sql.engines.bulk.local_store import LocalStore, decode, encode, token_version
+from spark_keyed_sql.engines.bulk.local_store import Change, LocalStore, decode, encode
+from spark_keyed_sql.state.commit_record import StoreToken, store_token
 
 ROWS = [
     (1, 2.5, "a", None, True),
@@ -55,13 +56,13 @@ def test_a_new_store_holds_no_state(store):
 
 def test_a_committed_change_set_is_applied_by_the_next_batch(store):
     store.ensure("")
-    store.stage("0-a-1", "", [(k("u1"), encode((1,)), None, None), (k("u2"), encode((2,)), 100, None)])
+    store.stage("0-a-1", "", [Change(k("u1"), encode((1,)), None, None), Change(k("u2"), encode((2,)), 100, None)])
     assert store.ensure("0-a-1")  # the next batch names it as committed
     assert store.applied() == "0-a-1"
     assert store.get([k("u1"), k("u2"), k("u3")]) == {k("u1"): encode((1,)), k("u2"): encode((2,))}
     assert store.due(100, None) == [(k("u2"), encode((2,)))]
     assert store.due(99, None) == []
-    store.stage("1-b-7", "0-a-1", [(k("u1"), None, None, None)])  # u1's state is gone
+    store.stage("1-b-7", "0-a-1", [Change(k("u1"), None, None, None)])  # u1's state is gone
     assert store.get([k("u1")]) == {k("u1"): encode((1,))}  # pending: not state until its batch is committed
     assert store.applied() == "0-a-1"
     assert store.ensure("1-b-7")
@@ -70,8 +71,8 @@ def test_a_committed_change_set_is_applied_by_the_next_batch(store):
 
 def test_an_uncommitted_attempt_is_discarded(store):
     store.ensure("")
-    store.stage("0-a-1", "", [(k("u1"), encode((1,)), None, None)])  # attempt a died before its commit
-    store.stage("0-b-2", "", [(k("u1"), encode((5,)), None, None)])  # attempt b committed
+    store.stage("0-a-1", "", [Change(k("u1"), encode((1,)), None, None)])  # attempt a died before its commit
+    store.stage("0-b-2", "", [Change(k("u1"), encode((5,)), None, None)])  # attempt b committed
     assert store.ensure("0-b-2")
     assert store.get([k("u1")]) == {k("u1"): encode((5,))}
     assert not store.ensure("0-a-1")  # never taken for the other attempt's state
@@ -81,11 +82,15 @@ def test_an_empty_stores_first_change_set_is_written_in_place_and_undone_unless_
     """A first batch (or a backfill) on an empty store writes its rows straight into the state,
     marked as the task's: the next batch finds them applied if it names that task, and empty
     (then the committed attempt's pending set, or a miss) otherwise."""
-    first = [(k("u1"), encode((1,)), 10, None), (k("u2"), encode((2,)), None, None), (k("u3"), None, None, None)]
+    first = [
+        Change(k("u1"), encode((1,)), 10, None),
+        Change(k("u2"), encode((2,)), None, None),
+        Change(k("u3"), None, None, None),
+    ]
     assert store.ensure("")
     store.stage("0-a-1", "", first)
     assert store.applied() not in ("", "0-a-1")  # not committed state yet: never reported as held
-    assert token_version(store.applied()) == -1
+    assert StoreToken.version_of(store.applied()) == -1
     assert store.ensure("0-a-1")
     assert store.applied() == "0-a-1"
     assert store.get([k("u1"), k("u2"), k("u3")]) == {k("u1"): encode((1,)), k("u2"): encode((2,))}
@@ -96,8 +101,8 @@ def test_an_empty_stores_first_change_set_is_written_in_place_and_undone_unless_
     store.stage("0-a-1", "", first)  # attempt a died before its commit; the batch runs again
     assert store.ensure("")  # the retry starts from the empty state again
     assert store.count() == 0 and store.applied() == ""
-    store.stage("0-b-2", "", [(k("u1"), encode((5,)), None, None)])
-    store.stage("0-c-3", "", [(k("u9"), encode((9,)), None, None)])  # a speculative twin, not committed
+    store.stage("0-b-2", "", [Change(k("u1"), encode((5,)), None, None)])
+    store.stage("0-c-3", "", [Change(k("u9"), encode((9,)), None, None)])  # a speculative twin, not committed
     assert store.ensure("0-b-2")
     assert store.get([k("u1"), k("u9")]) == {k("u1"): encode((5,))}
     assert not store.ensure("0-c-3")
@@ -111,10 +116,10 @@ def test_an_empty_stores_first_change_set_is_written_in_place_and_undone_unless_
 
 def test_a_change_set_on_another_base_is_a_miss(store):
     store.ensure("")
-    store.stage("0-a-1", "", [(k("u1"), encode((1,)), None, None)])
+    store.stage("0-a-1", "", [Change(k("u1"), encode((1,)), None, None)])
     assert store.ensure("0-a-1")
     # batch 1 ran on another host (its change set is not here); batch 2 expects batch 1's state
-    store.stage("2-c-3", "1-b-9", [(k("u1"), encode((3,)), None, None)])
+    store.stage("2-c-3", "1-b-9", [Change(k("u1"), encode((3,)), None, None)])
     assert not store.ensure("1-b-9")
     assert not store.ensure("2-c-3")
     assert store.applied() == "0-a-1"  # unchanged: the driver feeds the missing changes
@@ -125,7 +130,7 @@ def test_full_rebuild_and_catch_up(store):
     store.load(k("u1"), encode((1,)), None, None)
     store.load(k("u2"), encode((2,)), None, 50)
     store.load_end("4-a-1")
-    assert store.applied() == "4-a-1" and token_version(store.applied()) == 4
+    assert store.applied() == "4-a-1" and StoreToken.version_of(store.applied()) == 4
     assert store.due(None, 50) == [(k("u2"), encode((2,)))]
     store.load_begin(clear=False)  # catch-up: the changes since version 4
     store.load(k("u1"), None, None, None)
@@ -133,7 +138,7 @@ def test_full_rebuild_and_catch_up(store):
     store.load_end("6-b-2")
     assert store.get([k("u1"), k("u2"), k("u3")]) == {k("u2"): encode((2,)), k("u3"): encode((3,))}
     assert store.next_due() == (None, 50)
-    assert token_version("") == -1
+    assert StoreToken.version_of("") == -1
 
 
 def test_a_store_from_another_python_or_boot_starts_empty(tmp_path, monkeypatch):
@@ -148,3 +153,11 @@ def test_a_store_from_another_python_or_boot_starts_empty(tmp_path, monkeypatch)
     s = LocalStore(str(tmp_path), "file:/cp", 3)
     assert s.applied() == "" and s.count() == 0
     s.close()
+
+
+def test_a_store_token_is_built_and_read_in_one_place():
+    text = store_token(12, "ab-cd", "731")  # an attempt may hold a dash
+    assert text == "12-ab-cd-731"
+    assert StoreToken.parse(text) == StoreToken(12, "ab-cd", "731")
+    for other in ("", "direct:12-a-1", "x-1-2", "12"):
+        assert StoreToken.parse(other) is None and StoreToken.version_of(other) == -1, other

@@ -30,12 +30,12 @@ from ...compat.arrow import select, to_array
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner
-from ...state.commit_record import store_token
+from ...state.commit_record import StoreToken, store_token
 from ...state.memory import MemoryKeyState, due_times, purge_expired
 from ...state.snapshots import KEY_PREFIX
 from ..arrow_rows import InputEvents, event_builder, fewer_collections, naive, pylist, transposed
 from .layout import DELETED, VERSION
-from .local_store import LocalStore, cache_root, decode, encode, token_version
+from .local_store import Change, LocalStore, cache_root, decode, encode
 from .partitioning import PART, TASK, part_column, task_column
 from .program import INIT_PREFIX, KeyPass, order_columns
 from .records import KIND, Feed, InputKind, OutputKind, TaskStats, earliest
@@ -130,10 +130,10 @@ class _Partition:
         if feed == Feed.FULL:
             self.store.load_begin(clear=True)
             self.loading, self.hit = True, True
-        elif feed == Feed.CATCH_UP and prog.catch_up.get(p, {}).get(token_version(self.held)) == self.held:
+        elif feed == Feed.CATCH_UP and prog.catch_up.get(p, {}).get(StoreToken.version_of(self.held)) == self.held:
             # the store holds a committed state older than the last: apply the deltas since
             self.store.load_begin(clear=False)
-            self.loading, self.hit, self.since = True, True, token_version(self.held)
+            self.loading, self.hit, self.since = True, True, StoreToken.version_of(self.held)
         elif feed is None:
             self.hit = self.store.ensure(self.expected)
         else:
@@ -211,7 +211,7 @@ class _Partition:
             if kb not in self.touched:
                 kv = decode(kb)
                 ctx.run(kv, self._state(kv, kb, row), _KeyRows())
-        changes: list = []
+        changes: list[Change] = []
         deltas: list[tuple] = []
         inserted = deleted = 0
         next_timer = next_expiry = None
@@ -223,13 +223,13 @@ class _Partition:
                 continue
             if after is None:
                 deleted += 1
-                changes.append((kb, None, None, None))
+                changes.append(Change(kb, None, None, None))
                 deltas.append(ctx.delta_row(kv, None, self.p))
                 continue
             inserted += before is None
             timer_at, expire_at = due_times(ks)
             next_timer, next_expiry = earliest(next_timer, timer_at), earliest(next_expiry, expire_at)
-            changes.append((kb, after, timer_at, expire_at))
+            changes.append(Change(kb, after, timer_at, expire_at))
             deltas.append(ctx.delta_row(kv, values, self.p))
         self.store.stage(ctx.token, self.expected, changes)
         crash_point("local_state_written")

@@ -33,14 +33,29 @@ import sqlite3
 import sys
 import tempfile
 import time
-from typing import Any
+from enum import IntEnum, unique
+from typing import Any, NamedTuple
 
-__all__ = ["LocalStore", "cache_root", "decode", "encode", "store_dir", "token_version"]
+__all__ = ["Change", "LocalStore", "cache_root", "decode", "encode", "store_dir"]
 
 log = logging.getLogger(__name__)
 
 # a tuple whose first element is this complex number is a tagged value (no Spark type is complex)
 _TAG = 0j
+
+
+@unique
+class ValueTag(IntEnum):
+    """What a tagged value ``(_TAG, tag, payload)`` of the local store holds (the store's format:
+    a code is never reused)."""
+
+    DATETIME = 0  # payload: microseconds since the epoch, naive UTC
+    DATE = 1  # payload: the proleptic ordinal
+    DECIMAL = 2  # payload: its text
+
+
+# (plain ints in the hot loops, and marshal writes no enum)
+_DATETIME, _DATE, _DECIMAL = int(ValueTag.DATETIME), int(ValueTag.DATE), int(ValueTag.DECIMAL)
 _SIMPLE = frozenset({int, float, str, bytes, bool, type(None)})
 _EPOCH = dt.datetime(1970, 1, 1)
 _MICRO = dt.timedelta(microseconds=1)
@@ -62,11 +77,11 @@ def _enc(v: Any) -> Any:
     if t is dt.datetime:
         if v.tzinfo is not None:
             v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return (_TAG, 0, (v - _EPOCH) // _MICRO)
+        return (_TAG, _DATETIME, (v - _EPOCH) // _MICRO)
     if t is dt.date:
-        return (_TAG, 1, v.toordinal())
+        return (_TAG, _DATE, v.toordinal())
     if t is decimal.Decimal:
-        return (_TAG, 2, str(v))
+        return (_TAG, _DECIMAL, str(v))
     if t is bytearray:
         return bytes(v)
     raise TypeError(f"cannot store a {t.__name__} in the bulk engine's local state")
@@ -77,11 +92,13 @@ def _dec(v: Any) -> Any:
     if t is tuple:
         if v and type(v[0]) is complex:
             kind, payload = v[1], v[2]
-            if kind == 0:
+            if kind == _DATETIME:
                 return _EPOCH + dt.timedelta(microseconds=payload)
-            if kind == 1:
+            if kind == _DATE:
                 return dt.date.fromordinal(payload)
-            return decimal.Decimal(payload)
+            if kind == _DECIMAL:
+                return decimal.Decimal(payload)
+            raise ValueError(f"local state: a value tagged {kind!r}, which this release does not know")
         return tuple(_dec(x) for x in v)
     if t is list:
         return [_dec(x) for x in v]
@@ -100,12 +117,6 @@ def encode(values: tuple) -> bytes:
 def decode(data: bytes) -> tuple:
     value = marshal.loads(data[1:])
     return value if data[:1] == _PLAIN else _dec(value)
-
-
-def token_version(token: str) -> int:
-    """The version a store token was committed at (-1: no state)."""
-    head = token.split("-", 1)[0]
-    return int(head) if head.lstrip("-").isdigit() else -1
 
 
 def cache_root(configured: str | None = None) -> str:
@@ -169,7 +180,16 @@ CREATE TABLE IF NOT EXISTS pending_base (token TEXT PRIMARY KEY, base TEXT) WITH
 
 _DIRECT = "direct:"  # meta 'applied' of an empty store holding one task's uncommitted changes
 
-Change = tuple[bytes, "bytes | None", "int | None", "int | None"]  # key, row (None: deleted), timer_at, expire_at
+
+class Change(NamedTuple):
+    """One key's change by a task, a row of the store's ``state`` / ``pending`` tables."""
+
+    key: bytes
+    row: bytes | None  # None: the key's state is deleted
+    timer_at: int | None
+    expire_at: int | None
+
+
 _LOOKUP_CHUNK = 500
 
 
@@ -331,7 +351,7 @@ class LocalStore:
                 # straight into the state, marked as this task's until a commit names it, so
                 # the next batch need not copy a large first batch out of pending
                 db.executemany(
-                    "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (c for c in changes if c[1] is not None)
+                    "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (c for c in changes if c.row is not None)
                 )
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('applied', ?)", (_DIRECT + token,))
             else:

@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 
 from pyspark.sql import types as T
 
+from ...state.commit_record import StoreToken
+
 __all__ = ["KIND", "STATS_PREFIX", "Feed", "InputKind", "OutputKind", "TaskStats", "earliest"]
 
 KIND = "__ks_kind"
@@ -110,7 +112,8 @@ class TaskStats:
     @property
     def task(self) -> str:
         """The task whose local store holds the partition now (the token's last part)."""
-        return self.token.rsplit("-", 1)[1]
+        token = StoreToken.parse(self.token)
+        return token.task if token is not None else ""
 
 
 TaskStats.COLUMNS = [STATS_PREFIX + f.name for f in fields(TaskStats)]

@@ -39,7 +39,7 @@ from ...runtime.clock import now_ms
 from ...runtime.connect import default_parallelism, is_connect, session_by_id
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
-from ...state.commit_record import BatchMetrics, CommitRecord, DeltaEntry
+from ...state.commit_record import BatchMetrics, CommitRecord, DeltaEntry, StoreToken
 from ...state.fs import is_path, join, temp_dir
 from ...state.lock import check_lease
 from ...state.snapshots import KEY_PREFIX, SnapshotStore
@@ -49,7 +49,6 @@ from ..streams import configure_writer, not_a_stream, wait_until_done
 from .compaction import COMPACT_DELTAS, COMPACT_DELTAS_CONF, COMPACT_MIN_ROWS, Compactor
 from .incremental import IncrementalProgram, incremental_input, step_schema
 from .layout import bulk_partitions, evolved_commit, state_frame
-from .local_store import token_version
 from .partitioning import PART
 from .records import KIND, Feed, OutputKind, TaskStats, earliest
 from .sinks import reset_memory_sink, write_batch
@@ -539,7 +538,7 @@ class BulkStream:
             tokens = {v: c.token(p) for v, c in usable.items()}
             if prev.base is None:
                 tokens[-1] = ""  # every change since the first batch is a retained delta
-            if not final and tokens.get(token_version(held)) == held:
+            if not final and tokens.get(StoreToken.version_of(held)) == held:
                 feeds[p], catch_up[p] = Feed.CATCH_UP, tokens
             else:
                 feeds[p] = Feed.FULL
