@@ -1,7 +1,6 @@
 """The bulk engine's records: kinds, task stats, the step's totals. No Spark session needed."""
 
-from spark_keyed_sql.engines.bulk.records import KIND, InputKind, OutputKind, TaskStats
-from spark_keyed_sql.engines.bulk.stream import StepTotals
+from spark_keyed_sql.engines.bulk.records import KIND, InputKind, OutputKind, PassCounts, TaskStats
 
 
 def test_input_kinds_sort_in_the_order_a_partition_reads_them():
@@ -24,10 +23,10 @@ def test_task_stats_columns_come_from_its_fields_and_round_trip():
     s = TaskStats(
         hit=True,
         token="3-a-17",
-        late=1,
+        late_rows=1,
         max_event_time_ms=99,
         events=5,
-        keys=2,
+        keys_touched=2,
         timers_fired=0,
         inserted=1,
         deleted=0,
@@ -42,14 +41,14 @@ def test_task_stats_columns_come_from_its_fields_and_round_trip():
     assert TaskStats(True, "1-x-1").input_max_event_times == {}
 
 
-def test_step_totals_sum_over_partitions_by_hand():
+def test_the_step_total_sums_over_partitions_by_hand():
     a = TaskStats(
         True,
         "1-x-1",
-        late=1,
+        late_rows=1,
         max_event_time_ms=50,
         events=4,
-        keys=2,
+        keys_touched=2,
         timers_fired=1,
         inserted=2,
         deleted=0,
@@ -61,10 +60,10 @@ def test_step_totals_sum_over_partitions_by_hand():
     b = TaskStats(
         True,
         "1-x-2",
-        late=0,
+        late_rows=0,
         max_event_time_ms=80,
         events=3,
-        keys=3,
+        keys_touched=3,
         timers_fired=0,
         inserted=1,
         deleted=1,
@@ -74,8 +73,23 @@ def test_step_totals_sum_over_partitions_by_hand():
         max_event_times='{"views": 80}',
     )
     idle = TaskStats(True, "1-x-3")  # a partition without input: every count None
-    t = StepTotals.of([a, b, idle])
-    assert (t.late, t.events, t.keys, t.timers_fired, t.inserted, t.deleted, t.changed) == (1, 7, 5, 1, 3, 1, 5)
+    t = TaskStats.total([a, b, idle])
+    figures = (t.late_rows, t.events, t.keys_touched, t.timers_fired, t.inserted, t.deleted, t.changed)
+    assert figures == (1, 7, 5, 1, 3, 1, 5)
     assert (t.max_event_time_ms, t.next_timer_ms, t.next_expiry_ms) == (80, 200, 700)
-    assert t.max_event_times == {"clicks": 50, "views": 80}  # each input's newest over partitions
-    assert StepTotals.of([idle]).max_event_time_ms is None and StepTotals.of([idle]).max_event_times == {}
+    assert t.input_max_event_times == {"clicks": 50, "views": 80}  # each input's newest over partitions
+    assert TaskStats.total([idle]).max_event_time_ms is None and TaskStats.total([idle]).input_max_event_times == {}
+
+
+def test_a_partitions_stats_keep_the_key_pass_names():
+    counts = PassCounts(events=6, late_rows=2, keys_touched=3, timers_fired=1, max_event_time_ms=70)
+    counts.max_event_times.update({"views": 70, "clicks": 20})
+    s = TaskStats.counted("2-a-9", counts, inserted=1, deleted=0, changed=4, next_timer_ms=None, next_expiry_ms=5)
+    assert (s.events, s.late_rows, s.keys_touched, s.timers_fired, s.max_event_time_ms) == (6, 2, 3, 1, 70)
+    assert (s.hit, s.token, s.inserted, s.changed, s.next_expiry_ms) == (True, "2-a-9", 1, 4, 5)
+    assert s.input_max_event_times == {"views": 70, "clicks": 20}
+    # the names of the figures are the commit record's and ks.run's summary's
+    from spark_keyed_sql.state.commit_record import BatchMetrics
+
+    shared = {"events", "late_rows", "keys_touched", "timers_fired"}
+    assert shared <= set(BatchMetrics.__dataclass_fields__) and shared <= set(PassCounts.__dataclass_fields__)

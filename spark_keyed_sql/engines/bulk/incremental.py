@@ -16,7 +16,6 @@ state rows, tombstones) for the checkpoint. No other key's state is read or writ
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -138,7 +137,7 @@ class _Partition:
             self.hit = self.store.ensure(self.expected)
         else:
             self.hit = False  # fed deltas for a state this host's store does not hold: run again, fed in full
-        ctx.key_pass.reset_stats()
+        ctx.key_pass.reset_counts()
 
     @property
     def active(self) -> bool:
@@ -236,18 +235,11 @@ class _Partition:
         held_timer, held_expiry = self.store.next_due()
         self.store.close()
         ctx.rows.extend(deltas)
-        s = ctx.key_pass.stats
         ctx.stats(
             self.p,
-            TaskStats(
-                hit=True,
-                token=ctx.token,
-                late=s["late"],
-                max_event_time_ms=s["max_et"],
-                max_event_times=json.dumps(s["max_et_by"], sort_keys=True) if s["max_et_by"] else None,
-                events=s["events"],
-                keys=s["keys"],
-                timers_fired=s["fired"],
+            TaskStats.counted(
+                ctx.token,
+                ctx.key_pass.counts,
                 inserted=inserted,
                 deleted=deleted,
                 changed=len(changes),

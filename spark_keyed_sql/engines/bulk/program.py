@@ -34,7 +34,7 @@ from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
 from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive, pylist, transposed
 from .frames import frame_slicer
-from .records import KIND, InputKind
+from .records import KIND, InputKind, PassCounts
 
 __all__ = ["BulkProgram", "KeyPass", "combine", "hash_ordered", "order_columns", "output_batch", "HASH", "INIT_PREFIX"]
 
@@ -72,10 +72,10 @@ class KeyPass:
         # one binding for the task, re-pointed at each key's state (not one made per key)
         self._store = MemoryKeyStore(MemoryKeyState())
         self._binding = KeyBinding(self._store, self._clock, self.ttl_ms)
-        self.reset_stats()
+        self.reset_counts()
 
-    def reset_stats(self) -> None:
-        self.stats: dict[str, Any] = {"late": 0, "max_et": None, "max_et_by": {}, "events": 0, "keys": 0, "fired": 0}
+    def reset_counts(self) -> None:
+        self.counts = PassCounts()
 
     def _clock(self) -> int | None:
         return self.now
@@ -113,10 +113,10 @@ class KeyPass:
         ``event_times``: the events' event-time values (a stream with EVENT TIME); ``frame()``:
         a KeyedProcessor's ``rows`` of the events (else built from them); ``inputs``: each
         event's input name (several inputs)."""
-        stats, runner = self.stats, self.runner
+        counts, runner = self.counts, self.runner
         key = user_key(kv, self.keyed)
         binding = self.binding(ks)
-        stats["keys"] += 1
+        counts.keys_touched += 1
         live = False  # the key's state held in the runner's instance (see KeyedRunner.run_function)
         if events:
             positions = None
@@ -125,9 +125,10 @@ class KeyPass:
                 known = [t for t in ets if t is not None]
                 if known:
                     m = max(known)
-                    stats["max_et"] = m if stats["max_et"] is None else max(stats["max_et"], m)
+                    newest = counts.max_event_time_ms
+                    counts.max_event_time_ms = m if newest is None else max(newest, m)
                     if inputs is not None:  # several inputs: a watermark each (watermarks.py)
-                        by = stats["max_et_by"]
+                        by = counts.max_event_times
                         for name, t in zip(inputs, ets):
                             if t is not None and (name not in by or t > by[name]):
                                 by[name] = t
@@ -135,13 +136,13 @@ class KeyPass:
                     late = self.late_wm
                     positions = [i for i, t in enumerate(ets) if t is None or t > late]
                     if len(positions) < len(events):
-                        stats["late"] += len(events) - len(positions)
+                        counts.late_rows += len(events) - len(positions)
                         events = [events[i] for i in positions]
                         inputs = [inputs[i] for i in positions] if inputs is not None else None
                         frame = None
                     else:
                         positions = None
-            stats["events"] += len(events)
+            counts.events += len(events)
             if events:
                 if self.function:  # held live when its timers may fire next (no state round trip between)
                     if positions is None:
@@ -192,7 +193,7 @@ class KeyPass:
         if not fires:
             return live
         for t in pop_due(ks.timers, until, lambda: runner.naming(key)):
-            self.stats["fired"] += 1
+            self.counts.timers_fired += 1
             fired = runner.fire_timer(
                 key, t, binding, self.now, t if self.end_of_input else self.wm, live=live, hold=self.function
             )

@@ -9,7 +9,11 @@
   them partitioned by kind, so ``__ks_kind=1`` (DELTA) is a directory name that commit records
   keep: the codes are part of the checkpoint format.
 - :class:`TaskStats`: one state partition's STATS row; its columns come from its fields, so a
-  stat is added in one place.
+  stat is added in one place. The figures keep one name from the key pass that counts them
+  (:class:`PassCounts`) through the step's total (``TaskStats.total``) to the commit record's
+  ``BatchMetrics`` and ``ks.run``'s summary: ``events`` (rows run), ``late_rows`` (rows dropped
+  as late; ``input_rows`` = events + late_rows), ``keys_touched``, ``timers_fired``,
+  ``max_event_time_ms`` (and ``max_event_times`` per input).
 
 Both kinds go into the one ``KIND`` column, of the input and of the output respectively.
 """
@@ -17,7 +21,7 @@ Both kinds go into the one ``KIND`` column, of the input and of the output respe
 from __future__ import annotations
 
 import json
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple, dataclass, field, fields
 from enum import Enum, IntEnum, unique
 from typing import Any, ClassVar
 
@@ -25,7 +29,7 @@ from pyspark.sql import types as T
 
 from ...state.commit_record import StoreToken
 
-__all__ = ["KIND", "STATS_PREFIX", "Feed", "InputKind", "OutputKind", "TaskStats", "earliest"]
+__all__ = ["KIND", "STATS_PREFIX", "Feed", "InputKind", "OutputKind", "PassCounts", "TaskStats", "earliest"]
 
 KIND = "__ks_kind"
 STATS_PREFIX = "__ks_st_"
@@ -70,6 +74,19 @@ def earliest(*values: int | None) -> int | None:
 _SPARK_TYPES = {bool: T.BooleanType(), str: T.StringType(), int: T.LongType()}
 
 
+@dataclass(slots=True)
+class PassCounts:
+    """What a task's key pass counts over one state partition (program.py), under the names
+    :class:`TaskStats` reports them by."""
+
+    events: int = 0
+    late_rows: int = 0
+    keys_touched: int = 0
+    timers_fired: int = 0
+    max_event_time_ms: int | None = None
+    max_event_times: dict[str, int] = field(default_factory=dict)  # several inputs: each one's newest
+
+
 @dataclass(frozen=True)
 class TaskStats:
     """One state partition's stats of one job. ``hit``: the partition's local store held the
@@ -78,10 +95,10 @@ class TaskStats:
 
     hit: bool
     token: str
-    late: int | None = None  # rows dropped as late
+    late_rows: int | None = None  # rows dropped as late
     max_event_time_ms: int | None = None
     events: int | None = None
-    keys: int | None = None  # keys run
+    keys_touched: int | None = None  # keys run
     timers_fired: int | None = None
     inserted: int | None = None  # keys that got state
     deleted: int | None = None  # keys whose state is gone
@@ -91,6 +108,51 @@ class TaskStats:
     max_event_times: str | None = None  # several inputs: {input: its newest event time} as JSON
 
     COLUMNS: ClassVar[list[str]]
+
+    @classmethod
+    def counted(cls, token: str, counts: PassCounts, **partition: Any) -> TaskStats:
+        """A partition's stats from its key pass's counts and its own figures (inserted, ...)."""
+        by_input = json.dumps(counts.max_event_times, sort_keys=True) if counts.max_event_times else None
+        return cls(
+            hit=True,
+            token=token,
+            late_rows=counts.late_rows,
+            max_event_time_ms=counts.max_event_time_ms,
+            events=counts.events,
+            keys_touched=counts.keys_touched,
+            timers_fired=counts.timers_fired,
+            max_event_times=by_input,
+            **partition,
+        )
+
+    @classmethod
+    def total(cls, stats: list[TaskStats]) -> TaskStats:
+        """The step's stats: counts summed over its partitions, the newest event time, the
+        earliest timer and expiry (``token`` empty: no one store holds a total)."""
+
+        def total(name: str) -> int:
+            return int(sum(getattr(s, name) or 0 for s in stats))
+
+        times = [s.max_event_time_ms for s in stats if s.max_event_time_ms is not None]
+        by_input: dict[str, int] = {}
+        for s in stats:
+            for name, t in s.input_max_event_times.items():
+                by_input[name] = max(by_input.get(name, t), t)
+        return cls(
+            hit=all(s.hit for s in stats),
+            token="",
+            late_rows=total("late_rows"),
+            max_event_time_ms=max(times) if times else None,
+            events=total("events"),
+            keys_touched=total("keys_touched"),
+            timers_fired=total("timers_fired"),
+            inserted=total("inserted"),
+            deleted=total("deleted"),
+            changed=total("changed"),
+            next_timer_ms=earliest(*(s.next_timer_ms for s in stats)),
+            next_expiry_ms=earliest(*(s.next_expiry_ms for s in stats)),
+            max_event_times=json.dumps(by_input, sort_keys=True) if by_input else None,
+        )
 
     @classmethod
     def struct_fields(cls) -> list[T.StructField]:

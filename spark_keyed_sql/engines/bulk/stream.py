@@ -50,7 +50,7 @@ from .compaction import COMPACT_DELTAS, COMPACT_DELTAS_CONF, COMPACT_MIN_ROWS, C
 from .incremental import IncrementalProgram, incremental_input, step_schema
 from .layout import bulk_partitions, evolved_commit, state_frame
 from .partitioning import PART
-from .records import KIND, Feed, OutputKind, TaskStats, earliest
+from .records import KIND, Feed, OutputKind, TaskStats
 from .sinks import reset_memory_sink, write_batch
 from .state_row import StateRowCodec
 from .watermarks import ONE_INPUT, next_watermarks, watermark_policy
@@ -65,7 +65,6 @@ __all__ = [
     "COMPACT_MIN_ROWS",
     "LOCAL_STATE_DIR_CONF",
     "StepPlan",
-    "StepTotals",
 ]
 
 log = logging.getLogger(__name__)
@@ -109,47 +108,6 @@ class StepJobs:
     jobs: list[str]
     stats: dict[int, TaskStats]
     fed: dict[str, list[int]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class StepTotals:
-    """The step's stats summed over state partitions (``BulkStream.totals``)."""
-
-    late: int
-    events: int
-    keys: int
-    timers_fired: int
-    inserted: int
-    deleted: int
-    changed: int
-    max_event_time_ms: int | None
-    next_timer_ms: int | None
-    next_expiry_ms: int | None
-    max_event_times: dict[str, int]  # several inputs: each input's newest event time
-
-    @classmethod
-    def of(cls, stats: list[TaskStats]) -> StepTotals:
-        def total(name: str) -> int:
-            return int(sum(getattr(s, name) or 0 for s in stats))
-
-        times = [s.max_event_time_ms for s in stats if s.max_event_time_ms is not None]
-        by_input: dict[str, int] = {}
-        for s in stats:
-            for name, t in s.input_max_event_times.items():
-                by_input[name] = max(by_input.get(name, t), t)
-        return cls(
-            late=total("late"),
-            events=total("events"),
-            keys=total("keys"),
-            timers_fired=total("timers_fired"),
-            inserted=total("inserted"),
-            deleted=total("deleted"),
-            changed=total("changed"),
-            max_event_time_ms=max(times) if times else None,
-            next_timer_ms=earliest(*(s.next_timer_ms for s in stats)),
-            next_expiry_ms=earliest(*(s.next_expiry_ms for s in stats)),
-            max_event_times=by_input,
-        )
 
 
 class BulkStream:
@@ -326,7 +284,7 @@ class BulkStream:
         spark = batch_df.sparkSession
         plan = self.plan_version(spark)
         jobs = self.run_jobs(batch_df, plan)
-        totals = StepTotals.of(list(jobs.stats.values()))
+        totals = TaskStats.total(list(jobs.stats.values()))
         if only_if_timers and not totals.timers_fired and not totals.changed and not self._watermark_moved(plan.prev):
             self.fs.delete(self.store.path(plan.rel))
             return None
@@ -440,7 +398,7 @@ class BulkStream:
         return output_rows
 
     def record(
-        self, plan: StepPlan, run: StepJobs, totals: StepTotals, spark_batch: int | None, output_rows: int | None
+        self, plan: StepPlan, run: StepJobs, totals: TaskStats, spark_batch: int | None, output_rows: int | None
     ) -> CommitRecord:
         """The new version's commit record: the previous version's base and deltas (or the newest
         compacted base, if one was made since) plus this batch's delta, and what the batch did."""
@@ -464,7 +422,7 @@ class BulkStream:
             )
         new_wm, input_wms = plan.watermark_ms, dict(plan.prev.input_watermarks_ms if plan.prev is not None else {})
         if self.plan.event_time is not None:
-            newest = totals.max_event_times
+            newest = totals.input_max_event_times
             if not self.plan.inputs and totals.max_event_time_ms is not None:
                 newest = {ONE_INPUT: totals.max_event_time_ms}
             new_wm, input_wms = next_watermarks(
@@ -493,10 +451,10 @@ class BulkStream:
             next_timer_ms=totals.next_timer_ms,
             next_expiry_ms=totals.next_expiry_ms,
             metrics=BatchMetrics(
-                input_rows=totals.events + totals.late,
+                input_rows=totals.events + totals.late_rows,
                 events=totals.events,
-                late_rows=totals.late,
-                keys_touched=totals.keys,
+                late_rows=totals.late_rows,
+                keys_touched=totals.keys_touched,
                 timers_fired=totals.timers_fired,
                 output_rows=output_rows,
                 state_rows=(prev.state_rows if prev is not None else 0) + totals.inserted - totals.deleted,
