@@ -16,6 +16,7 @@ import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -56,12 +57,12 @@ def migrate_state(
         raise MigrationError(
             f"checkpoint {src!r} has no spark-keyed-sql metadata (was it written by ks.start / ks.run?)"
         )
-    ops = meta["operators"]
+    ops = meta.operators
     if function is None and len(ops) > 1:
         raise MigrationError(
-            f"checkpoint {src!r} holds several functions {[o['function'] for o in ops]}; pass function=..."
+            f"checkpoint {src!r} holds several functions {[o.function for o in ops]}; pass function=..."
         )
-    op = next((o for o in ops if function is None or o["function"].lower() == function.lower()), None)
+    op = ops[0] if function is None else meta.operator(function)
     if op is None:
         raise MigrationError(f"checkpoint {src!r} has no function {function!r}")
     if fs.list(dst):
@@ -79,20 +80,20 @@ def migrate_state(
             "(e.g. a job on the cluster); reading the state (ks.read_state) and bootstrapping a new query from it "
             "(INITIAL STATE FROM) work on Connect"
         )
-    source_layout = get_engine(op.get("engine") or LEGACY_ENGINE).layout
+    source_layout = get_engine(op.engine_or(LEGACY_ENGINE)).layout
     position = source_layout.position(spark, src, op)
 
-    state = read_state(spark, src, op["function"]).drop("batch_id")
+    state = read_state(spark, src, op.function).drop("batch_id")
     timers = source_layout.timers(spark, src, op, position.version)
     if timers is None and target.has_timers:
         raise MigrationError(
             f"{where}: {target.cls.__name__} uses timers, and timers registered in this checkpoint "
-            f"(engine '{op.get('engine') or LEGACY_ENGINE}') are not readable as a table; let them fire first, or "
+            f"(engine '{op.engine_or(LEGACY_ENGINE)}') are not readable as a table; let them fire first, or "
             "bootstrap a new query with INITIAL STATE FROM"
         )
     with _transformed(spark, state, transform, where) as state:
         lower = {c.lower() for c in state.columns}
-        missing_keys = [k for k in op["keys"] if k.lower() not in lower]
+        missing_keys = [k for k in op.keys if k.lower() not in lower]
         if missing_keys:
             raise MigrationError(
                 f"{where}: key column(s) {missing_keys} missing from the state (columns: {', '.join(state.columns)})"
@@ -110,7 +111,7 @@ def migrate_state(
             "%s: from batch %d of engine '%s'%s, into engine '%s'",
             where,
             position.version,
-            op.get("engine") or LEGACY_ENGINE,
+            op.engine_or(LEGACY_ENGINE),
             " through the transform" if transform else "",
             engine.name,
         )
@@ -118,12 +119,13 @@ def migrate_state(
         written = engine.layout.write(
             spark, dst, op, target, state, timers, position, partitions, where, copy_positions
         )
-        new_op = dict(op) | {
-            "function": target.name,
-            "engine": engine.name,
-            "partitions": partitions,
-            "class": f"{target.cls.__module__}.{target.cls.__qualname__}",
-        }
+        new_op = replace(
+            op,
+            function=target.name,
+            engine=engine.name,
+            partitions=partitions,
+            class_name=f"{target.cls.__module__}.{target.cls.__qualname__}",
+        )
         write_metadata(dst, [new_op if o is op else o for o in ops], spark)
         log.info(
             "%s: %d key(s) in %d partition(s), continuing after batch %d",

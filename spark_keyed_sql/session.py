@@ -341,7 +341,7 @@ class KeyedSQL:
         from .state.checkpoint import CheckpointError, read_metadata
 
         meta = read_metadata(src_checkpoint, self.spark)
-        source_fn = function or (meta["operators"][0]["function"] if meta and meta["operators"] else None)
+        source_fn = function or (meta.operators[0].function if meta and meta.operators else None)
         if not (to_function or source_fn):
             raise CheckpointError(
                 f"migrate_state: {src_checkpoint!r} holds no keyed query's checkpoint (no metadata of this "

@@ -29,7 +29,7 @@ from ..api.errors import SchemaError
 from ..compat.features import Feature
 from ..runtime.plan import KeyedPlan
 from ..runtime.spec import FunctionSpec
-from ..state.checkpoint import MigrationError
+from ..state.checkpoint import MigrationError, OperatorRecord
 from ..state.spark_types import to_spark
 
 __all__ = [
@@ -133,18 +133,20 @@ class StateLayout(ABC):
 
     @abstractmethod
     def read(
-        self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None, batch_id: int | None
     ) -> DataFrame:
         """One row per key: key columns, one column per state variable / attribute, batch_id."""
 
     @abstractmethod
-    def batch_range(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None) -> tuple[int, int]:
+    def batch_range(
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None
+    ) -> tuple[int, int]:
         """The oldest and newest committed batch whose state the checkpoint keeps."""
 
     @abstractmethod
-    def position(self, spark: SparkSession, checkpoint: str, op: dict) -> Position: ...
+    def position(self, spark: SparkSession, checkpoint: str, op: OperatorRecord) -> Position: ...
 
-    def timers(self, spark: SparkSession, checkpoint: str, op: dict, version: int) -> DataFrame | None:
+    def timers(self, spark: SparkSession, checkpoint: str, op: OperatorRecord, version: int) -> DataFrame | None:
         """Key columns and ``timers`` (array of epoch ms) per key, or None when this layout's
         timers cannot be read as a table."""
         return None
@@ -153,7 +155,7 @@ class StateLayout(ABC):
         self,
         spark: SparkSession,
         checkpoint: str,
-        op: dict,
+        op: OperatorRecord,
         target: FunctionSpec,
         state: DataFrame,
         timers: DataFrame | None,

@@ -20,7 +20,7 @@ def _locate(spark: SparkSession, checkpoint: str, function: str | None) -> tuple
     if not fs.is_dir(checkpoint):
         raise CheckpointError(f"checkpoint {checkpoint!r} does not exist")
     op_index, op = pick_operator(read_metadata(checkpoint, spark), function, checkpoint)
-    return op_index, op, get_engine((op or {}).get("engine") or LEGACY_ENGINE)
+    return op_index, op, get_engine(op.engine_or(LEGACY_ENGINE) if op else LEGACY_ENGINE)
 
 
 def read_state(
@@ -47,7 +47,7 @@ def read_state_changes(
         lambda b: layout.read(spark, checkpoint, op_index, op, b),
         layout.batch_range(spark, checkpoint, op_index, op),
         # without our metadata the key struct has one column per key field; read_state puts them first
-        len(op["keys"]) if op else 1,
+        len(op.keys) if op else 1,
         checkpoint,
         from_batch,
         to_batch,

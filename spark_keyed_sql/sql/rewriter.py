@@ -411,10 +411,7 @@ class _Planner:
             meta = read_metadata(str(written), self.spark)
         except CheckpointError:
             return ()
-        was = next(
-            (o for o in (meta or {}).get("operators", []) if str(o.get("function", "")).lower() == call.fname.lower()),
-            None,
-        )
+        was = meta.operator(call.fname) if meta else None
         if was is None:
             return ()
         return tuple(absent_attributes(was, AttributeLayout(call.spec.instantiate()).names))

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyspark.sql import types as T
 
 from ..api.errors import KeyedSQLError
 from ..api.types import parse_type
+from .operator_record import OperatorRecord
 from .spark_types import to_spark
 
 __all__ = [
@@ -173,9 +173,9 @@ def _ddl(t: str) -> T.DataType:
     return to_spark(parse_type(t))
 
 
-def fields_of_record(op: dict[str, Any]) -> tuple[list[StoredField], list[StoredField]]:
+def fields_of_record(op: OperatorRecord) -> tuple[list[StoredField], list[StoredField]]:
     """(attributes, state variables) of an operator as the checkpoint's metadata records it."""
-    attrs = [StoredField(a["name"], _ddl(a["type"]), bool(a.get("encoded"))) for a in op.get("attributes") or []]
+    attrs = [StoredField(a["name"], _ddl(a["type"]), bool(a.get("encoded"))) for a in op.attributes]
     variables = [
         StoredField(
             v["name"],
@@ -183,17 +183,17 @@ def fields_of_record(op: dict[str, Any]) -> tuple[list[StoredField], list[Stored
             kind=v.get("kind", "value"),
             key_type=_ddl(v["key_type"]) if v.get("key_type") else None,
         )
-        for v in op.get("variables") or []
+        for v in op.variables
     ]
     return attrs, variables
 
 
-def check_layouts(checkpoint: str, previous: list[dict[str, Any]], operators: list[dict[str, Any]]) -> None:
+def check_layouts(checkpoint: str, previous: list[OperatorRecord], operators: list[OperatorRecord]) -> None:
     """At start, before the checkpoint's metadata is replaced: each operator's stored layout
     (``previous``) against the class it runs now (``operators``). Refuses what cannot be carried;
     logs, once, what is dropped, added or widened."""
     for was, now in zip(previous, operators):
-        function = now["function"]
+        function = now.function
         old_attrs, old_vars = fields_of_record(was)
         new_attrs, new_vars = fields_of_record(now)
         for what, old, new in (("state attribute", old_attrs, new_attrs), ("state variable", old_vars, new_vars)):
@@ -228,10 +228,10 @@ def check_layouts(checkpoint: str, previous: list[dict[str, Any]], operators: li
                 )
 
 
-def absent_attributes(was: dict[str, Any], names: list[str]) -> list[str]:
+def absent_attributes(was: OperatorRecord, names: list[str]) -> list[str]:
     """The attributes (of ``names``, the class's) that rows stored under an earlier layout may
     lack: those added since the state began (``was``: the operator's record before this run),
     kept for as long as the class has them (rows written before the change stay in the state)."""
-    before = {a["name"] for a in was.get("attributes") or []}
-    carried = set(was.get("absent_attributes") or [])
+    before = {a["name"] for a in was.attributes}
+    carried = set(was.absent_attributes)
     return [n for n in names if n in carried or n not in before]

@@ -9,12 +9,14 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, CheckpointMeta, OperatorRecord
 
 __all__ = ["pick_operator", "state_changes"]
 
 
-def pick_operator(meta: dict | None, function: str | None, checkpoint: str) -> tuple[int, dict | None]:
+def pick_operator(
+    meta: CheckpointMeta | None, function: str | None, checkpoint: str
+) -> tuple[int, OperatorRecord | None]:
     """(index, metadata) of the operator ``function`` names (the only one when None); (0,
     None) for a checkpoint without this project's metadata (written by plain Spark)."""
     if meta is None:
@@ -23,17 +25,17 @@ def pick_operator(meta: dict | None, function: str | None, checkpoint: str) -> t
                 f"checkpoint {checkpoint!r} has no spark-keyed-sql metadata; cannot pick function {function!r}"
             )
         return 0, None
-    ops = meta["operators"]
+    ops = meta.operators
     if function is None:
         if len(ops) > 1:
-            names = [o["function"] for o in ops]
+            names = [o.function for o in ops]
             raise CheckpointError(f"checkpoint {checkpoint!r} holds several functions {names}; pass function=...")
         return 0, ops[0]
     for i, o in enumerate(ops):
-        if o["function"].lower() == function.lower():
+        if o.function.lower() == function.lower():
             return i, o
     raise CheckpointError(
-        f"checkpoint {checkpoint!r} has no function {function!r} (it has {[o['function'] for o in ops]})"
+        f"checkpoint {checkpoint!r} has no function {function!r} (it has {[o.function for o in ops]})"
     )
 
 

@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..engines import LEGACY_ENGINE, migration_target
 from ..runtime.spec import FunctionKind, FunctionSpec
 from ..sql.statement import KeyedStatement, KeyedStep
 from ..state.attributes import AttributeLayout
-from ..state.checkpoint import CheckpointError, check_compatible, read_metadata, write_metadata
+from ..state.checkpoint import CheckpointError, OperatorRecord, check_compatible, read_metadata, write_metadata
 from ..state.evolution import absent_attributes, check_layouts
 from ..state.filesystems import filesystem
 from ..state.fs import join
@@ -40,7 +41,7 @@ def engine_of(spark: SparkSession, checkpoint: str) -> str | None:
         meta = read_metadata(checkpoint, spark)
     except CheckpointError:
         return None
-    return (meta["operators"][0].get("engine") or LEGACY_ENGINE) if meta and meta["operators"] else None
+    return meta.operators[0].engine_or(LEGACY_ENGINE) if meta and meta.operators else None
 
 
 def prepare_checkpoint(
@@ -61,50 +62,56 @@ def prepare_checkpoint(
     operators = [operator_record(s, function(s.function)) for s in statement.steps]
     check_compatible(checkpoint, operators, spark)
     old = read_metadata(checkpoint, spark)
-    previous = old["operators"] if old else []
+    previous = list(old.operators) if old else []
     _check_engines(checkpoint, previous, operators)
     check_layouts(checkpoint, previous, operators)  # state by name: refuses a change it cannot carry
-    for new, was in zip(operators, previous):  # (the plan read them from the record before this run)
-        new["absent_attributes"] = absent_attributes(was, [a["name"] for a in new["attributes"]])
-    for new, was in zip(operators, previous):
-        if was.get("partitions"):
-            new["partitions"] = was["partitions"]  # chosen by migrate_state
-    check_seed(checkpoint, operators, previous, lambda: _has_commits(spark, checkpoint))
+    operators = (
+        [  # (the plan read them from the record before this run)
+            replace(
+                new,
+                absent_attributes=tuple(absent_attributes(was, [a["name"] for a in new.attributes])),
+                partitions=was.partitions or new.partitions,  # chosen by migrate_state
+            )
+            for new, was in zip(operators, previous)
+        ]
+        + operators[len(previous) :]
+    )
+    operators = seeded_records(checkpoint, operators, previous, lambda: _has_commits(spark, checkpoint))
     write_metadata(checkpoint, operators, spark)
     log.debug(
         "%s: checkpoint %s %s (%s)",
         where,
         checkpoint,
         "continued" if old else "started",
-        ", ".join(f"{o['function']} on {o['engine']}" for o in operators),
+        ", ".join(f"{o.function} on {o.engine}" for o in operators),
     )
     return checkpoint
 
 
-def operator_record(step: KeyedStep, spec: FunctionSpec) -> dict[str, Any]:
+def operator_record(step: KeyedStep, spec: FunctionSpec) -> OperatorRecord:
     """One keyed step as the checkpoint's metadata records it."""
     layout = AttributeLayout(spec.instantiate()) if spec.kind is FunctionKind.FUNCTION else None
-    return {
-        "function": step.function,
-        "class": f"{spec.cls.__module__}.{spec.cls.__qualname__}",
-        "kind": spec.kind.value,
-        "keys": step.key_names,
-        "returns": spec.returns.field_ddl() if spec.returns else None,
-        "attributes": [
+    return OperatorRecord(
+        function=step.function,
+        class_name=f"{spec.cls.__module__}.{spec.cls.__qualname__}",
+        kind=spec.kind.value,
+        keys=tuple(step.key_names),
+        returns=spec.returns.field_ddl() if spec.returns else None,
+        attributes=tuple(
             {"name": n, "type": layout.column_type(n).ddl(), "encoded": layout.is_encoded(n)} | _initial(v)
             for n, v in zip(layout.names, layout.fresh_row)
-        ]
+        )
         if layout
-        else [],
-        "variables": [
+        else (),
+        variables=tuple(
             {"name": n, "kind": d.kind.value, "type": d.type.ddl(), "ttl_ms": d.ttl_ms}
             | ({"key_type": d.key_type.ddl()} if getattr(d, "key_type", None) is not None else {})
             for n, d in spec.descriptors.items()
-        ],
-        "ttl_ms": spec.ttl_ms,
-        "engine": step.engine.name,
-        "initial_state": _seed_record(step.initial_source),
-    }
+        ),
+        ttl_ms=spec.ttl_ms,
+        engine=step.engine.name,
+        initial_state=_seed_record(step.initial_source),
+    )
 
 
 def _initial(stored: Any) -> dict[str, Any]:
@@ -118,14 +125,14 @@ def _initial(stored: Any) -> dict[str, Any]:
     return {}
 
 
-def _check_engines(checkpoint: str, previous: list[dict], operators: list[dict]) -> None:
+def _check_engines(checkpoint: str, previous: list[OperatorRecord], operators: list[OperatorRecord]) -> None:
     target = migration_target().name
     for o, n in zip(previous, operators):
-        was, now = o.get("engine") or LEGACY_ENGINE, n["engine"]
+        was, now = o.engine_or(LEGACY_ENGINE), n.engine
         if was != now:
             hint = f" (ks.migrate_state moves it into a new checkpoint on engine '{target}')" if was != target else ""
             raise CheckpointError(
-                f"checkpoint {checkpoint!r} holds state of engine '{was}' for {o['function']}; this query runs on "
+                f"checkpoint {checkpoint!r} holds state of engine '{was}' for {o.function}; this query runs on "
                 f"engine '{now}'. Run it with OPTIONS (engine = '{was}'){hint}"
             )
 
@@ -140,34 +147,39 @@ def _seed_record(source: str | None) -> dict | None:
     }
 
 
-def check_seed(checkpoint: str, operators: list[dict], previous: list[dict], has_commits: Callable[[], bool]) -> None:
+def seeded_records(
+    checkpoint: str, operators: list[OperatorRecord], previous: list[OperatorRecord], has_commits: Callable[[], bool]
+) -> list[OperatorRecord]:
     """INITIAL STATE FROM seeds a new checkpoint once, at its first batch; the same query run
     again on the checkpoint it seeded continues (both engines apply initial state only when
     the checkpoint has no state yet). A checkpoint holding state it was not seeded with, or
-    seeded from another source, is refused: the initial state would be silently ignored."""
+    seeded from another source, is refused: the initial state would be silently ignored.
+    Returns the records to write (a later run without INITIAL STATE keeps the seed's record)."""
     committed: bool | None = None
+    out = []
     for i, new in enumerate(operators):
-        was = (previous[i] if i < len(previous) else None) or {}
-        seeded = was.get("initial_state")
-        if new["initial_state"] is None:
-            new["initial_state"] = seeded  # a later run without INITIAL STATE keeps the record
+        seeded = previous[i].initial_state if i < len(previous) else None
+        if new.initial_state is None:
+            out.append(replace(new, initial_state=seeded))
             continue
+        out.append(new)
         if committed is None:
             committed = has_commits()
-        if not committed or (seeded is not None and seeded["sha256"] == new["initial_state"]["sha256"]):
+        if not committed or (seeded is not None and seeded["sha256"] == new.initial_state["sha256"]):
             continue
-        now = new["initial_state"]["source"]
+        now = new.initial_state["source"]
         if seeded is None:
             raise CheckpointError(
-                f"checkpoint {checkpoint!r} already holds state of {new['function']} that INITIAL STATE FROM {now} did "
+                f"checkpoint {checkpoint!r} already holds state of {new.function} that INITIAL STATE FROM {now} did "
                 "not seed; initial state only seeds a new checkpoint (Spark would silently ignore it). Use a new "
                 "checkpoint, or drop INITIAL STATE FROM"
             )
         raise CheckpointError(
             f"checkpoint {checkpoint!r} was seeded from INITIAL STATE FROM {seeded['source']}; this query seeds "
-            f"{new['function']} from {now}. Initial state applies once, to a new checkpoint: use a new checkpoint, "
+            f"{new.function} from {now}. Initial state applies once, to a new checkpoint: use a new checkpoint, "
             f"or run the query with the INITIAL STATE FROM it was seeded with (or without one)"
         )
+    return out
 
 
 def _has_commits(spark: SparkSession, checkpoint: str) -> bool:

@@ -480,12 +480,13 @@ def test_initial_state_reaches_state_variables_by_name(spark, ks, tmp_path):
 
 def test_start_check_logs_a_removed_attribute_and_refuses_before_anything(caplog):
     from spark_keyed_sql.state.evolution import check_layouts
+    from spark_keyed_sql.state.operator_record import OperatorRecord
 
-    was = {
-        "function": "fn",
-        "attributes": [{"name": "email", "type": "string", "encoded": True}, {"name": "n", "type": "int"}],
-    }
-    now = {"function": "fn", "attributes": [{"name": "n", "type": "bigint"}, {"name": "m", "type": "double"}]}
+    def record(*attributes):
+        return OperatorRecord(function="fn", class_name="m.Fn", kind="function", keys=("k",), attributes=attributes)
+
+    was = record({"name": "email", "type": "string", "encoded": True}, {"name": "n", "type": "int"})
+    now = record({"name": "n", "type": "bigint"}, {"name": "m", "type": "double"})
     with caplog.at_level("INFO", logger="spark_keyed_sql.state.evolution"):
         check_layouts("/ck", [was], [now])
     removed = [r for r in caplog.records if "no longer has" in r.getMessage()]

@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from ...runtime.spec import FunctionSpec
 from ...state.attributes import AttributeLayout
-from ...state.checkpoint import CheckpointError, MigrationError, read_metadata
+from ...state.checkpoint import CheckpointError, MigrationError, OperatorRecord, read_metadata
 from ...state.commit_record import BaseMarker, BatchMetrics, CommitRecord
 from ...state.encoding import dumps
 from ...state.evolution import StoredField, compare
@@ -217,7 +217,7 @@ def bulk_partitions(checkpoint: str, spark: SparkSession | None = None) -> int |
         return None
     if not meta:
         return None
-    return next((o.get("partitions") for o in meta["operators"] if o.get("partitions")), None)
+    return next((o.partitions for o in meta.operators if o.partitions), None)
 
 
 class BulkLayout(StateLayout):
@@ -229,40 +229,42 @@ class BulkLayout(StateLayout):
         return store, commit
 
     def read(
-        self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None, batch_id: int | None
     ) -> DataFrame:
         assert op is not None
         store, commit = self._commit(spark, checkpoint, batch_id)
         df = state_frame(spark, store, commit)
-        keys = [F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op["keys"])]
+        keys = [F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op.keys)]
         cols = [F.col(c).alias(n) for c, n in state_column_names(df.columns).items()]
         return df.select(*keys, *cols, F.lit(commit.version).cast("long").alias("batch_id"))
 
-    def batch_range(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None) -> tuple[int, int]:
+    def batch_range(
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None
+    ) -> tuple[int, int]:
         versions = [c.version for c in SnapshotStore(checkpoint, spark).commits()]
         if not versions:
             raise CheckpointError(f"checkpoint {checkpoint!r} holds no committed state yet")
         return versions[0], versions[-1]
 
-    def position(self, spark: SparkSession, checkpoint: str, op: dict) -> Position:
+    def position(self, spark: SparkSession, checkpoint: str, op: OperatorRecord) -> Position:
         latest = SnapshotStore(checkpoint, spark).latest()
         if latest is None:
             raise MigrationError(f"checkpoint {checkpoint!r} holds no committed state to migrate")
         commits = [int(f) for f in filesystem(spark).list(join(checkpoint, "commits")) if f.isdigit()]
         return Position(latest.version, max(commits) if commits else None, latest.watermark_ms)
 
-    def timers(self, spark: SparkSession, checkpoint: str, op: dict, version: int) -> DataFrame | None:
+    def timers(self, spark: SparkSession, checkpoint: str, op: OperatorRecord, version: int) -> DataFrame | None:
         store = SnapshotStore(checkpoint, spark)
         snap = state_frame(spark, store, store.get(version))
         return snap.select(
-            *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op["keys"])], F.col(TIMERS).alias("timers")
+            *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op.keys)], F.col(TIMERS).alias("timers")
         )
 
     def write(
         self,
         spark: SparkSession,
         checkpoint: str,
-        op: dict,
+        op: OperatorRecord,
         target: FunctionSpec,
         state: DataFrame,
         timers: DataFrame | None,
@@ -275,7 +277,7 @@ class BulkLayout(StateLayout):
         ``__init__`` value, extra columns are refused, types cast where lossless), written as the
         snapshot of ``position.version`` and committed. No partition count is fixed in the
         snapshot, so any number of partitions can be given."""
-        keys = list(op["keys"])
+        keys = list(op.keys)
         lower = {c.lower(): c for c in state.columns}
         codec = StateRowCodec(target)
         by_name = {f.name: f.dataType for f in codec.fields}

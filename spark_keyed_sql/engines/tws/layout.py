@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from ...compat.features import Feature, features
 from ...compat.quirks import ensure_state_store_coordinator
 from ...runtime.spec import FunctionKind
-from ...state.checkpoint import CheckpointError, MigrationError
+from ...state.checkpoint import CheckpointError, MigrationError, OperatorRecord
 from ...state.filesystems import filesystem
 from ...state.fs import join
 from ..base import Position, StateLayout
@@ -79,12 +79,14 @@ def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
 
 
 class TwsLayout(StateLayout):
-    def batch_range(self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None) -> tuple[int, int]:
+    def batch_range(
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None
+    ) -> tuple[int, int]:
         info = _operator_info(spark, checkpoint, op_index)
         return info.minBatchId, info.maxBatchId
 
     def read(
-        self, spark: SparkSession, checkpoint: str, op_index: int, op: dict | None, batch_id: int | None
+        self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None, batch_id: int | None
     ) -> DataFrame:
         info = _operator_info(spark, checkpoint, op_index)
         batch = info.maxBatchId if batch_id is None else int(batch_id)
@@ -96,7 +98,7 @@ class TwsLayout(StateLayout):
         props = json.loads(info.operatorProperties)
         variables = [v["stateName"] for v in props.get("stateVariables", [])]
         kinds = {v["stateName"]: v["stateVariableType"] for v in props.get("stateVariables", [])}
-        key_names = op["keys"] if op else None
+        key_names = list(op.keys) if op else None
 
         def load(var: str, flatten: bool = True) -> DataFrame:
             reader = (
@@ -116,9 +118,9 @@ class TwsLayout(StateLayout):
                 df = load(var)
                 stored = [f.name for f in df.schema["value"].dataType.fields]
                 fields = [f for f in stored if f not in _HIDDEN]
-                if var == ATTRIBUTES_VAR and (op is None or op.get("kind") == FunctionKind.FUNCTION.value):
-                    added = set(op.get("absent_attributes") or []) if op else set()
-                    record = {a["name"]: {**a, "_fields": stored} for a in (op or {}).get("attributes") or []}
+                if var == ATTRIBUTES_VAR and (op is None or op.kind == FunctionKind.FUNCTION.value):
+                    added = set(op.absent_attributes) if op else set()
+                    record = {a["name"]: {**a, "_fields": stored} for a in (op.attributes if op else ())}
                     cols = [
                         (_initial_column(f, record[f]) if f in added and f in record else F.col("value")[f]).alias(f)
                         for f in fields
@@ -148,12 +150,12 @@ class TwsLayout(StateLayout):
         if key_names is None:
             key_names = [f.name for f in key_fields]
         key_cols: list[Any] = (
-            [] if op and not op["keys"] else [F.col("key")[f.name].alias(n) for f, n in zip(key_fields, key_names)]
+            [] if op and not op.keys else [F.col("key")[f.name].alias(n) for f, n in zip(key_fields, key_names)]
         )
         rest = [c for c in out.columns if c != "key"]
         return out.select(*key_cols, *rest, F.lit(batch).cast("long").alias("batch_id"))
 
-    def position(self, spark: SparkSession, checkpoint: str, op: dict) -> Position:
+    def position(self, spark: SparkSession, checkpoint: str, op: OperatorRecord) -> Position:
         """Spark's last committed micro-batch (its state is that batch's) and the watermark
         its offset log recorded."""
         fs = filesystem(spark)
