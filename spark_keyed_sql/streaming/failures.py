@@ -142,6 +142,9 @@ def _wrap(fn: Any, name: str, query: bool) -> Any:
         except KeyedSQLError:
             raise
         except Exception as exc:
+            failed = failure_of(args[0]) if query else None
+            if failed is not None:  # stopped by work beside it (the lease, a timer pump): Spark's error is the
+                raise from_spark_failure(failed) from None  # stop's own (an interrupted listing), not the cause
             ours = from_spark_failure(exc)
             if ours is exc:
                 _reissue(held)
@@ -149,10 +152,10 @@ def _wrap(fn: Any, name: str, query: bool) -> Any:
             raise ours from None
         _reissue(held)
         if query and name == "exception":
-            if out is None:  # stopped by a failure of work beside it (a timer pump): that failure
-                failed = failure_of(args[0])
-                return None if failed is None else from_spark_failure(failed)
-            return from_spark_failure(out)  # StreamingQuery.exception(): ours when it is ours
+            failed = failure_of(args[0])  # stopped by a failure of work beside it: that failure
+            if failed is not None:
+                return from_spark_failure(failed)
+            return None if out is None else from_spark_failure(out)  # ours when it is ours
         if query and name in ("awaitTermination", "processAllAvailable"):
             failed = failure_of(args[0])
             if failed is not None:

@@ -144,12 +144,12 @@ class _Partition:
         return self.hit
 
     # -- REBUILD rows (sorted by key, then version): each key's newest row is loaded
-    def load_add(self, kb: bytes, row: dict) -> None:
+    def load_add(self, key_bytes: bytes, row: dict) -> None:
         if row[VERSION] <= self.since:
             return  # the store has it already
-        if kb != self.load_key:
+        if key_bytes != self.load_key:
             self._load_flush()
-            self.load_key = kb
+            self.load_key = key_bytes
         self.load_row = None if row[DELETED] else tuple(row[c] for c in self.ctx.codec.names)
 
     def _load_flush(self) -> None:
@@ -157,8 +157,8 @@ class _Partition:
             if self.load_row is None:
                 self.store.load(self.load_key, None, None, None)
             else:
-                ks = self.ctx.codec.load_values(self.load_row)  # type: ignore[arg-type]
-                self.store.load(self.load_key, encode(self.load_row), *due_times(ks))  # type: ignore[arg-type]
+                key_state = self.ctx.codec.load_values(self.load_row)  # type: ignore[arg-type]
+                self.store.load(self.load_key, encode(self.load_row), *due_times(key_state))  # type: ignore[arg-type]
         self.load_key, self.load_row = None, False
 
     def load_done(self) -> None:
@@ -168,30 +168,30 @@ class _Partition:
             self.loading = False
 
     # -- keys
-    def _state(self, kv: tuple, kb: bytes, row: bytes | None) -> MemoryKeyState:
-        seen = self.touched.get(kb)
+    def _state(self, key_values: tuple, key_bytes: bytes, row: bytes | None) -> MemoryKeyState:
+        seen = self.touched.get(key_bytes)
         if seen is not None:
             return seen[1]
-        ks = self.ctx.codec.load_values(decode(row)) if row is not None else MemoryKeyState()
-        self.touched[kb] = (kv, ks, row)
-        return ks
+        key_state = self.ctx.codec.load_values(decode(row)) if row is not None else MemoryKeyState()
+        self.touched[key_bytes] = (key_values, key_state, row)
+        return key_state
 
-    def initial(self, kv: tuple, init_row: dict) -> None:
-        kb = encode(kv)
-        found = self.store.get([kb]).get(kb)
-        self.ctx.key_pass.initial(kv, self._state(kv, kb, found), init_row)
+    def initial(self, key_values: tuple, init_row: dict) -> None:
+        key_bytes = encode(key_values)
+        found = self.store.get([key_bytes]).get(key_bytes)
+        self.ctx.key_pass.initial(key_values, self._state(key_values, key_bytes, found), init_row)
 
-    def events(self, kv: tuple, rows: _KeyRows) -> None:
-        self.waiting.append((kv, encode(kv), rows))
+    def events(self, key_values: tuple, rows: _KeyRows) -> None:
+        self.waiting.append((key_values, encode(key_values), rows))
         if len(self.waiting) >= LOOKUP_CHUNK:
             self._run_waiting()
 
     def _run_waiting(self) -> None:
         if not self.waiting:
             return
-        found = self.store.get([kb for _, kb, _ in self.waiting if kb not in self.touched])
-        for kv, kb, rows in self.waiting:
-            self.ctx.run(kv, self._state(kv, kb, found.get(kb)), rows)
+        found = self.store.get([key_bytes for _, key_bytes, _ in self.waiting if key_bytes not in self.touched])
+        for key_values, key_bytes, rows in self.waiting:
+            self.ctx.run(key_values, self._state(key_values, key_bytes, found.get(key_bytes)), rows)
         self.waiting = []
 
     def finish(self) -> None:
@@ -206,30 +206,30 @@ class _Partition:
             crash_point("processing")
             ctx.crash_point_passed = True
         # the keys without input that have a timer due or state expiring in this batch
-        for kb, row in self.store.due(ctx.timer_until, prog.now_ms):
-            if kb not in self.touched:
-                kv = decode(kb)
-                ctx.run(kv, self._state(kv, kb, row), _KeyRows())
+        for key_bytes, row in self.store.due(ctx.timer_until, prog.now_ms):
+            if key_bytes not in self.touched:
+                key_values = decode(key_bytes)
+                ctx.run(key_values, self._state(key_values, key_bytes, row), _KeyRows())
         changes: list[Change] = []
         deltas: list[tuple] = []
         inserted = deleted = 0
         next_timer = next_expiry = None
-        for kb, (kv, ks, before) in self.touched.items():
-            purge_expired(ks, prog.now_ms)
-            values = ctx.codec.dump(ks)
+        for key_bytes, (key_values, key_state, before) in self.touched.items():
+            purge_expired(key_state, prog.now_ms)
+            values = ctx.codec.dump(key_state)
             after = None if values is None else encode(values)
             if after == before:
                 continue
             if after is None:
                 deleted += 1
-                changes.append(Change(kb, None, None, None))
-                deltas.append(ctx.delta_row(kv, None, self.p))
+                changes.append(Change(key_bytes, None, None, None))
+                deltas.append(ctx.delta_row(key_values, None, self.p))
                 continue
             inserted += before is None
-            timer_at, expire_at = due_times(ks)
+            timer_at, expire_at = due_times(key_state)
             next_timer, next_expiry = earliest(next_timer, timer_at), earliest(next_expiry, expire_at)
-            changes.append(Change(kb, after, timer_at, expire_at))
-            deltas.append(ctx.delta_row(kv, values, self.p))
+            changes.append(Change(key_bytes, after, timer_at, expire_at))
+            deltas.append(ctx.delta_row(key_values, values, self.p))
         self.store.stage(ctx.token, self.expected, changes)
         crash_point("local_state_written")
         held_timer, held_expiry = self.store.next_due()
@@ -280,21 +280,21 @@ class _TaskContext:
         self.rows: list[tuple] = []
         self.crash_point_passed = False
 
-    def run(self, kv: tuple, ks: MemoryKeyState, rows: _KeyRows) -> None:
+    def run(self, key_values: tuple, key_state: MemoryKeyState, rows: _KeyRows) -> None:
         """The key's turn; its output rows (with their pass-through values) to the job's output."""
         out: list[Any] = []
         src: list[Any] = []
-        self.key_pass.run(kv, ks, rows.events, out, src, 0, event_times=rows.times, inputs=rows.inputs)
+        self.key_pass.run(key_values, key_state, rows.events, out, src, 0, event_times=rows.times, inputs=rows.inputs)
         pad, state_pad, stats_pad, through = self.pass_pad, self.state_pad, self.stats_pad, rows.through
         for o, i in zip(out, src):
             self.rows.append(
-                (OUT, *kv, *o, *(through[i] if i is not None else pad), *state_pad, None, None, *stats_pad)
+                (OUT, *key_values, *o, *(through[i] if i is not None else pad), *state_pad, None, None, *stats_pad)
             )
 
-    def delta_row(self, kv: tuple, values: tuple | None, part: int) -> tuple:
+    def delta_row(self, key_values: tuple, values: tuple | None, part: int) -> tuple:
         if values is None:
-            return (DELTA, *kv, *self.out_pad, *self.state_pad, True, part, *self.stats_pad)
-        return (DELTA, *kv, *self.out_pad, *values, False, part, *self.stats_pad)
+            return (DELTA, *key_values, *self.out_pad, *self.state_pad, True, part, *self.stats_pad)
+        return (DELTA, *key_values, *self.out_pad, *values, False, part, *self.stats_pad)
 
     def stats(self, part: int, stats: TaskStats) -> None:
         """A partition's stats row."""
@@ -324,7 +324,7 @@ class IncrementalProgram:
     late_watermark_ms: int | None  # rows at or before this are late (Spark's rule)
     # partitions fed from the checkpoint in this job: FULL (all their state) or CATCH_UP (the
     # deltas since the base, for a store holding one of the versions in catch_up[p])
-    feeds: dict[int, str] = field(default_factory=dict)
+    feeds: dict[int, Feed] = field(default_factory=dict)  # missed partitions, fed from the checkpoint
     catch_up: dict[int, dict[int, str]] = field(default_factory=dict)  # partition -> {version: token}
     has_initial: bool = False
     cache_dir: str | None = None
@@ -361,14 +361,14 @@ class IncrementalProgram:
                 elif part is not None and part.active:  # else a miss: it runs again, fed from the checkpoint
                     block = rb.slice(i, j - i)
                     if kind == REBUILD:
-                        for kv, r in zip(keys[i:j], block.to_pylist()):
-                            part.load_add(encode(kv), r)
+                        for key_values, r in zip(keys[i:j], block.to_pylist()):
+                            part.load_add(encode(key_values), r)
                     else:
                         part.load_done()
                         if kind == INIT:
                             init_cols = [c for c in block.schema.names if c.startswith(INIT_PREFIX)]
-                            for kv, r in zip(keys[i:j], select(block, init_cols).to_pylist()):
-                                part.initial(kv, {c[len(INIT_PREFIX) :]: v for c, v in r.items()})
+                            for key_values, r in zip(keys[i:j], select(block, init_cols).to_pylist()):
+                                part.initial(key_values, {c[len(INIT_PREFIX) :]: v for c, v in r.items()})
                         else:
                             names = None
                             if ctx.input_events is not None:
@@ -383,11 +383,11 @@ class IncrementalProgram:
                             )
                             times = pylist(block.column(plan.event_time)) if plan.event_time else None
                             for k in range(j - i):
-                                kv = keys[i + k]
-                                if kv != current:
+                                key_values = keys[i + k]
+                                if key_values != current:
                                     if current is not None:
                                         part.events(current, rows)
-                                    current, rows = kv, _KeyRows()
+                                    current, rows = key_values, _KeyRows()
                                 rows.add(
                                     events[k],
                                     through[k] if through is not None else (),

@@ -278,72 +278,11 @@ class BulkLayout(StateLayout):
         snapshot of ``position.version`` and committed. No partition count is fixed in the
         snapshot, so any number of partitions can be given."""
         keys = list(op.keys)
-        lower = {c.lower(): c for c in state.columns}
         codec = StateRowCodec(target)
-        by_name = {f.name: f.dataType for f in codec.fields}
-        cols: list[Any] = [F.col(lower[k.lower()]).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)]
-        known: set[str] = {k.lower() for k in keys}
-        if codec.layout is not None:
-            layout: AttributeLayout = codec.layout
-            cols.append(F.lit(True).alias(HAS_ATTRS))
-            for n in layout.names:
-                col = STATE_PREFIX + n
-                if n.lower() in lower:
-                    known.add(n.lower())
-                    if layout.is_encoded(n) and state.schema[lower[n.lower()]].dataType != T.StringType():
-                        raise MigrationError(
-                            f"{where}: attribute '{n}' is stored as its JSON encoding (a string column); column "
-                            f"'{lower[n.lower()]}' is {state.schema[lower[n.lower()]].dataType.simpleString()}. "
-                            "Produce it with to_json or give the attribute a type annotation"
-                        )
-                    cols.append(_cast_checked(state, lower[n.lower()], by_name[col], where).alias(col))
-                else:  # a new attribute: the value __init__ gives it
-                    v = layout.template[n]
-                    lit = F.lit(dumps(v, f"attribute {n}")) if layout.is_encoded(n) else F.lit(v)
-                    cols.append(lit.cast(by_name[col]).alias(col))
-            if target.ttl_ms is not None:
-                cols.append(F.lit(None).cast("long").alias(ATTRS_EXP))
-        else:
-            for name, d in codec.descriptors.items():
-                col = STATE_PREFIX + name
-                if name.lower() in lower:
-                    known.add(name.lower())
-                    cols.append(_cast_checked(state, lower[name.lower()], by_name[col], where).alias(col))
-                else:
-                    cols.append(F.lit(None).cast(by_name[col]).alias(col))
-                if d.ttl_ms is not None:
-                    cols.append(F.lit(None).cast(by_name[f"{col}__exp"]).alias(f"{col}__exp"))  # the TTL clock restarts
-        extra = [c for c in state.columns if c.lower() not in known]
-        if extra:
-            raise MigrationError(
-                f"{where}: column(s) {extra} are not state of {target.cls.__name__} "
-                f"(its state: {', '.join(n for n in (codec.layout.names if codec.layout else codec.descriptors))}); "
-                "drop or rename them in transform="
-            )
-        key_cols = [f"{KEY_PREFIX}{i}" for i in range(len(keys))]
-        snapshot = state.select(*cols)
-        if timers is not None:
-            renamed = timers.select(
-                *[F.col(k).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)], F.col("timers").alias(TIMERS)
-            )
-            snapshot = snapshot.join(renamed, on=key_cols, how="left")
-        else:
-            snapshot = snapshot.withColumn(TIMERS, F.lit(None).cast("array<bigint>"))
-        snapshot = snapshot.select(*key_cols, *codec.names)
-
+        snapshot = _with_timers(state.select(*_state_columns(state, keys, codec, target, where)), keys, timers, codec)
         store = SnapshotStore(checkpoint, spark)
         n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
-        schema = snapshot.schema
-        base = store.new_base(position.version)
-        snapshot.withColumn(PART, part_column(key_cols, n)).repartition(PART).write.partitionBy(PART).parquet(
-            store.path(base)
-        )
-        written = spark.read.parquet(store.path(base))
-        rows = written.count()
-        size = store.fs.size(store.path(base))
-        store.mark_base(BaseMarker(position.version, base, rows, size))
-        # the earliest timer the migrated state holds, so a stream on it fires them without input
-        next_timer = written.select(F.min(F.array_min(F.col(TIMERS)))).first()[0] if TIMERS in written.columns else None
+        marker, next_timer = _write_base(spark, store, snapshot, len(keys), position.version, n)
         before_commit()
         store.commit(
             CommitRecord(
@@ -351,11 +290,11 @@ class BulkLayout(StateLayout):
                 attempt="migrated",
                 partitions=n,
                 function=target.name,
-                schema=schema.jsonValue(),
-                base=base,
+                schema=snapshot.schema.jsonValue(),
+                base=marker.dir,
                 base_version=position.version,
-                base_rows=rows,
-                base_bytes=size,
+                base_rows=marker.rows,
+                base_bytes=marker.bytes,
                 deltas=(),
                 stores={},
                 spark_batch=position.spark_batch,
@@ -363,7 +302,88 @@ class BulkLayout(StateLayout):
                 evict_watermark_ms=position.watermark_ms,
                 next_timer_ms=next_timer,
                 next_expiry_ms=None,
-                metrics=BatchMetrics(state_rows=rows),
+                metrics=BatchMetrics(state_rows=marker.rows),
             )
         )
-        return {"keys": rows, "partitions": n}
+        return {"keys": marker.rows, "partitions": n}
+
+
+def _state_columns(state: DataFrame, keys: list[str], codec: StateRowCodec, target: FunctionSpec, where: str) -> list:
+    """Validate ``state`` (a table with ``read_state``'s columns) against ``target``'s state row
+    and build the row's columns from it: each by name (case-insensitive), cast where lossless;
+    an attribute it lacks takes its ``__init__`` value, a variable it lacks is unset; a column
+    that is not state is refused."""
+    lower = {c.lower(): c for c in state.columns}
+    by_name = {f.name: f.dataType for f in codec.fields}
+    cols: list[Any] = [F.col(lower[k.lower()]).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)]
+    known: set[str] = {k.lower() for k in keys}
+    if codec.layout is not None:
+        layout: AttributeLayout = codec.layout
+        cols.append(F.lit(True).alias(HAS_ATTRS))
+        for n in layout.names:
+            col = STATE_PREFIX + n
+            if n.lower() in lower:
+                known.add(n.lower())
+                if layout.is_encoded(n) and state.schema[lower[n.lower()]].dataType != T.StringType():
+                    raise MigrationError(
+                        f"{where}: attribute '{n}' is stored as its JSON encoding (a string column); column "
+                        f"'{lower[n.lower()]}' is {state.schema[lower[n.lower()]].dataType.simpleString()}. "
+                        "Produce it with to_json or give the attribute a type annotation"
+                    )
+                cols.append(_cast_checked(state, lower[n.lower()], by_name[col], where).alias(col))
+            else:  # a new attribute: the value __init__ gives it
+                v = layout.template[n]
+                lit = F.lit(dumps(v, f"attribute {n}")) if layout.is_encoded(n) else F.lit(v)
+                cols.append(lit.cast(by_name[col]).alias(col))
+        if target.ttl_ms is not None:
+            cols.append(F.lit(None).cast("long").alias(ATTRS_EXP))
+    else:
+        for name, d in codec.descriptors.items():
+            col = STATE_PREFIX + name
+            if name.lower() in lower:
+                known.add(name.lower())
+                cols.append(_cast_checked(state, lower[name.lower()], by_name[col], where).alias(col))
+            else:
+                cols.append(F.lit(None).cast(by_name[col]).alias(col))
+            if d.ttl_ms is not None:
+                cols.append(F.lit(None).cast(by_name[f"{col}__exp"]).alias(f"{col}__exp"))  # the TTL clock restarts
+    extra = [c for c in state.columns if c.lower() not in known]
+    if extra:
+        raise MigrationError(
+            f"{where}: column(s) {extra} are not state of {target.cls.__name__} "
+            f"(its state: {', '.join(n for n in (codec.layout.names if codec.layout else codec.descriptors))}); "
+            "drop or rename them in transform="
+        )
+    return cols
+
+
+def _with_timers(snapshot: DataFrame, keys: list[str], timers: DataFrame | None, codec: StateRowCodec) -> DataFrame:
+    """The snapshot rows with each key's timers (a table of key columns and ``timers``), in the
+    snapshot's column order."""
+    key_cols = [f"{KEY_PREFIX}{i}" for i in range(len(keys))]
+    if timers is not None:
+        renamed = timers.select(
+            *[F.col(k).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)], F.col("timers").alias(TIMERS)
+        )
+        snapshot = snapshot.join(renamed, on=key_cols, how="left")
+    else:
+        snapshot = snapshot.withColumn(TIMERS, F.lit(None).cast("array<bigint>"))
+    return snapshot.select(*key_cols, *codec.names)
+
+
+def _write_base(
+    spark: SparkSession, store: SnapshotStore, snapshot: DataFrame, n_keys: int, version: int, partitions: int
+) -> tuple[BaseMarker, int | None]:
+    """Write ``snapshot`` as the base snapshot of ``version`` (hash-partitioned by key into
+    ``partitions``) and mark it; returns its marker and the earliest timer it holds (so a stream
+    on it fires them without input)."""
+    key_cols = [f"{KEY_PREFIX}{i}" for i in range(n_keys)]
+    base = store.new_base(version)
+    snapshot.withColumn(PART, part_column(key_cols, partitions)).repartition(PART).write.partitionBy(PART).parquet(
+        store.path(base)
+    )
+    written = spark.read.parquet(store.path(base))
+    marker = BaseMarker(version, base, written.count(), store.fs.size(store.path(base)))
+    store.mark_base(marker)
+    next_timer = written.select(F.min(F.array_min(F.col(TIMERS)))).first()[0] if TIMERS in written.columns else None
+    return marker, next_timer

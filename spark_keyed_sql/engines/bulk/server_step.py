@@ -1,0 +1,73 @@
+"""A bulk stream started from a Spark Connect client: its ``foreachBatch`` function runs on the
+server (``ServerStep``), built there from plain values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from ...runtime.connect import session_by_id
+from ...runtime.plan import KeyedPlan
+from .step import BulkStream
+
+__all__ = ["ServerStep", "StepArgs"]
+
+
+@dataclass(frozen=True)
+class StepArgs:
+    """What a :class:`BulkStream` is built from on the server (pickled to it: plain values)."""
+
+    plan: KeyedPlan
+    source_schema: T.StructType
+    checkpoint: str
+    sink: str
+    finish: Callable[[DataFrame], DataFrame]
+    function: str
+
+    @classmethod
+    def of(cls, stream: BulkStream) -> StepArgs:
+        return cls(stream.shipped, stream.source_schema, stream.checkpoint, stream.sink, stream.finish, stream.function)
+
+
+class ServerStep:
+    """The ``foreachBatch`` function of a bulk stream started from a Spark Connect client.
+
+    Connect runs ``foreachBatch`` in a Python worker on the server, itself a Connect client of
+    the query's session: this object is pickled there and builds its :class:`BulkStream` on the
+    first batch, from plain values (no session, no lock, no thread travels). The commit protocol
+    is the same, with file I/O through ``ConnectFS``. The timer pump runs beside the steps in
+    that worker (one process: the step lock holds); a pump that keeps failing fails the query at
+    its next batch. A memory sink's view is registered in the client's own session."""
+
+    def __init__(self, stream: BulkStream, session_id: str, pump_s: float | None):
+        self.args = StepArgs.of(stream)
+        self.session_id, self.pump_s = session_id, pump_s
+        self._stream: BulkStream | None = None
+        self._failed: BaseException | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"args": self.args, "session_id": self.session_id, "pump_s": self.pump_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _stream=None, _failed=None)
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        if self._failed is not None:
+            raise self._failed
+        if self._stream is None:
+            a = self.args
+            views = session_by_id(self.session_id) if a.sink.startswith("memory:") else None
+            # (built unprepared: the client checked the checkpoint and the sink, and staged INITIAL STATE)
+            self._stream = BulkStream(
+                batch_df.sparkSession, a.plan, a.source_schema, a.checkpoint, a.sink, a.finish, a.function, views=views
+            )
+            if self.pump_s is not None:  # until this worker ends with its query
+                self._stream.pump_timers(self.pump_s, lambda: True, self._fail)
+        self._stream(batch_df, batch_id)
+
+    def _fail(self, exc: BaseException, what: str) -> None:
+        self._failed = exc  # raised at the next batch: the query fails there
