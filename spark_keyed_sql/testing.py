@@ -11,7 +11,7 @@ from .api.context import to_epoch_ms
 from .api.errors import KeyedSQLError
 from .api.intervals import parse_ttl_ms
 from .api.state import StateKind
-from .api.types import to_user
+from .api.values import to_user
 from .runtime.columns import parse_order_list
 from .runtime.key_rows import rows_builder
 from .runtime.output import rows_as_dicts

@@ -8,10 +8,11 @@ import typing
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from .annotations import python_container, python_type_to_sql
 from .context import KeyContext
 from .errors import SchemaError
 from .state import StateDescriptor, StateKind
-from .types import SqlType, python_container, python_type_to_sql
+from .types import SqlType
 
 __all__ = [
     "StatefulFunction",

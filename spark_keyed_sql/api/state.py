@@ -16,7 +16,8 @@ from typing import Any
 
 from .errors import StateAccessError
 from .intervals import parse_ttl_ms
-from .types import SqlType, StructType, coerce, parse_type, to_user
+from .types import SqlType, StructType, parse_type
+from .values import coerce, to_user
 
 __all__ = [
     "StateKind",

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..api.errors import OutputSchemaError, StateTypeError
-from ..api.types import FAST_CHECK_NAMES, StructType, coerce, fast_check, short_repr
+from ..api.types import StructType
+from ..api.values import FAST_CHECK_NAMES, coerce, fast_check, short_repr
 from ..compat.codegen import generated_function
 
 __all__ = ["normalize_output", "normalizer", "rows_as_dicts", "snapshot", "tuple_converter", "Where", "resolve_where"]

@@ -21,7 +21,8 @@ from ..api.context import to_epoch_ms
 from ..api.errors import KeyedSQLError, RegistrationError, StateAccessError
 from ..api.function import KeyedProcessor
 from ..api.state import ListState, MapState, StateDescriptor, StateStorage, ValueState, current_accessors
-from ..api.types import StructType, coerce, parse_schema
+from ..api.types import StructType, parse_schema
+from ..api.values import coerce
 
 __all__ = ["STYLES", "is_stateful_processor", "adapt_processor", "processor_style"]
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from ..api.types import FAST_CHECK_NAMES, StructType, fast_check
+from ..api.types import StructType
+from ..api.values import FAST_CHECK_NAMES, fast_check
 from ..compat.codegen import generated_function
 from ..state.attributes import LIVE_NAMES
 

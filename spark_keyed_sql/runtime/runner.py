@@ -19,7 +19,7 @@ from ..api.context import from_epoch_ms
 from ..api.errors import KeyedSQLError, OutputSchemaError, StateTypeError, UserFunctionError
 from ..api.rows import check_rows_format
 from ..api.state import ACCESSORS, bind_accessors, current_accessors, unbind_accessors
-from ..api.types import short_repr
+from ..api.values import short_repr
 from ..compat.codegen import generated_function
 from ..state.attributes import AttributeLayout
 from ..state.binding import KeyBinding

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..api.errors import StateEncodingError, StateTypeError
 from ..api.function import attribute_containers, state_attribute_names, typed_attributes
-from ..api.types import FAST_CHECK_NAMES, AtomicType, SqlType, StructField, StructType, coerce, fast_check, to_user
+from ..api.types import AtomicType, SqlType, StructField, StructType
+from ..api.values import FAST_CHECK_NAMES, coerce, fast_check, to_user
 from ..compat.codegen import generated_function
 from .encoding import dumps, loads
 

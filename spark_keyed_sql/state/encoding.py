@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from ..api.errors import StateEncodingError
-from ..api.types import short_repr
+from ..api.values import short_repr
 
 __all__ = ["encode_value", "decode_value", "dumps", "loads", "check_encodable"]
 

@@ -2,18 +2,11 @@ import datetime as dt
 
 import pytest
 
+from spark_keyed_sql.api.annotations import python_type_to_sql
 from spark_keyed_sql.api.errors import SchemaError, StateTypeError
 from spark_keyed_sql.api.intervals import parse_interval_ms
-from spark_keyed_sql.api.types import (
-    ArrayType,
-    AtomicType,
-    MapType,
-    StructType,
-    coerce,
-    parse_schema,
-    parse_type,
-    python_type_to_sql,
-)
+from spark_keyed_sql.api.types import ArrayType, AtomicType, MapType, StructType, parse_schema, parse_type
+from spark_keyed_sql.api.values import coerce
 
 
 @pytest.mark.parametrize(
