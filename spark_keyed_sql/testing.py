@@ -14,8 +14,9 @@ from .api.state import StateKind
 from .api.values import to_user
 from .runtime.columns import parse_order_list
 from .runtime.key_rows import rows_builder
+from .runtime.keys import sort_rows
 from .runtime.output import rows_as_dicts
-from .runtime.runner import KeyedRunner, sort_rows
+from .runtime.runner import KeyedRunner
 from .runtime.spark_frames import arrow_types, arrow_types_of, ddl_of, infer_arrow_type
 from .runtime.spec import FunctionKind, FunctionSpec, processor_inputs
 from .runtime.timers import FireGuard

@@ -16,7 +16,8 @@ from pyspark.sql import types as T
 from ..api.errors import SchemaError
 from ..runtime.clock import now_ms
 from ..runtime.columns import parse_column_list, parse_order_list, quote
-from ..runtime.runner import KeyedRunner, user_key
+from ..runtime.keys import user_key
+from ..runtime.runner import KeyedRunner
 from ..runtime.spark_frames import arrow_types
 from ..runtime.spec import FunctionSpec
 from ..runtime.timers import pop_due

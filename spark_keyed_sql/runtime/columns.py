@@ -8,7 +8,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from ..api.errors import SchemaError
-from .runner import OrderSpec
+from .keys import OrderSpec
 
 __all__ = ["parse_column_list", "parse_order_list", "quote"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .runner import OrderSpec
+from .keys import OrderSpec
 from .spec import FunctionSpec
 
 __all__ = ["KeyedPlan", "PlanInput"]

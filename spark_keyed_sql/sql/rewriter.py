@@ -24,8 +24,8 @@ from ..api.intervals import parse_interval_ms
 from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
 from ..runtime.clock import session_offset_ms
+from ..runtime.keys import OrderSpec
 from ..runtime.plan import KeyedPlan, PlanInput
-from ..runtime.runner import OrderSpec
 from ..runtime.spec import FunctionKind, FunctionSpec, check_process_inputs
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, read_metadata

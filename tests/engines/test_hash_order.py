@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 
 from spark_keyed_sql import KeyedProcessor, KeyedSQL, StatefulFunction
 from spark_keyed_sql.engines.bulk import program
+from spark_keyed_sql.runtime.keys import OrderSpec
 from spark_keyed_sql.runtime.plan import KeyedPlan
-from spark_keyed_sql.runtime.runner import OrderSpec
 from spark_keyed_sql.runtime.spec import FunctionSpec
 
 

@@ -26,8 +26,9 @@ from ...api.context import to_epoch_ms
 from ...compat.arrow import to_array
 from ...runtime.faults import crash_point
 from ...runtime.key_rows import rows_builder
+from ...runtime.keys import user_key, user_keys
 from ...runtime.plan import KeyedPlan
-from ...runtime.runner import KeyedRunner, user_key, user_keys
+from ...runtime.runner import KeyedRunner
 from ...runtime.spark_frames import arrow_types
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding

@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from ...runtime.faults import crash_point
+from ...runtime.keys import user_key
 from ...runtime.plan import KeyedPlan
-from ...runtime.runner import user_key
 from ...state.binding import Entry
 from .chunks import CHUNK_COLUMN, ChunkFormat, row_reader
 from .processor import KeyedStatefulProcessor, _naive, _SparkVariable

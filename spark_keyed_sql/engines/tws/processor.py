@@ -21,8 +21,9 @@ from ...api.state import StateDescriptor, StateKind
 from ...api.types import StructType
 from ...runtime.clock import now_ms
 from ...runtime.faults import crash_point
+from ...runtime.keys import user_key
 from ...runtime.plan import KeyedPlan
-from ...runtime.runner import KeyedRunner, user_key
+from ...runtime.runner import KeyedRunner
 from ...runtime.spark_frames import arrow_types
 from ...state.binding import Entry, KeyBinding, KeyStore, VariableStore
 from ...state.spark_types import scalar_wrap, to_spark
