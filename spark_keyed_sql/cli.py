@@ -146,8 +146,8 @@ class UsageError(Exception):
 def _session(master: str | None):
     from pyspark.sql import SparkSession
 
+    from .engines.settings import configure_session
     from .local import local_session
-    from .session import configure_session
 
     if master and master.startswith("sc://"):
         spark = SparkSession.builder.remote(master).getOrCreate()  # Spark Connect

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from .engines.settings import configure_session
 from .java import require_java
-from .session import configure_session
 
 __all__ = ["local_session", "QUIET_LOGGERS"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -28,15 +28,38 @@ from .engines.state_tables import read_state
 from .runtime.spec import FunctionSpec
 from .sql.parse import without_trailing_semicolons
 from .sql.sources import view_name
-from .state.checkpoint import MigrationError, read_metadata, write_metadata
+from .state.checkpoint import CheckpointError, MigrationError, read_metadata, write_metadata
 from .state.filesystems import filesystem
 from .state.fs import join
 
-__all__ = ["migrate_state", "MigrationError", "SPARK_POSITION_FILES"]
+__all__ = ["MigrationError", "SPARK_POSITION_FILES", "migrate_checkpoint", "migrate_state"]
 
 log = logging.getLogger(__name__)
 
 SPARK_POSITION_FILES = ("offsets", "commits", "sources", "metadata")
+
+
+def migrate_checkpoint(
+    spark: SparkSession,
+    src: str,
+    dst: str,
+    registered: Callable[[str], FunctionSpec],
+    function: str | None = None,
+    to_function: str | None = None,
+    transform: str | None = None,
+    partitions: int | None = None,
+) -> dict[str, Any]:
+    """``ks.migrate_state``: the target is the registration of ``to_function``, else of the
+    function the source holds (``function``, or its first)."""
+    meta = read_metadata(src, spark)
+    source_fn = function or (meta.operators[0].function if meta and meta.operators else None)
+    if not (to_function or source_fn):
+        raise CheckpointError(
+            f"migrate_state: {src!r} holds no keyed query's checkpoint (no metadata of this "
+            "project there); check the path, or name the function with function= / to_function="
+        )
+    target = registered(to_function or source_fn)
+    return migrate_state(spark, src, dst, target, function=function, transform=transform, partitions=partitions)
 
 
 def migrate_state(

@@ -16,6 +16,7 @@ from .compat.interpreter import worker_python_set_here
 from .compat.pandas_warning import preload_quietly, quietly
 from .engines import AUTO, require_engine
 from .engines import choose as choose_engine
+from .engines.settings import ROCKSDB_PROVIDER, SESSION_SETTINGS, configure_session
 from .engines.state_tables import read_state, read_state_changes
 from .runtime.clock import session_offset_ms
 from .runtime.columns import parse_column_list, parse_order_list
@@ -23,6 +24,8 @@ from .runtime.connect import is_connect
 from .runtime.plan import KeyedPlan
 from .runtime.spec import FunctionSpec
 from .shipping import ship_class, ship_package, use_this_python
+from .sql.explain import explain_text
+from .sql.sources import guide_plain_sql
 from .sql.statement import KeyedStatement, RunMode
 from .streaming import queries
 from .streaming.checkpoints import engine_of
@@ -34,27 +37,6 @@ log = logging.getLogger(__name__)
 
 # with pandas 3, a session's first JVM call would warn about pandas (compat/pandas_warning.py)
 preload_quietly()
-
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-
-
-# what transformWithState (engine 'tws') needs of the session; Avro encoding from the first run
-# is what later allows evolving a state schema
-SESSION_SETTINGS = {
-    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-    "spark.sql.streaming.stateStore.encodingFormat": "avro",
-}
-
-
-def configure_session(spark: SparkSession) -> list[str]:
-    """The settings the stateful engines need (``SESSION_SETTINGS``); returns what it changed."""
-    changed = []
-    for key, value in SESSION_SETTINGS.items():
-        before = spark.conf.get(key, None)
-        if before != value:
-            spark.conf.set(key, value)
-            changed.append(f"session conf {key}: {before!r} -> {value!r}")
-    return changed
 
 
 class KeyedSQL:
@@ -86,7 +68,7 @@ class KeyedSQL:
         if not is_connect(spark):
             self._changes += use_this_python(spark)
         self._changes += ship_package(spark)
-        self._guide_plain_sql()
+        self._changes += guide_plain_sql(self.spark, self.features, self.functions)
         log.debug(
             "KeyedSQL on %s, engine %s; changed: %s", self.features.describe(), engine, self._changes or "nothing"
         )
@@ -94,20 +76,6 @@ class KeyedSQL:
     def side_effects(self) -> list[str]:
         """What this KeyedSQL changed in the session and the process, one line each."""
         return list(self._changes)
-
-    def _guide_plain_sql(self) -> None:
-        """keyed_state(...) in plain spark.sql fails with a message naming ks.sql, not Spark's
-        'could not resolve a table-valued function' (where Spark's UDTFs have ``analyze``)."""
-        from pyspark.sql.functions import udtf
-
-        if not self.features.has(Feature.UDTF_ANALYZE):
-            return
-        from .sql.sources import STATE_TABLE_FUNCTIONS, plain_sql_guide
-
-        for name in STATE_TABLE_FUNCTIONS:
-            if name not in self.functions:
-                self.spark.udtf.register(name, udtf(plain_sql_guide(name)))
-                self._changes.append(f"UDTF {name} registered in the session (a hint naming ks.sql)")
 
     # ------------------------------------------------------------------ registry
     @quietly
@@ -225,7 +193,7 @@ class KeyedSQL:
         ``EXPLAIN KEYED <query>`` returns a one-row DataFrame (column ``plan``)."""
         statement, explain = self._plan(query, RunMode.SQL)
         if explain:
-            return self.spark.createDataFrame([(_plan_text(query, statement, explain),)], "plan string")
+            return self.spark.createDataFrame([(explain_text(query, statement, explain),)], "plan string")
         if statement is None:
             return translating(self.spark.sql(query))  # a table-function call fails with our error too
         for step in statement.steps:
@@ -252,7 +220,7 @@ class KeyedSQL:
         """The plan the rewriter makes for ``query``: source SQL, keys, function, options,
         engine and outer SQL."""
         statement, explain = self._plan(query, RunMode.SQL)
-        return _plan_text(query, statement, explain)
+        return explain_text(query, statement, explain)
 
     def tester(self, query: str, function: str | None = None, **options: Any):
         """A KeyedTester of the registered function ``query`` calls (``function``: which, when it
@@ -337,36 +305,8 @@ class KeyedSQL:
         be registered; default: the same name), ``transform`` is a SQL query that reads the state as
         ``state`` (one row per key, as ``read_state`` shows it) that evolves the schema, and
         ``partitions`` sets the number of hash partitions the new checkpoint runs with."""
-        from .migrate import migrate_state
-        from .state.checkpoint import CheckpointError, read_metadata
+        from .migrate import migrate_checkpoint
 
-        meta = read_metadata(src_checkpoint, self.spark)
-        source_fn = function or (meta.operators[0].function if meta and meta.operators else None)
-        if not (to_function or source_fn):
-            raise CheckpointError(
-                f"migrate_state: {src_checkpoint!r} holds no keyed query's checkpoint (no metadata of this "
-                "project there); check the path, or name the function with function= / to_function="
-            )
-        target = self.function(to_function or source_fn)
-        return migrate_state(
-            self.spark,
-            src_checkpoint,
-            dst_checkpoint,
-            target,
-            function=function,
-            transform=transform,
-            partitions=partitions,
+        return migrate_checkpoint(
+            self.spark, src_checkpoint, dst_checkpoint, self.function, function, to_function, transform, partitions
         )
-
-
-def _plan_text(query: str, statement: KeyedStatement | None, explain: bool) -> str:
-    """What EXPLAIN KEYED / ks.explain show: the keyed plan, or that Spark runs the query as is."""
-    from .sql.explain import format_plan
-
-    if statement is not None:
-        return format_plan(statement)
-    if explain:  # the query after EXPLAIN KEYED
-        from .sql import parse_statement, render
-
-        query = render(parse_statement(query).this)
-    return "== Keyed plan ==\n(no GROUP BY KEY / WITH STATE: runs as plain Spark SQL)\n" + query

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .statement import KeyedStatement, KeyedStep
 
-__all__ = ["format_plan"]
+__all__ = ["explain_text", "format_plan"]
 
 
 def _arguments(s: KeyedStep) -> str:
@@ -30,3 +30,14 @@ def format_plan(rw: KeyedStatement) -> str:
         ]
     lines.append(f"== Final Spark SQL ==\n{rw.final_sql}")
     return "\n".join(lines)
+
+
+def explain_text(query: str, statement: KeyedStatement | None, explain: bool) -> str:
+    """What EXPLAIN KEYED / ks.explain show: the keyed plan, or that Spark runs the query as is."""
+    if statement is not None:
+        return format_plan(statement)
+    if explain:  # the query after EXPLAIN KEYED
+        from .parse import parse_statement, render
+
+        query = render(parse_statement(query).this)
+    return "== Keyed plan ==\n(no GROUP BY KEY / WITH STATE: runs as plain Spark SQL)\n" + query

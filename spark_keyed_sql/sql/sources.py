@@ -17,6 +17,24 @@ from .parse import STATE_TABLE_FUNCTIONS
 __all__ = ["STATE_TABLE_FUNCTIONS", "Sources", "file_source", "literal", "plain_sql_guide", "view_name"]
 
 
+def guide_plain_sql(spark: SparkSession, found: Any, registered: Any) -> list[str]:
+    """keyed_state(...) in plain spark.sql fails with a message naming ks.sql, not Spark's
+    'could not resolve a table-valued function' (where Spark's UDTFs have ``analyze``,
+    ``found``: the session's features); returns what it registered."""
+    from pyspark.sql.functions import udtf
+
+    from ..compat.features import Feature
+
+    if not found.has(Feature.UDTF_ANALYZE):
+        return []
+    changed = []
+    for name in STATE_TABLE_FUNCTIONS:
+        if name not in registered:
+            spark.udtf.register(name, udtf(plain_sql_guide(name)))
+            changed.append(f"UDTF {name} registered in the session (a hint naming ks.sql)")
+    return changed
+
+
 def plain_sql_guide(name: str) -> type:
     """A Python UDTF registered as ``name`` that only fails Spark's analysis with a message
     saying how to run ``name(...)``: the state readers need the driver's JVM, so they are

@@ -1,0 +1,27 @@
+"""What the stateful engines need of a SparkSession: transformWithState (engine ``tws``) the
+RocksDB state store, and Avro state encoding from a checkpoint's first run (what later allows
+evolving a state schema). ``KeyedSQL(spark)``, the CLI and the local session set them."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+__all__ = ["ROCKSDB_PROVIDER", "SESSION_SETTINGS", "configure_session"]
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+SESSION_SETTINGS = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.encodingFormat": "avro",
+}
+
+
+def configure_session(spark: SparkSession) -> list[str]:
+    """The settings the stateful engines need (``SESSION_SETTINGS``); returns what it changed."""
+    changed = []
+    for key, value in SESSION_SETTINGS.items():
+        before = spark.conf.get(key, None)
+        if before != value:
+            spark.conf.set(key, value)
+            changed.append(f"session conf {key}: {before!r} -> {value!r}")
+    return changed
