@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -30,6 +30,9 @@ from .sql.statement import KeyedStatement, RunMode
 from .streaming import queries
 from .streaming.checkpoints import engine_of
 from .streaming.failures import translating
+
+if TYPE_CHECKING:
+    from sqlglot.exp import Expression
 
 __all__ = ["KeyedSQL", "ROCKSDB_PROVIDER", "SESSION_SETTINGS", "configure_session", "use_this_python"]
 
@@ -151,27 +154,28 @@ class KeyedSQL:
     # ------------------------------------------------------------------ SQL
     def _plan(
         self, query: str, mode: RunMode, checkpoint: str | None = None, bind_as: RunMode | None = None
-    ) -> tuple[KeyedStatement | None, bool]:
-        """The statement's plan (None for plain Spark SQL), and whether it was EXPLAIN KEYED.
-        ``bind_as``: the mode its steps' results are bound in (default ``mode``)."""
-        from .sql import ExplainKeyed, KeyedQueryError, bind, mentions_keyed_syntax, parse_statement, plan_statement
+    ) -> tuple[KeyedStatement | None, Expression | None]:
+        """The statement's plan (None for plain Spark SQL) and, for EXPLAIN KEYED, the parsed
+        query after it (else None). ``bind_as``: the mode its steps' results are bound in
+        (default ``mode``). The text is tokenized and parsed once; plain Spark SQL not parsed."""
+        from .sql import ExplainKeyed, KeyedQueryError, bind, plan_statement, read_statement
         from .sql.parse import has_keyed_parts
-        from .sql.table_calls import expand_table_calls, mentions_table_call, source_schema
+        from .sql.table_calls import expand_table_calls, source_schema
 
         def registered(name: str) -> bool:
             return name.lower() in self.functions
 
-        if not mentions_keyed_syntax(query) and not mentions_table_call(query, registered):
-            return None, False
-        tree = parse_statement(query)
-        explain = isinstance(tree, ExplainKeyed)
-        if explain:
-            tree = tree.this
+        tree = read_statement(query, registered)
+        if tree is None:
+            return None, None
+        explained = None
+        if isinstance(tree, ExplainKeyed):
+            tree = explained = tree.this
         try:
             # fn(TABLE(t), key => ...) of a registered function: the keyed select it stands for
             tree = expand_table_calls(tree, registered, source_schema(self.spark))
             if not has_keyed_parts(tree):
-                return None, explain  # e.g. `GROUP BY key` of a column named key: Spark's, as written
+                return None, explained  # e.g. `GROUP BY key` of a column named key: Spark's, as written
             statement = plan_statement(
                 self.spark,
                 tree,
@@ -184,16 +188,16 @@ class KeyedSQL:
             )
         except KeyedQueryError as exc:  # one that knows where: shown with the statement's line
             raise exc.in_statement(query) from None
-        return statement, explain
+        return statement, explained
 
     @quietly
     def sql(self, query: str) -> DataFrame:
         """Run SQL with the keyed clause; statements without it go to ``spark.sql`` unchanged.
 
         ``EXPLAIN KEYED <query>`` returns a one-row DataFrame (column ``plan``)."""
-        statement, explain = self._plan(query, RunMode.SQL)
-        if explain:
-            return self.spark.createDataFrame([(explain_text(query, statement, explain),)], "plan string")
+        statement, explained = self._plan(query, RunMode.SQL)
+        if explained is not None:
+            return self.spark.createDataFrame([(explain_text(query, statement, explained),)], "plan string")
         if statement is None:
             return translating(self.spark.sql(query))  # a table-function call fails with our error too
         for step in statement.steps:
@@ -219,8 +223,8 @@ class KeyedSQL:
     def explain(self, query: str) -> str:
         """The plan the rewriter makes for ``query``: source SQL, keys, function, options,
         engine and outer SQL."""
-        statement, explain = self._plan(query, RunMode.SQL)
-        return explain_text(query, statement, explain)
+        statement, explained = self._plan(query, RunMode.SQL)
+        return explain_text(query, statement, explained)
 
     def tester(self, query: str, function: str | None = None, **options: Any):
         """A KeyedTester of the registered function ``query`` calls (``function``: which, when it

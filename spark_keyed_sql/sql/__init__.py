@@ -3,7 +3,7 @@
 from .dialect import KeyedSpark
 from .errors import KeyedQueryError, KeyedSQLSyntaxError
 from .expressions import ExplainKeyed, KeyedGroup, KeyedOption
-from .parse import mentions_keyed_syntax, parse_statement, render
+from .parse import mentions_keyed_syntax, parse_statement, read_statement, render
 from .rewriter import plan_statement
 from .statement import KeyedStatement, KeyedStep, RunMode, bind
 
@@ -18,6 +18,7 @@ __all__ = [
     "KeyedSpark",
     "mentions_keyed_syntax",
     "parse_statement",
+    "read_statement",
     "RunMode",
     "bind",
     "plan_statement",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlglot import exp
+
 from .statement import KeyedStatement, KeyedStep
 
 __all__ = ["explain_text", "format_plan"]
@@ -32,12 +34,13 @@ def format_plan(rw: KeyedStatement) -> str:
     return "\n".join(lines)
 
 
-def explain_text(query: str, statement: KeyedStatement | None, explain: bool) -> str:
-    """What EXPLAIN KEYED / ks.explain show: the keyed plan, or that Spark runs the query as is."""
+def explain_text(query: str, statement: KeyedStatement | None, explained: exp.Expression | None) -> str:
+    """What EXPLAIN KEYED / ks.explain show: the keyed plan, or that Spark runs the query as is
+    (``explained``: the parsed query after EXPLAIN KEYED, shown as Spark SQL from its tree)."""
     if statement is not None:
         return format_plan(statement)
-    if explain:  # the query after EXPLAIN KEYED
-        from .parse import parse_statement, render
+    if explained is not None:
+        from .parse import render
 
-        query = render(parse_statement(query).this)
+        query = render(explained)
     return "== Keyed plan ==\n(no GROUP BY KEY / WITH STATE: runs as plain Spark SQL)\n" + query

@@ -1,13 +1,19 @@
-"""Text -> sqlglot tree with the keyed dialect; the project's own syntax errors."""
+"""Text -> sqlglot tree with the keyed dialect; the project's own syntax errors.
+
+A statement given to ``ks.sql`` is tokenized once and parsed at most once (``read_statement``):
+the tokens say whether it is keyed at all (plain Spark SQL goes to Spark as written, unparsed),
+and the parser reads those same tokens. The tree is then handed on (table-function calls
+expanded, the rewriter), never parsed from text again."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from .dialect import KeyedSpark
 from .errors import KeyedSQLSyntaxError
@@ -18,6 +24,8 @@ __all__ = [
     "has_keyed_parts",
     "parse_statement",
     "mentions_keyed_syntax",
+    "mentions_table_call",
+    "read_statement",
     "render",
     "without_trailing_semicolons",
 ]
@@ -26,27 +34,70 @@ STATE_TABLE_FUNCTIONS = ("keyed_state", "keyed_state_changes")  # resolved by th
 _KEYED_MARKS = {("WITH", "STATE"), ("EXPLAIN", "KEYED")}  # word pairs only a keyed statement has
 
 
-def _words(text: str) -> list[str] | None:
-    """The statement's tokens (not strings or comments), upper-cased; None if it does not tokenize."""
+def _tokens(text: str) -> list[Token] | None:
+    """The statement's tokens (not strings' insides or comments); None if it does not tokenize."""
     try:
-        return [t.text.upper() for t in KeyedSpark().tokenize(text)]
+        return KeyedSpark().tokenize(text)
     except (TokenError, ValueError):
         return None
+
+
+def _words(tokens: list[Token]) -> list[str]:
+    return [t.text.upper() for t in tokens]
 
 
 def _has_keyed_marks(words: list[str]) -> bool:
     return any(pair in _KEYED_MARKS for pair in zip(words, words[1:]))
 
 
-def mentions_keyed_syntax(text: str) -> bool:
-    """True when the tokens (not strings or comments) contain WITH STATE / GROUP BY KEY /
-    EXPLAIN KEYED / keyed_state."""
-    words = _words(text)
-    if words is None:
-        return False
+def _is_keyed(words: list[str]) -> bool:
+    """WITH STATE / GROUP BY KEY / EXPLAIN KEYED / keyed_state among the words."""
     if "KEYED_STATE" in words or "KEYED_STATE_CHANGES" in words or _has_keyed_marks(words):
         return True
     return any(a == "GROUP BY" and b == "KEY" for a, b in zip(words, words[1:]))
+
+
+def _calls_table_function(tokens: list[Token], words: list[str], registered: Callable[[str], bool]) -> bool:
+    """A registered name called with a ``TABLE(...)`` argument (``fn(TABLE(t), ...)``,
+    ``fn(..., name => TABLE(t), ...)``): the table-function form ``table_calls.py`` expands."""
+    for i, t in enumerate(tokens[:-2]):
+        if words[i + 1] != "(" or words[i] == "TABLE" or not registered(t.text):
+            continue
+        depth = 0
+        for j in range(i + 1, len(words) - 1):
+            depth += {"(": 1, ")": -1}.get(words[j], 0)
+            if depth == 0:
+                break
+            if depth == 1 and words[j] in ("(", ",", "=>") and words[j + 1] == "TABLE":
+                return True
+    return False
+
+
+def mentions_keyed_syntax(text: str) -> bool:
+    """True when the tokens (not strings or comments) contain WITH STATE / GROUP BY KEY /
+    EXPLAIN KEYED / keyed_state."""
+    tokens = _tokens(text)
+    return tokens is not None and _is_keyed(_words(tokens))
+
+
+def mentions_table_call(text: str, registered: Callable[[str], bool]) -> bool:
+    """True when the tokens hold a registered name called with a ``TABLE(...)`` argument."""
+    tokens = _tokens(text)
+    return tokens is not None and _calls_table_function(tokens, _words(tokens), registered)
+
+
+def read_statement(text: str, registered: Callable[[str], bool]) -> exp.Expression | None:
+    """The tree of a statement ``ks.sql`` plans: one with keyed syntax or a call of a
+    ``registered`` function with a ``TABLE(...)`` argument. None for any other statement
+    (plain Spark SQL, to be run as written): then it is tokenized and not parsed. Tokenized
+    once, parsed once; syntax errors as ``parse_statement``'s."""
+    tokens = _tokens(text)
+    if tokens is None:
+        return None
+    words = _words(tokens)
+    if not (_is_keyed(words) or _calls_table_function(tokens, words, registered)):
+        return None
+    return _parse(text, tokens, words)
 
 
 def has_keyed_parts(tree: exp.Expression) -> bool:
@@ -58,24 +109,31 @@ def has_keyed_parts(tree: exp.Expression) -> bool:
 
 
 def parse_statement(text: str) -> exp.Expression:
+    """The tree of one statement in the keyed dialect (plain Spark SQL too)."""
     if not isinstance(text, str) or not text.strip():
         raise KeyedSQLSyntaxError("empty SQL statement")
-    _refuse_plain_explain(text)
     try:
-        trees = [t for t in sqlglot.parse(text, read=KeyedSpark) if t is not None]
+        tokens = KeyedSpark().tokenize(text)
+    except TokenError as e:
+        raise KeyedSQLSyntaxError(f"cannot tokenize SQL: {e}") from None
+    return _parse(text, tokens, _words(tokens))
+
+
+def _parse(text: str, tokens: list[Token], words: list[str]) -> exp.Expression:
+    """``text``'s one statement parsed from its ``tokens`` (``words``: their upper-cased text)."""
+    _refuse_plain_explain(text, tokens, words)
+    try:
+        trees = [t for t in KeyedSpark().parser().parse(tokens, text) if t is not None]
     except ParseError as e:
-        plain = _plain_spark(text)
+        plain = _plain_spark(text, words)
         if plain is not None:
             return plain
         err = e.errors[0] if e.errors else {}
         message = _readable(err.get("description") or str(e))
         raise KeyedSQLSyntaxError(message, err.get("line"), err.get("col"), text) from None
-    except TokenError as e:
-        raise KeyedSQLSyntaxError(f"cannot tokenize SQL: {e}") from None
     if len(trees) != 1:
         raise KeyedSQLSyntaxError(f"expected one SQL statement, got {len(trees)}")
-    tree = trees[0]
-    return tree
+    return trees[0]
 
 
 def _readable(message: str) -> str:
@@ -92,13 +150,13 @@ _MISSING = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w
 _CLAUSES = {"Order": "ORDER BY", "Group": "GROUP BY", "Where": "WHERE", "Having": "HAVING", "Limit": "LIMIT"}
 
 
-def _plain_spark(text: str) -> exp.Expression | None:
+def _plain_spark(text: str, words: list[str]) -> exp.Expression | None:
     """The tree of a statement the keyed dialect refused but Spark's grammar takes, with no
     ``WITH STATE`` or ``EXPLAIN KEYED`` in it: a column named ``key`` after ``GROUP BY`` in an
     expression the dialect read as a keyed clause (``GROUP BY key % 2``, ``GROUP BY key QUALIFY
-    ...``). Plain Spark SQL, passed to Spark as written; None for anything else."""
-    words = _words(text)
-    if words is None or _has_keyed_marks(words):
+    ...``). Plain Spark SQL, passed to Spark as written; None for anything else. (Spark's own
+    dialect tokenizes and parses it again: only after the keyed dialect refused it.)"""
+    if _has_keyed_marks(words):
         return None
     try:
         trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]
@@ -107,19 +165,16 @@ def _plain_spark(text: str) -> exp.Expression | None:
     return trees[0] if len(trees) == 1 else None
 
 
-def _refuse_plain_explain(text: str) -> None:
+def _refuse_plain_explain(text: str, tokens: list[Token], words: list[str]) -> None:
     """Spark's EXPLAIN cannot parse the keyed clause: say what shows a keyed query's plan."""
-    if not mentions_keyed_syntax(text):
+    if len(tokens) < 2 or words[0] != "EXPLAIN" or words[1] == "KEYED" or not _is_keyed(words):
         return
-    tokens = KeyedSpark().tokenize(text)
-    if len(tokens) < 2 or tokens[0].text.upper() != "EXPLAIN" or tokens[1].text.upper() == "KEYED":
-        return
-    rest = tokens[2] if tokens[1].text.upper() in _EXPLAIN_MODES and len(tokens) > 2 else tokens[1]
-    try:
-        inner = sqlglot.parse_one(text[rest.start :], read=KeyedSpark)
-    except (ParseError, TokenError):
+    rest = 2 if words[1] in _EXPLAIN_MODES and len(tokens) > 2 else 1
+    try:  # the query after EXPLAIN [mode], from the same tokens
+        inner = KeyedSpark().parser().parse(tokens[rest:], text)[0]
+    except ParseError:
         return  # not a keyed query after all: Spark's EXPLAIN says what it thinks of it
-    if has_keyed_parts(inner):
+    if inner is not None and has_keyed_parts(inner):
         first = tokens[0]
         raise KeyedSQLSyntaxError(
             "EXPLAIN of a keyed query: use EXPLAIN KEYED <query> for its keyed plan, "

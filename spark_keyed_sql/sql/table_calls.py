@@ -25,7 +25,6 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import TokenError
 
 from ..api.errors import SchemaError
 from ..runtime.columns import parse_column_list
@@ -34,7 +33,7 @@ from .errors import KeyedQueryError, position
 from .expressions import KNOWN_OPTIONS, KeyedGroup, KeyedOption
 from .parse import render
 
-__all__ = ["INPUT_COLUMN", "TABLE_CALL_ARGUMENTS", "expand_table_calls", "input_column", "mentions_table_call"]
+__all__ = ["INPUT_COLUMN", "TABLE_CALL_ARGUMENTS", "expand_table_calls", "input_column"]
 
 # the named arguments of the table-function form (besides the named inputs); string literals,
 # but initial_state, which is TABLE(...) like an input; and WITH STATE's OPTIONS (any literal)
@@ -47,27 +46,6 @@ Schema = Callable[[exp.Expression], list[tuple[str, str]]]  # a FROM item -> (co
 def input_column(i: int, column: str) -> str:
     """The union column that holds input ``i``'s own column ``column``."""
     return f"__ks_in{i}_{column}"
-
-
-def mentions_table_call(text: str, registered: Callable[[str], bool]) -> bool:
-    """True when the tokens hold a registered name called with a ``TABLE(...)`` argument
-    (``fn(TABLE(t), ...)``, ``fn(..., name => TABLE(t), ...)``)."""
-    try:
-        tokens = KeyedSpark().tokenize(text)
-    except (TokenError, ValueError):
-        return False
-    words = [t.text.upper() for t in tokens]
-    for i, t in enumerate(tokens[:-2]):
-        if words[i + 1] != "(" or words[i] == "TABLE" or not registered(t.text):
-            continue
-        depth = 0
-        for j in range(i + 1, len(words) - 1):
-            depth += {"(": 1, ")": -1}.get(words[j], 0)
-            if depth == 0:
-                break
-            if depth == 1 and words[j] in ("(", ",", "=>") and words[j + 1] == "TABLE":
-                return True
-    return False
 
 
 def _error(message: str, node: exp.Expression | None) -> KeyedQueryError:
