@@ -24,6 +24,7 @@ from pyspark.sql import types as T
 
 from ...api.context import to_epoch_ms
 from ...compat.arrow import to_array
+from ...runtime.columns import quote
 from ...runtime.faults import crash_point
 from ...runtime.key_rows import rows_builder
 from ...runtime.keys import user_key, user_keys
@@ -354,18 +355,27 @@ def output_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+_SORTS = {  # (ascending, nulls first) -> the sort by column name
+    (True, True): F.asc_nulls_first,
+    (True, False): F.asc_nulls_last,
+    (False, True): F.desc_nulls_first,
+    (False, False): F.desc_nulls_last,
+}
+
+
 def order_columns(plan: KeyedPlan) -> list[Any]:
     """The within-key ORDER BY as Spark sort expressions (ASC/DESC, NULLS FIRST/LAST as given,
-    Spark's defaults otherwise)."""
+    Spark's defaults otherwise); made from the column's name, one JVM call each."""
     out = []
     for o in plan.order:
-        c = F.col(f"`{o.column}`")
         nulls_first = o.ascending if o.nulls_first is None else o.nulls_first
-        if o.ascending:
-            out.append(c.asc_nulls_first() if nulls_first else c.asc_nulls_last())
-        else:
-            out.append(c.desc_nulls_first() if nulls_first else c.desc_nulls_last())
+        out.append(_SORTS[o.ascending, nulls_first](quote(o.column)))
     return out
+
+
+def _by_name(columns: list[str]) -> list[Any]:
+    """Ascending sorts of ``columns`` (Spark's default: NULLS FIRST), by name."""
+    return [F.asc(quote(c)) for c in columns]
 
 
 # key types whose equal values are the same value: their rows hash alike exactly when they are
@@ -383,8 +393,9 @@ _HASHABLE_KEYS = (
 )
 
 
-def key_hash(columns: list[Any]) -> Any:
-    """The 64-bit hash a hash-ordered batch sorts by (tests narrow it to make keys share one)."""
+def key_hash(columns: list[str]) -> Any:
+    """The 64-bit hash a hash-ordered batch sorts by, of the quoted key column names (tests
+    narrow it to make keys share one)."""
     return F.xxhash64(*columns)
 
 
@@ -403,51 +414,43 @@ def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFr
     """A one-shot batch's input: events and initial-state rows in one frame, partitioned by key
     and sorted by key, kind (a key's initial-state row first) and the within-key ORDER BY (the
     same sort Spark does anyway, so Python sorts nothing) — or, where ``hash_ordered``, by the
-    key's hash alone (``HASH`` column; ``key_runs`` regroups the rare keys sharing one)."""
+    key's hash alone (``HASH`` column; ``key_runs`` regroups the rare keys sharing one).
+
+    Columns are given by name, projections as one ``selectExpr``: in classic PySpark 4 a
+    ``F.col`` or a Column method is about a dozen JVM round trips (it records the call site), a
+    name handed to a sort function, ``repartition`` or ``selectExpr`` a few."""
+    keys = [quote(k) for k in plan.key_columns]
+    needed = {*plan.key_columns, *plan.arg_columns, *plan.passthrough}
+    if plan.event_time:
+        needed.add(plan.event_time)
     if hash_ordered(df, plan, initial):
-        out = df.withColumn(HASH, key_hash([F.col(f"`{k}`") for k in plan.key_columns]))
-        out = (
-            out.repartition(plan.partitions, *plan.key_columns)
-            if plan.partitions
-            else out.repartition(*plan.key_columns)
-        )
+        out = df.withColumn(HASH, key_hash(keys))
+        out = out.repartition(plan.partitions, *keys) if plan.partitions else out.repartition(*keys)
         out = out.sortWithinPartitions(HASH)
-        needed = {*plan.key_columns, *plan.arg_columns, *plan.passthrough, HASH}
-        if plan.event_time:
-            needed.add(plan.event_time)
-        return out.select(*[F.col(f"`{c}`") for c in out.columns if c in needed])
+        return _project(out, needed | {HASH})
     out, kind = df, []
     if initial is not None:  # (without one, no kind column: one column less to sort and ship)
-        cols = [F.col(k) for k in plan.key_columns] + [
-            F.col(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in plan.key_columns
-        ]
-        # a key's initial state row sorts before its events
-        out = df.withColumn(KIND, F.lit(int(InputKind.EVENT)))
-        out = out.unionByName(
-            initial.select(*cols).withColumn(KIND, F.lit(int(InputKind.INIT))), allowMissingColumns=True
+        init = initial.selectExpr(
+            *keys,
+            *(f"{quote(c)} AS {quote(INIT_PREFIX + c)}" for c in initial.columns if c not in plan.key_columns),
+            f"{int(InputKind.INIT)} AS {quote(KIND)}",
         )
-        kind = [F.col(KIND)]
-    order = [*[F.col(k) for k in plan.key_columns], *kind, *order_columns(plan)]
+        # a key's initial state row sorts before its events
+        out = df.withColumn(KIND, F.lit(int(InputKind.EVENT))).unionByName(init, allowMissingColumns=True)
+        kind = [KIND]
+    order = [*_by_name([*plan.key_columns, *kind]), *order_columns(plan)]
     if plan.keyed:
         # no count given: Spark's adaptive execution coalesces the shuffle to what the data
         # needs (a handful of rows: one task, not spark.sql.shuffle.partitions = 200)
-        out = (
-            out.repartition(plan.partitions, *plan.key_columns)
-            if plan.partitions
-            else out.repartition(*plan.key_columns)
-        )
+        out = out.repartition(plan.partitions, *keys) if plan.partitions else out.repartition(*keys)
     else:
         out = out.repartition(1)
     if order:  # (unkeyed, no ORDER BY, no initial state: rows in arrival order)
         out = out.sortWithinPartitions(*order)
     # the order columns are not read in Python (unless they are arguments or pass-through too)
-    needed = {
-        *plan.key_columns,
-        *plan.arg_columns,
-        *plan.passthrough,
-        KIND,
-        *(c for c in out.columns if c.startswith(INIT_PREFIX)),
-    }
-    if plan.event_time:
-        needed.add(plan.event_time)
-    return out.select(*[F.col(f"`{c}`") for c in out.columns if c in needed])
+    return _project(out, needed | {KIND, *(c for c in out.columns if c.startswith(INIT_PREFIX))})
+
+
+def _project(df: DataFrame, needed: set[str]) -> DataFrame:
+    """``df``'s columns in ``needed``, in ``df``'s order: one ``selectExpr``."""
+    return df.selectExpr(*(quote(c) for c in df.columns if c in needed))
