@@ -37,7 +37,7 @@ from .layout import DELETED, VERSION
 from .local_store import Change, LocalStore, cache_root, decode, encode
 from .partitioning import PART, TASK, part_column, task_column
 from .program import INIT_PREFIX, KeyPass, order_columns
-from .records import KIND, Feed, InputKind, OutputKind, TaskStats, earliest
+from .records import INPUT_KIND, KIND, Feed, InputKind, OutputKind, TaskStats, earliest
 from .state_row import StateRowCodec
 
 __all__ = ["DELETED", "IncrementalProgram", "VERSION", "incremental_input", "step_schema"]
@@ -76,17 +76,17 @@ def incremental_input(
     ``only``: the state partitions this job runs (the others' events are left out)."""
     spark = events.sparkSession
     keys = plan.key_columns
-    parts = [events.withColumn(KIND, F.lit(EVENT)).withColumn(PART, part_column(keys, partitions))]
+    parts = [events.withColumn(INPUT_KIND, F.lit(EVENT)).withColumn(PART, part_column(keys, partitions))]
     wanted = range(partitions) if only is None else only
-    parts.append(spark.createDataFrame([(p,) for p in wanted], f"{PART} int").withColumn(KIND, F.lit(TICK)))
+    parts.append(spark.createDataFrame([(p,) for p in wanted], f"{PART} int").withColumn(INPUT_KIND, F.lit(TICK)))
     if state is not None:
         renamed = [F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(keys)]
         rest = [c for c in state.columns if not c.startswith(KEY_PREFIX) and c != PART]
-        parts.append(state.select(*renamed, *rest, PART).withColumn(KIND, F.lit(REBUILD)))
+        parts.append(state.select(*renamed, *rest, PART).withColumn(INPUT_KIND, F.lit(REBUILD)))
     if initial is not None:
         cols = [F.col(k) for k in keys] + [F.col(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in keys]
         parts.append(
-            initial.select(*cols).withColumn(KIND, F.lit(INIT)).withColumn(PART, part_column(keys, partitions))
+            initial.select(*cols).withColumn(INPUT_KIND, F.lit(INIT)).withColumn(PART, part_column(keys, partitions))
         )
     out = parts[0]
     for p in parts[1:]:
@@ -96,7 +96,7 @@ def incremental_input(
     # within a partition: ticks, REBUILD rows, INIT rows, then events; each kind by key (REBUILD
     # rows by version too, events by the within-key ORDER BY): Python sorts nothing
     order = (
-        [F.col(PART), F.col(KIND), *[F.col(k) for k in keys]]
+        [F.col(PART), F.col(INPUT_KIND), *[F.col(k) for k in keys]]
         + ([F.col(VERSION)] if state is not None else [])
         + order_columns(plan)
     )
@@ -344,7 +344,7 @@ class IncrementalProgram:
         for rb in batches:
             rb = pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
             n = rb.num_rows
-            kinds, parts = pylist(rb.column(KIND)), pylist(rb.column(PART))
+            kinds, parts = pylist(rb.column(INPUT_KIND)), pylist(rb.column(PART))
             keys = list(zip(*[pylist(rb.column(k)) for k in plan.key_columns])) if plan.key_columns else [()] * n
             i = 0
             while i < n:

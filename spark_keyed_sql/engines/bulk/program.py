@@ -36,7 +36,7 @@ from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
 from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive, pylist, transposed
 from .frames import frame_slicer
-from .records import KIND, InputKind, PassCounts
+from .records import INPUT_KIND, InputKind, PassCounts
 
 __all__ = ["BulkProgram", "KeyPass", "combine", "hash_ordered", "order_columns", "output_batch", "HASH", "INIT_PREFIX"]
 
@@ -60,7 +60,12 @@ class KeyPass:
         end_of_input: bool,
     ):
         self.plan, self.runner = plan, runner
-        self.now, self.wm, self.late_wm, self.end_of_input = now_ms, watermark_ms, late_watermark_ms, end_of_input
+        self.now, self.watermark_ms, self.late_watermark_ms, self.end_of_input = (
+            now_ms,
+            watermark_ms,
+            late_watermark_ms,
+            end_of_input,
+        )
         self.names = list(plan.event_names)
         self.function = runner.layout is not None
         self.rows_format = runner.rows_format
@@ -82,9 +87,9 @@ class KeyPass:
     def _clock(self) -> int | None:
         return self.now
 
-    def binding(self, ks: MemoryKeyState) -> KeyBinding:
-        """The task's binding, pointed at ``ks`` (valid until the next key's)."""
-        self._store.ks = ks
+    def binding(self, key_state: MemoryKeyState) -> KeyBinding:
+        """The task's binding, pointed at ``key_state`` (valid until the next key's)."""
+        self._store.ks = key_state
         self._binding.repoint()
         return self._binding
 
@@ -93,31 +98,31 @@ class KeyPass:
         a one-shot batch's input)."""
         if self.end_of_input:
             return True, None
-        limit = self.wm if self.plan.event_time is not None else self.now
+        limit = self.watermark_ms if self.plan.event_time is not None else self.now
         return limit is not None, limit
 
-    def initial(self, kv: tuple, ks: MemoryKeyState, init_row: dict) -> None:
-        self.runner.initial_state(user_key(kv, self.plan.keyed), init_row, self.binding(ks))
+    def initial(self, key_values: tuple, key_state: MemoryKeyState, init_row: dict) -> None:
+        self.runner.initial_state(user_key(key_values, self.plan.keyed), init_row, self.binding(key_state))
 
     def run(
         self,
-        kv: tuple,
-        ks: MemoryKeyState,
+        key_values: tuple,
+        key_state: MemoryKeyState,
         events: list[dict],
         out: list,
         src: list,
-        src0: int = 0,
+        first_src: int = 0,
         event_times: list | None = None,
         frame: Callable[[], Any] | None = None,
         inputs: list[str] | None = None,
     ) -> None:
-        """The key's events (in order; their input rows at ``src0``...), then its due timers.
+        """The key's events (in order; their input rows at ``first_src``...), then its due timers.
         ``event_times``: the events' event-time values (a stream with EVENT TIME); ``frame()``:
         a KeyedProcessor's ``rows`` of the events (else built from them); ``inputs``: each
         event's input name (several inputs)."""
         counts, runner = self.counts, self.runner
-        key = user_key(kv, self.keyed)
-        binding = self.binding(ks)
+        key = user_key(key_values, self.keyed)
+        binding = self.binding(key_state)
         counts.keys_touched += 1
         live = False  # the key's state held in the runner's instance (see KeyedRunner.run_function)
         if events:
@@ -134,8 +139,8 @@ class KeyPass:
                         for name, t in zip(inputs, ets):
                             if t is not None and (name not in by or t > by[name]):
                                 by[name] = t
-                if self.late_wm is not None:
-                    late = self.late_wm
+                if self.late_watermark_ms is not None:
+                    late = self.late_watermark_ms
                     positions = [i for i, t in enumerate(ets) if t is None or t > late]
                     if len(positions) < len(events):
                         counts.late_rows += len(events) - len(positions)
@@ -149,42 +154,60 @@ class KeyPass:
                 if self.function:  # held live when its timers may fire next (no state round trip between)
                     if positions is None:
                         live = runner.run_function(
-                            key, events, binding, self.now, self.wm, out, src, src0, hold=True, inputs=inputs
+                            key,
+                            events,
+                            binding,
+                            self.now,
+                            self.watermark_ms,
+                            out,
+                            src,
+                            first_src,
+                            hold=True,
+                            inputs=inputs,
                         )
                     else:
                         at: list[int] = []
                         live = runner.run_function(
-                            key, events, binding, self.now, self.wm, out, at, hold=True, inputs=inputs
+                            key, events, binding, self.now, self.watermark_ms, out, at, hold=True, inputs=inputs
                         )
-                        src.extend(src0 + positions[j] for j in at)
+                        src.extend(first_src + positions[j] for j in at)
                 else:
                     before = len(out)
                     if inputs is not None:  # one frame per input, by name
                         rows = {n: b([e for e, i in zip(events, inputs) if i == n]) for n, b in self.input_rows.items()}
                     else:
                         rows = frame() if frame is not None else self.build_rows(events)
-                    runner.run_processor(key, rows, len(events), lambda: events[0], binding, self.now, self.wm, out)
+                    runner.run_processor(
+                        key, rows, len(events), lambda: events[0], binding, self.now, self.watermark_ms, out
+                    )
                     src.extend([None] * (len(out) - before))
-        if ks.timers:
-            live = self._fire_due(key, ks, binding, live, out, src)
+        if key_state.timers:
+            live = self._fire_due(key, key_state, binding, live, out, src)
         if live:  # a one-shot batch keeps no state: the key ends without being stored
             (runner.discard if self.end_of_input else runner.release)(key, binding)
 
     def run_group(
-        self, kv: tuple, ks: MemoryKeyState, rows: Any, count: int, first: Callable[[], dict], out: list, src: list
+        self,
+        key_values: tuple,
+        key_state: MemoryKeyState,
+        rows: Any,
+        count: int,
+        first: Callable[[], dict],
+        out: list,
+        src: list,
     ) -> None:
         """A KeyedProcessor's key of a one-shot batch, its ``rows`` cut from the batch already
         (``count`` of them; ``first()`` builds the first event for an error message), then its
         due timers: ``run``'s work without what a one-shot batch has no use for (a processor's
         output has no pass-through columns, so ``src`` is left as it is)."""
-        key = user_key(kv, self.keyed)
-        binding = self.binding(ks)
+        key = user_key(key_values, self.keyed)
+        binding = self.binding(key_state)
         if count:  # (a one-shot batch reports no key or event counts)
-            self.runner.run_processor(key, rows, count, first, binding, self.now, self.wm, out)
-        if ks.timers:
-            self._fire_due(key, ks, binding, False, out, src)
+            self.runner.run_processor(key, rows, count, first, binding, self.now, self.watermark_ms, out)
+        if key_state.timers:
+            self._fire_due(key, key_state, binding, False, out, src)
 
-    def _fire_due(self, key: Any, ks: MemoryKeyState, binding: Any, live: bool, out: list, src: list) -> bool:
+    def _fire_due(self, key: Any, key_state: MemoryKeyState, binding: Any, live: bool, out: list, src: list) -> bool:
         """The key's timers due in this batch, in time order; returns whether the key is left
         live (see ``run``)."""
         runner = self.runner
@@ -194,10 +217,10 @@ class KeyPass:
         fires, until = self.due_until()
         if not fires:
             return live
-        for t in pop_due(ks.timers, until, lambda: runner.naming(key)):
+        for t in pop_due(key_state.timers, until, lambda: runner.naming(key)):
             self.counts.timers_fired += 1
             fired = runner.fire_timer(
-                key, t, binding, self.now, t if self.end_of_input else self.wm, live=live, hold=self.function
+                key, t, binding, self.now, t if self.end_of_input else self.watermark_ms, live=live, hold=self.function
             )
             live = runner.held
             out.extend(fired)
@@ -245,7 +268,7 @@ class BulkProgram:
             rb = pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
             n = rb.num_rows
             ends = [*starts[1:].tolist(), n]
-            kinds = pylist(rb.column(KIND)) if self.has_initial else None
+            kinds = pylist(rb.column(INPUT_KIND)) if self.has_initial else None
             init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)] if self.has_initial else []
             args = [pylist(rb.column(c)) for c in plan.arg_columns]
             slicer = cut = None
@@ -267,7 +290,7 @@ class BulkProgram:
             columns = [pylist(rb.column(k).take(pa.array(starts))) for k in keys]
             out: list[Any] = []
             src: list[Any] = []
-            at_key: Any = []
+            key_row_of: Any = []
             dense = False
             if fresh_keys:  # the common case in one call: no initial state, timers or TTL
                 fresh_args = ([events], None) if inputs is not None else (args, names)
@@ -286,31 +309,43 @@ class BulkProgram:
                 )
                 # (key_runs' batches: key runs from row 0 to the end, so starts[0] == 0)
                 if dense:  # every row made one row: output row j is input row j, its key that row's
-                    at_key = None if keys_as_rows else np.repeat(starts, np.diff(starts, append=n))
+                    key_row_of = None if keys_as_rows else np.repeat(starts, np.diff(starts, append=n))
                 else:  # each output row's key's first row: the last key start at or before its input row
-                    at_key = starts[np.searchsorted(starts, np.asarray(src, np.int64), side="right") - 1] if out else []
-                key_values: list[tuple] = []
+                    key_row_of = (
+                        starts[np.searchsorted(starts, np.asarray(src, np.int64), side="right") - 1] if out else []
+                    )
+                block_keys: list[tuple] = []
             else:
-                key_values = list(zip(*columns)) if keys else [()] * len(starts)
-            for s0, e, kv in zip(starts.tolist(), ends, key_values):
-                s = s0
-                ks = fresh.reset()  # (a one-shot batch starts every key afresh and keeps nothing)
+                block_keys = list(zip(*columns)) if keys else [()] * len(starts)
+            for start, e, key_values in zip(starts.tolist(), ends, block_keys):
+                s = start
+                key_state = fresh.reset()  # (a one-shot batch starts every key afresh and keeps nothing)
                 if kinds is not None:
                     while s < e and kinds[s] != InputKind.EVENT:
-                        key_pass.initial(kv, ks, {c[len(INIT_PREFIX) :]: rb.column(c)[s].as_py() for c in init_cols})
+                        key_pass.initial(
+                            key_values, key_state, {c[len(INIT_PREFIX) :]: rb.column(c)[s].as_py() for c in init_cols}
+                        )
                         s += 1
                 before = len(out)
                 if cut is not None:  # a processor fed rows cut from the batch
                     key_pass.run_group(
-                        kv, ks, cut(s, e) if e > s else None, e - s, lambda s=s: first_event(s), out, src
+                        key_values, key_state, cut(s, e) if e > s else None, e - s, lambda s=s: first_event(s), out, src
                     )
                 else:
-                    key_pass.run(kv, ks, events[s:e], out, src, s, inputs=inputs[s:e] if inputs is not None else None)  # type: ignore[index]
+                    key_pass.run(
+                        key_values,
+                        key_state,
+                        events[s:e],
+                        out,
+                        src,
+                        s,
+                        inputs=inputs[s:e] if inputs is not None else None,
+                    )  # type: ignore[index]
                 made = len(out) - before
                 if made == 1:
-                    at_key.append(s0)
+                    key_row_of.append(start)
                 elif made:
-                    at_key.extend([s0] * made)
+                    key_row_of.extend([start] * made)
                 if not crashed_here:
                     crash_point("processing")
                     crashed_here = True
@@ -319,7 +354,9 @@ class BulkProgram:
                 crashed_here = True
             if out:
                 try:
-                    batch = output_batch(rb, keys, plan.passthrough, out, at_key, None if dense else src, arrow_schema)
+                    batch = output_batch(
+                        rb, keys, plan.passthrough, out, key_row_of, None if dense else src, arrow_schema
+                    )
                 except (OverflowError, pa.ArrowException):
                     if fresh_keys:  # the keys loop leaves integer ranges to this conversion
                         runner.check_rows(out, src, fresh_keys_of, starts.tolist(), *fresh_args)
@@ -329,17 +366,17 @@ class BulkProgram:
 
 
 def output_batch(
-    rb: Any, keys: list[str], passthrough: list[str], out: list, at_key: Any, src: list | None, schema: Any
+    rb: Any, keys: list[str], passthrough: list[str], out: list, key_row_of: Any, src: list | None, schema: Any
 ) -> Any:
     """Output rows as an Arrow batch: key and pass-through columns taken from the input batch
     (by the key's first row, by the producing row), the returns columns from ``out``. ``src``
     None: output row j is input row j (the pass-through columns are the input's), and so is its
-    key's value when ``at_key`` is None too."""
+    key's value when ``key_row_of`` is None too."""
     import pyarrow as pa
 
     fields = list(schema)
     arrays = []
-    key_rows = None if at_key is None else pa.array(at_key, pa.int64())
+    key_rows = None if key_row_of is None else pa.array(key_row_of, pa.int64())
     for k, f in zip(keys, fields):
         col = rb.column(k) if key_rows is None else rb.column(k).take(key_rows)
         arrays.append(col if col.type == f.type else col.cast(f.type))
@@ -433,11 +470,11 @@ def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFr
         init = initial.selectExpr(
             *keys,
             *(f"{quote(c)} AS {quote(INIT_PREFIX + c)}" for c in initial.columns if c not in plan.key_columns),
-            f"{int(InputKind.INIT)} AS {quote(KIND)}",
+            f"{int(InputKind.INIT)} AS {quote(INPUT_KIND)}",
         )
         # a key's initial state row sorts before its events
-        out = df.withColumn(KIND, F.lit(int(InputKind.EVENT))).unionByName(init, allowMissingColumns=True)
-        kind = [KIND]
+        out = df.withColumn(INPUT_KIND, F.lit(int(InputKind.EVENT))).unionByName(init, allowMissingColumns=True)
+        kind = [INPUT_KIND]
     order = [*_by_name([*plan.key_columns, *kind]), *order_columns(plan)]
     if plan.keyed:
         # no count given: Spark's adaptive execution coalesces the shuffle to what the data
@@ -448,7 +485,7 @@ def combine(df: DataFrame, plan: KeyedPlan, initial: DataFrame | None) -> DataFr
     if order:  # (unkeyed, no ORDER BY, no initial state: rows in arrival order)
         out = out.sortWithinPartitions(*order)
     # the order columns are not read in Python (unless they are arguments or pass-through too)
-    return _project(out, needed | {KIND, *(c for c in out.columns if c.startswith(INIT_PREFIX))})
+    return _project(out, needed | {INPUT_KIND, *(c for c in out.columns if c.startswith(INIT_PREFIX))})
 
 
 def _project(df: DataFrame, needed: set[str]) -> DataFrame:

@@ -15,7 +15,8 @@
   as late; ``input_rows`` = events + late_rows), ``keys_touched``, ``timers_fired``,
   ``max_event_time_ms`` (and ``max_event_times`` per input).
 
-Both kinds go into the one ``KIND`` column, of the input and of the output respectively.
+Each code set has its own column: ``INPUT_KIND`` of a job's input, ``KIND`` of its output (the
+output's is part of the checkpoint format: directory names).
 """
 
 from __future__ import annotations
@@ -29,9 +30,20 @@ from pyspark.sql import types as T
 
 from ...state.commit_record import StoreToken
 
-__all__ = ["KIND", "STATS_PREFIX", "Feed", "InputKind", "OutputKind", "PassCounts", "TaskStats", "earliest"]
+__all__ = [
+    "INPUT_KIND",
+    "KIND",
+    "STATS_PREFIX",
+    "Feed",
+    "InputKind",
+    "OutputKind",
+    "PassCounts",
+    "TaskStats",
+    "earliest",
+]
 
-KIND = "__ks_kind"
+KIND = "__ks_kind"  # OutputKind of a job's output row
+INPUT_KIND = "__ks_input_kind"  # InputKind of a job's input row
 STATS_PREFIX = "__ks_st_"
 
 
