@@ -77,7 +77,7 @@ bench-versions: check-java $(STAMP)
 	$(PY) bench/versions.py $(VERSIONS_ARGS)
 
 # full crash run (20+ SIGKILLs per engine, inside lease writes too) -> figures in docs/reliability.md
-# (CRASH_ARGS="--loops 4": 200+ kills; "--lock /tmp/spark.lock": a flock around each run)
+# (CRASH_ARGS="--loops 3": 200+ kills; "--lock /tmp/spark.lock": a flock around each run)
 crash: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/crash/full.py $(CRASH_ARGS)
 

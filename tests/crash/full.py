@@ -1,7 +1,7 @@
 """`make crash`: the full crash run, 20+ SIGKILLs per engine at named points (inside lease writes
 too) and random times over incremental ks.run batches, more over a continuous ks.start stream,
 then the figures written to docs/reliability.md (between its markers), after every run so a loop
-cut short leaves what it did. ``--loops N`` repeats it on N inputs (CRASH_ARGS="--loops 4" for
+cut short leaves what it did. ``--loops N`` repeats it on N inputs (CRASH_ARGS="--loops 3" for
 200+ kills); ``--lock FILE`` holds a flock only around each run (a shared machine)."""
 
 import argparse
