@@ -479,6 +479,15 @@ class _Planner:
         columns += [_quoted(r) for r in call.returns]
         columns += [f"{_quoted(c)} AS {_quoted(p)}" for c, p in zip(through, outer.passthrough)]
         ttl = group.args.get("ttl")
+        streaming = source.df.isStreaming
+        log.debug(
+            "planned WITH STATE %s (%s) keyed by %s on engine '%s'%s",
+            call.fname,
+            call.spec.cls.__name__,
+            ", ".join(call.key_names) or "nothing",
+            engine.name,
+            " over a stream" if streaming else "",
+        )
         return KeyedStep(
             function=call.fname,
             class_name=call.spec.cls.__name__,
@@ -492,7 +501,7 @@ class _Planner:
             source_sql=render(keyed_source),
             outer_sql="",  # set once the outer select is built
             view=view_name("keyed"),
-            streaming=source.df.isStreaming,
+            streaming=streaming,
             source=self.spark.sql(render(keyed_source)),
             plan=plan,
             columns=columns,
