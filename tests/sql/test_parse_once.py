@@ -7,18 +7,7 @@ from collections import Counter
 import pytest
 import sqlglot.parser
 import sqlglot.tokens
-
-from spark_keyed_sql import StatefulFunction
-
-
-class Count(StatefulFunction):
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-
-    def execute(self, e):
-        self.n += 1
-        return {"n": self.n}
+from keyed_functions import Count
 
 
 @pytest.fixture(scope="module")
