@@ -6,6 +6,7 @@ Spark's ``statestore`` and ``state-metadata`` readers, so Spark's own tools see 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,14 +31,15 @@ ADDED = "__ks_added"
 _HIDDEN = (EXPIRES, ADDED)
 
 
-def _initial_column(name: str, attribute: dict) -> Any:
+def _initial_column(name: str, attribute: Mapping[str, Any], marked: bool) -> Any:
     """An attribute added after the state began, as a stored row shows it: its value where the
-    row holds it, else the ``__init__`` value recorded with the layout (NULL when not recorded)."""
+    row holds it, else the ``__init__`` value recorded with the layout (NULL when not recorded).
+    ``marked``: the stored rows have the ADDED field (else a NULL is taken as not held)."""
     value = F.col("value")[name]
     if "initial" not in attribute:
         return value
     fresh = F.lit(attribute["initial"]).cast(attribute["type"])
-    if ADDED not in attribute.get("_fields", ()):
+    if not marked:
         return F.coalesce(value, fresh)
     held = F.array_contains(F.coalesce(F.col("value")[ADDED], F.array().cast("array<string>")), name)
     return F.when(held, value).otherwise(fresh)
@@ -120,9 +122,12 @@ class TwsLayout(StateLayout):
                 fields = [f for f in stored if f not in _HIDDEN]
                 if var == ATTRIBUTES_VAR and (op is None or op.kind == FunctionKind.FUNCTION.value):
                     added = set(op.absent_attributes) if op else set()
-                    record = {a["name"]: {**a, "_fields": stored} for a in (op.attributes if op else ())}
+                    record = {a["name"]: a for a in (op.attributes if op else ())}
+                    marked = ADDED in stored
                     cols = [
-                        (_initial_column(f, record[f]) if f in added and f in record else F.col("value")[f]).alias(f)
+                        (
+                            _initial_column(f, record[f], marked) if f in added and f in record else F.col("value")[f]
+                        ).alias(f)
                         for f in fields
                     ]
                 elif fields == ["value"]:

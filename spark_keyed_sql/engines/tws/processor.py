@@ -138,10 +138,10 @@ class _SparkKeyStore(KeyStore):
             return (row[:-1] if self.ttl else row), expires
         # attributes added since the state began: a row stored before lacks them (Spark resolves
         # them by name as NULL) and takes their __init__ values; a row written since names them
-        width = len(self.proc.attr_names)
+        width = self.proc.attr_width
         values, held = list(row[:width]), row[width] or ()
-        for i, fresh in fill:
-            if values[i] is None and self.proc.attr_names[i] not in held:
+        for i, name, fresh in fill:
+            if values[i] is None and name not in held:
                 values[i] = fresh
         return tuple(values), expires
 
@@ -200,20 +200,22 @@ class KeyedStatefulProcessor(StatefulProcessor):
         self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed, self.plan.input_names)
         self.runner.column_types = arrow_types(self.plan.arg_types)
         self.attr_var = None
-        self.attr_fill: list[tuple[int, Any]] = []
+        self.attr_fill: list[tuple[int, str, Any]] = []
         self._batch_now: int | None = None
         if self.runner.layout is not None:
             layout = self.runner.layout
             schema = to_spark(layout.schema)
-            # (index, stored __init__ value) of the attributes a row stored before they were added
-            # lacks: Spark's Avro encoding resolves a stored row by name, giving NULL for them;
-            # rows written since carry ADDED, the names they hold (layout.py)
-            fresh = dict(zip(layout.names, layout.fresh_row))
-            self.attr_names = list(layout.names)
-            added = [n for n in layout.names if n in self.plan.absent_attributes]
-            self.attr_fill = [(layout.names.index(n), fresh[n]) for n in added]
-            self.attr_added = added
-            if added:
+            # (index, name, stored __init__ value) of the attributes a row stored before they were
+            # added lacks: Spark's Avro encoding resolves a stored row by name, giving NULL for
+            # them; rows written since carry ADDED, the names they hold (layout.py)
+            self.attr_width = len(layout.names)
+            self.attr_fill = [
+                (i, n, v)
+                for i, (n, v) in enumerate(zip(layout.names, layout.fresh_row))
+                if n in self.plan.absent_attributes
+            ]
+            self.attr_added = [n for _, n, _ in self.attr_fill]  # (written with each row)
+            if self.attr_fill:
                 schema = T.StructType(schema.fields + [T.StructField(ADDED, T.ArrayType(T.StringType()), True)])
             if self.plan.spec.ttl_ms is not None:
                 schema = _with_expiry(schema)
