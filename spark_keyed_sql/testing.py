@@ -17,7 +17,7 @@ from .runtime.key_rows import rows_builder
 from .runtime.keys import sort_rows
 from .runtime.output import rows_as_dicts
 from .runtime.runner import KeyedRunner
-from .runtime.spark_frames import arrow_types, arrow_types_of, ddl_of, infer_arrow_type
+from .runtime.spark_frames import arrow_types, arrow_types_of, column_ddl, ddl_of, infer_arrow_type
 from .runtime.spec import FunctionKind, FunctionSpec, processor_inputs
 from .runtime.timers import FireGuard
 from .state.binding import KeyBinding
@@ -47,7 +47,7 @@ def _schema_types(schema: Any, name: str) -> dict[str, Any]:
                 f"KeyedTester({name}): schema= takes DDL text ('id string, ts timestamp'), a pyspark StructType, "
                 f"a DataFrame or {{column: '<Spark type>'}}; got {type(schema).__name__}"
             )
-        ddl = {f.name: f.dataType.simpleString() for f in fields}
+        ddl = column_ddl(fields)
     types = arrow_types(ddl)
     unknown = [c for c in ddl if c not in types]
     if unknown and isinstance(schema, Mapping):

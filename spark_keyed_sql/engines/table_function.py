@@ -18,7 +18,7 @@ from ..runtime.clock import now_ms
 from ..runtime.columns import parse_column_list, parse_order_list, quote
 from ..runtime.keys import user_key
 from ..runtime.runner import KeyedRunner
-from ..runtime.spark_frames import arrow_types
+from ..runtime.spark_frames import arrow_types, column_ddl
 from ..runtime.spec import FunctionSpec
 from ..runtime.timers import pop_due
 from ..state.memory import MemoryKeyState, memory_binding
@@ -96,7 +96,7 @@ def make_table_function(spec: FunctionSpec) -> type:
                 )
                 for o in order
             ]
-            arg_types = tuple((f.name, f.dataType.simpleString()) for f in source.fields)
+            arg_types = tuple(column_ddl(source.fields).items())
             if not keys:
                 return Analyzed(schema=out, withSinglePartition=True, orderBy=ordering, arg_types=arg_types)
             bucket = f"pmod(hash({', '.join(quote(names[k.lower()].name) for k in keys)}), {BUCKETS})"

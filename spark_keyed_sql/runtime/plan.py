@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .keys import OrderSpec
+from .spark_frames import column_ddl
 from .spec import FunctionSpec
 
 __all__ = ["KeyedPlan", "PlanInput"]
@@ -58,7 +59,7 @@ class KeyedPlan:
 
     def use_schema(self, schema: Any) -> None:
         """Take the argument columns' Spark types from the source's (pyspark) schema."""
-        self.arg_types = {f.name: f.dataType.simpleString() for f in schema.fields}
+        self.arg_types = column_ddl(schema.fields)
 
     @property
     def watermarked_inputs(self) -> int:

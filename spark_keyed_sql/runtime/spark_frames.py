@@ -31,7 +31,7 @@ import pyarrow as pa
 from ..api.types import ArrayType, AtomicType, DecimalType, MapType, SqlType, StructType, parse_schema, parse_type
 from ..compat.arrow import has_map
 
-__all__ = ["ArrowColumns", "arrow_type", "arrow_types", "arrow_types_of", "ddl_of", "infer_arrow_type"]
+__all__ = ["ArrowColumns", "arrow_type", "arrow_types", "arrow_types_of", "column_ddl", "ddl_of", "infer_arrow_type"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,12 @@ def arrow_type(t: SqlType | str) -> Any:
 def arrow_types_of(schema: str | SqlType) -> dict[str, Any]:
     """column name -> Arrow type, from a DDL schema (``"id string, ts timestamp"``)."""
     return {f.name: arrow_type(f.type) for f in parse_schema(schema).fields}
+
+
+def column_ddl(fields: Any) -> dict[str, str]:
+    """column -> its Spark type as DDL, from a pyspark schema's fields (what a plan carries as
+    ``arg_types`` and ``arrow_types`` reads)."""
+    return {f.name: f.dataType.simpleString() for f in fields}
 
 
 def arrow_types(ddl: dict[str, str] | None) -> dict[str, Any]:
