@@ -18,8 +18,7 @@ from ...state.checkpoint import CheckpointError
 from ...state.commit_record import BaseMarker, CommitRecord
 from ...state.snapshots import SnapshotStore
 from ..background import Retrying
-from .layout import state_frame
-from .partitioning import PART
+from .layout import state_frame, write_base
 
 __all__ = ["COMPACT_DELTAS", "COMPACT_DELTAS_CONF", "COMPACT_MIN_ROWS", "Compactor"]
 
@@ -61,11 +60,9 @@ class Compactor:
 
     def compact(self, commit: CommitRecord) -> None:
         store, spark = self.store, self.spark
-        rel = store.new_base(commit.version)
-        log.info(
-            "compacting version %d of %s (%d deltas) into %s", commit.version, store.checkpoint, len(commit.deltas), rel
-        )
-        state_frame(spark, store, commit).repartition(PART).write.partitionBy(PART).parquet(store.path(rel))
+        log.info("compacting version %d of %s (%d deltas)", commit.version, store.checkpoint, len(commit.deltas))
+        rel = write_base(store, state_frame(spark, store, commit), commit.version)
+        log.info("compacted version %d of %s into %s", commit.version, store.checkpoint, rel)
         crash_point("compaction_written")
         rows = spark.read.parquet(store.path(rel)).count()
         store.mark_base(BaseMarker(commit.version, rel, rows, store.fs.size(store.path(rel))))

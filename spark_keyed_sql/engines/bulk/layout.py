@@ -27,7 +27,7 @@ from ..base import Position, StateLayout
 from .partitioning import PART, part_column
 from .state_row import ATTRS_EXP, HAS_ATTRS, TIMERS, StateRowCodec
 
-__all__ = ["BulkLayout", "bulk_partitions", "evolved_commit", "state_frame", "DELETED", "VERSION"]
+__all__ = ["BulkLayout", "bulk_partitions", "evolved_commit", "state_frame", "write_base", "DELETED", "VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,15 @@ def _codec_fields(codec: StateRowCodec) -> tuple[list[StoredField], list[StoredF
     return _stored_fields(codec.schema, codec)
 
 
+def write_base(store: SnapshotStore, frame: DataFrame, version: int) -> str:
+    """``frame`` (state rows with their ``PART``) written as a new base snapshot directory of
+    ``version``, one directory per state partition; returns it, relative to bulk/. Marking it
+    a base (or not) is the caller's: a compaction, a migration, a class's new layout."""
+    base = store.new_base(version)
+    frame.repartition(PART).write.partitionBy(PART).parquet(store.path(base))
+    return base
+
+
 def evolved_commit(
     spark: SparkSession, store: SnapshotStore, commit: CommitRecord, codec: StateRowCodec, function: str
 ) -> CommitRecord | None:
@@ -162,9 +171,7 @@ def evolved_commit(
         else:
             col = F.lit(None).cast(f.dataType)
         cols.append(col.alias(f.name))
-    snapshot = frame.select(*cols, F.col(PART))
-    base = store.new_base(commit.version)
-    snapshot.repartition(PART).write.partitionBy(PART).parquet(store.path(base))
+    base = write_base(store, frame.select(*cols, F.col(PART)), commit.version)
     rows = spark.read.parquet(store.path(base)).count()
     log.info(
         "checkpoint %s: %s's state (version %d, %d keys) rewritten by name for the class's new layout",
@@ -378,10 +385,7 @@ def _write_base(
     ``partitions``) and mark it; returns its marker and the earliest timer it holds (so a stream
     on it fires them without input)."""
     key_cols = [f"{KEY_PREFIX}{i}" for i in range(n_keys)]
-    base = store.new_base(version)
-    snapshot.withColumn(PART, part_column(key_cols, partitions)).repartition(PART).write.partitionBy(PART).parquet(
-        store.path(base)
-    )
+    base = write_base(store, snapshot.withColumn(PART, part_column(key_cols, partitions)), version)
     written = spark.read.parquet(store.path(base))
     marker = BaseMarker(version, base, written.count(), store.fs.size(store.path(base)))
     store.mark_base(marker)
