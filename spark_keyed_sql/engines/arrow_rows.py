@@ -29,6 +29,7 @@ __all__ = [
     "fewer_collections",
     "key_runs",
     "naive",
+    "naive_batch",
     "pylist",
     "run_starts",
     "transposed",
@@ -41,6 +42,11 @@ def naive(col: Any) -> Any:
     if pa.types.is_timestamp(t) and t.tz is not None:
         return col.cast(pa.timestamp(t.unit))
     return col
+
+
+def naive_batch(rb: Any) -> Any:
+    """An Arrow batch with its UTC timestamp columns naive (``naive``)."""
+    return pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
 
 
 def transposed(rows: list, width: int) -> list[list]:

@@ -32,7 +32,7 @@ from ...runtime.runner import KeyedRunner
 from ...state.commit_record import StoreToken, store_token
 from ...state.memory import MemoryKeyState, due_times, purge_expired
 from ...state.snapshots import KEY_PREFIX
-from ..arrow_rows import InputEvents, event_builder, fewer_collections, naive, pylist, transposed
+from ..arrow_rows import InputEvents, event_builder, fewer_collections, naive_batch, pylist, transposed
 from .layout import DELETED, VERSION
 from .local_store import Change, LocalStore, cache_root, decode, encode
 from .partitioning import PART, TASK, part_column, task_column
@@ -311,7 +311,12 @@ class _TaskContext:
 
 @dataclass
 class IncrementalProgram:
-    """What each Python task of a micro-batch job runs (pickled to executors)."""
+    """What each Python task of a micro-batch job runs (pickled to executors).
+
+    Its walk is not ``BulkProgram``'s: a one-shot batch's keys each lie in one Arrow batch
+    (``key_runs``) and start fresh, while here the rows come as blocks of one kind (state to
+    rebuild, initial state, events) per state partition, each partition opened by a TICK row,
+    and one key's events may span Arrow batches (gathered in ``_KeyRows``)."""
 
     plan: KeyedPlan
     out_schema: T.StructType
@@ -334,7 +339,6 @@ class IncrementalProgram:
             yield from self._run(batches)
 
     def _run(self, batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
 
         ctx = _TaskContext(self)
         plan = self.plan
@@ -342,7 +346,7 @@ class IncrementalProgram:
         current: tuple | None = None  # the key whose events are being gathered (they may span batches)
         rows = _KeyRows()
         for rb in batches:
-            rb = pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
+            rb = naive_batch(rb)
             n = rb.num_rows
             kinds, parts = pylist(rb.column(INPUT_KIND)), pylist(rb.column(PART))
             keys = list(zip(*[pylist(rb.column(k)) for k in plan.key_columns])) if plan.key_columns else [()] * n

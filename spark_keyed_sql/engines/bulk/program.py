@@ -34,7 +34,7 @@ from ...runtime.spark_frames import arrow_types
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
-from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive, pylist, transposed
+from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive_batch, pylist, transposed
 from .frames import frame_slicer
 from .records import INPUT_KIND, InputKind, PassCounts
 
@@ -265,7 +265,7 @@ class BulkProgram:
         # every row made one row hands its key columns on as they are (not floats: 0.0 and -0.0)
         keys_as_rows = all(isinstance(f.dataType, _HASHABLE_KEYS) for f in self.out_schema.fields[: len(keys)])
         for rb, starts in key_runs(batches, keys, HASH if self.hashed else None):
-            rb = pa.RecordBatch.from_arrays([naive(c) for c in rb.columns], names=rb.schema.names)
+            rb = naive_batch(rb)
             n = rb.num_rows
             ends = [*starts[1:].tolist(), n]
             kinds = pylist(rb.column(INPUT_KIND)) if self.has_initial else None
