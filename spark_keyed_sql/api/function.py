@@ -22,6 +22,8 @@ __all__ = [
     "typed_attributes",
     "attribute_containers",
     "state_descriptors",
+    "state_renames",
+    "state_converters",
 ]
 
 DEFAULT_EXCLUDED = frozenset({"logger", "_logger", "runtime_context", "ctx"})
@@ -180,3 +182,43 @@ def state_descriptors(cls: type) -> dict[str, StateDescriptor]:
             if isinstance(v, StateDescriptor):
                 out[name] = v
     return out
+
+
+def state_renames(cls: type) -> dict[str, str]:
+    """New name -> the name its stored values were kept under: ``__state_renamed__ = {"new":
+    "old"}`` (attributes or state variables) and ``renamed_from=`` on a typed variable."""
+    declared = getattr(cls, "__state_renamed__", None) or {}
+    if not isinstance(declared, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k.isidentifier() and v.isidentifier() for k, v in declared.items()
+    ):
+        raise SchemaError(
+            f"{cls.__name__}.__state_renamed__ must map each new state name to its former one "
+            f'({{"new": "old"}}), got {declared!r}'
+        )
+    out = dict(declared)
+    for name, desc in state_descriptors(cls).items():
+        if desc.renamed_from is not None:
+            if out.get(name, desc.renamed_from) != desc.renamed_from:
+                raise SchemaError(
+                    f"{cls.__name__}.{name}: renamed from {desc.renamed_from!r} (renamed_from=) and from "
+                    f"{out[name]!r} (__state_renamed__); declare it once"
+                )
+            out[name] = desc.renamed_from
+    olds = list(out.values())
+    twice = sorted({o for o in olds if olds.count(o) > 1})
+    if twice:
+        raise SchemaError(f"{cls.__name__}: state {twice} renamed to two names; a stored name carries to one")
+    return out
+
+
+def state_converters(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """``__state_converters__ = {"name": callable}``: how a stored value of a changed type
+    becomes the new type's (called per stored non-NULL value; per element of a ListState, per
+    value of a MapState)."""
+    declared = getattr(cls, "__state_converters__", None) or {}
+    if not isinstance(declared, dict) or not all(isinstance(k, str) and callable(v) for k, v in declared.items()):
+        raise SchemaError(
+            f'{cls.__name__}.__state_converters__ must map state names to callables ({{"total": float}}), '
+            f"got {declared!r}"
+        )
+    return dict(declared)

@@ -66,9 +66,13 @@ class StateDescriptor:
 
     kind: StateKind
 
-    def __init__(self, ttl: str | int | None = None):
+    def __init__(self, ttl: str | int | None = None, renamed_from: str | None = None):
         self.ttl = ttl
         self.ttl_ms: int | None = parse_ttl_ms(ttl, "ttl=") if ttl is not None else None
+        if renamed_from is not None and (not isinstance(renamed_from, str) or not renamed_from.isidentifier()):
+            raise StateAccessError(f"renamed_from= takes the state variable's former name, got {renamed_from!r}")
+        # the name its stored values were kept under before a rename (carried on restart)
+        self.renamed_from = renamed_from
         self.name: str = ""
         self.owner: str = ""
 
@@ -109,8 +113,15 @@ class StateDescriptor:
 class ValueState(StateDescriptor):
     kind = StateKind.VALUE
 
-    def __init__(self, type: str | SqlType, default: Any = None, ttl: str | int | None = None):
-        super().__init__(ttl)
+    def __init__(
+        self,
+        type: str | SqlType,
+        default: Any = None,
+        ttl: str | int | None = None,
+        *,
+        renamed_from: str | None = None,
+    ):
+        super().__init__(ttl, renamed_from)
         self.type = parse_type(type)
         self.default = default
 
@@ -123,16 +134,23 @@ class ValueState(StateDescriptor):
 class ListState(StateDescriptor):
     kind = StateKind.LIST
 
-    def __init__(self, type: str | SqlType, ttl: str | int | None = None):
-        super().__init__(ttl)
+    def __init__(self, type: str | SqlType, ttl: str | int | None = None, *, renamed_from: str | None = None):
+        super().__init__(ttl, renamed_from)
         self.type = parse_type(type)
 
 
 class MapState(StateDescriptor):
     kind = StateKind.MAP
 
-    def __init__(self, key_type: str | SqlType, value_type: str | SqlType, ttl: str | int | None = None):
-        super().__init__(ttl)
+    def __init__(
+        self,
+        key_type: str | SqlType,
+        value_type: str | SqlType,
+        ttl: str | int | None = None,
+        *,
+        renamed_from: str | None = None,
+    ):
+        super().__init__(ttl, renamed_from)
         self.key_type = parse_type(key_type)
         self.type = parse_type(value_type)
         if isinstance(self.key_type, StructType):

@@ -26,6 +26,7 @@ __all__ = [
     "available",
     "choose",
     "engine_names",
+    "keeps_state_names",
     "get_engine",
     "migration_target",
     "output_schema",
@@ -117,6 +118,13 @@ def choose(
         assert wanted.requires is not None
         features.require(wanted.requires, "this keyed query (a streaming DataFrame from ks.sql / ks.apply)")
     return engine
+
+
+def keeps_state_names(engine: str | None) -> bool:
+    """Does the engine of this name keep state where it was written when a class changes
+    (``Capabilities.keeps_state_names``)? False for an unknown name."""
+    found = ENGINES.get(engine or "")
+    return bool(found and found.capabilities.keeps_state_names)
 
 
 def migration_target() -> Engine:

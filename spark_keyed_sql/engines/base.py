@@ -59,6 +59,10 @@ class Capabilities:
     ordered_stream_output: bool = False
     # ks.migrate_state writes its checkpoint layout
     migration_target: bool = False
+    # state stays where it was written when the class changes: a renamed attribute or variable is
+    # read under the name it was stored by (``stored`` in the layout record), nothing rewritten;
+    # a type change by a declared converter is then refused (the bulk engine rewrites its state)
+    keeps_state_names: bool = False
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,9 @@ class KeyedPlan:
     # stored row written before may lack them, and an engine that reads rows by name with a
     # NULL for a missing field (tws) reads that NULL as the attribute's __init__ value
     absent_attributes: tuple[str, ...] = ()
+    # attribute / state variable -> the name its values are stored under, where a rename left
+    # them (an engine that keeps state where it was written: tws; state/evolution.py)
+    stored_names: dict[str, str] = field(default_factory=dict)
     # source column -> its Spark type (DDL), for a KeyedProcessor's rows as PySpark types them
     # (runtime/spark_frames.py); set by the engine's caller from the source's schema
     arg_types: dict[str, str] | None = None
@@ -67,6 +70,9 @@ class KeyedPlan:
         whose one watermark Spark's rule chooses over theirs); 0 otherwise."""
         several = self.event_time is not None and self.inputs is not None and len(self.inputs) > 1
         return len(self.inputs or []) if several else 0
+
+    def stored_name(self, name: str) -> str:
+        return self.stored_names.get(name, name)
 
     @property
     def input_names(self) -> list[str] | None:

@@ -8,8 +8,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..api.errors import KeyedSQLError, RegistrationError
-from ..api.function import KeyedProcessor, StatefulFunction, attach_context, state_descriptors, typed_attributes
+from ..api.errors import KeyedSQLError, RegistrationError, SchemaError
+from ..api.function import (
+    KeyedProcessor,
+    StatefulFunction,
+    attach_context,
+    state_converters,
+    state_descriptors,
+    state_renames,
+    typed_attributes,
+)
 from ..api.intervals import parse_ttl_ms
 from ..api.rows import check_rows_format
 from ..api.state import StateDescriptor
@@ -139,18 +147,46 @@ class FunctionSpec:
             typed_attributes(klass)
             state_descriptors(klass)
             inst = spec.instantiate()
-            if spec.kind is FunctionKind.FUNCTION:
-                AttributeLayout(inst)
+            names = (
+                AttributeLayout(inst).names if spec.kind is FunctionKind.FUNCTION else list(state_descriptors(klass))
+            )
+            _check_evolution(klass, names)
         except RegistrationError:
             raise
         except KeyedSQLError as exc:
             raise RegistrationError(f"'{name}': {exc}") from None
         return spec
 
+    @property
+    def renames(self) -> dict[str, str]:
+        """State name -> the name it was stored under before a rename (``api.function.state_renames``)."""
+        return state_renames(self.cls)
+
+    @property
+    def converters(self) -> dict[str, Any]:
+        return state_converters(self.cls)
+
     def with_ttl(self, ttl_ms: int | None) -> FunctionSpec:
         return FunctionSpec(
             self.name, self.cls, self.returns, self.kwargs, ttl_ms if ttl_ms is not None else self.ttl_ms
         )
+
+
+def _check_evolution(klass: type, names: list[str]) -> None:
+    """A class's declared renames and converters name its own state (``names``)."""
+    renames, converters = state_renames(klass), state_converters(klass)
+    what = "state attribute" if issubclass(klass, StatefulFunction) else "state variable"
+    for new, old in renames.items():
+        if new not in names:
+            raise SchemaError(f"{klass.__name__}.__state_renamed__ renames to '{new}', which is not a {what} ({names})")
+        if old in names:
+            raise SchemaError(
+                f"{klass.__name__}.__state_renamed__: '{new}' is renamed from '{old}', which is still a {what}; "
+                "a stored name carries to one name"
+            )
+    unknown = sorted(set(converters) - set(names))
+    if unknown:
+        raise SchemaError(f"{klass.__name__}.__state_converters__ names {unknown}, not {what}s ({names})")
 
 
 def _overrides(klass: type, method: str) -> bool:

@@ -1,4 +1,5 @@
-"""Keyed query -> a plan: keyed steps and plain Spark SQL over their results.
+"""Keyed query -> a plan: keyed steps and plain Spark SQL over their results (the names a keyed
+select refers to are resolved in ``resolution.py``).
 
 For every SELECT carrying ``GROUP BY KEY ... WITH STATE`` (innermost first): the source part
 (FROM / joins / WHERE, with the statement's CTEs) stays Spark SQL and is selected into
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -29,10 +29,11 @@ from ..runtime.plan import KeyedPlan, PlanInput
 from ..runtime.spec import FunctionKind, FunctionSpec, check_process_inputs
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, read_metadata
-from ..state.evolution import absent_attributes
+from ..state.evolution import absent_attributes, stored_names
 from .errors import KeyedQueryError, position, spark_hint
 from .expressions import KNOWN_OPTIONS, STREAMING_ONLY_OPTIONS, KeyedGroup
 from .parse import render
+from .resolution import Call, Outer, Source, quoted, quoted_identifier, resolve_call, resolve_outer
 from .sources import Sources, literal, view_name
 from .statement import KeyedStatement, KeyedStep, RunMode
 from .table_calls import INPUT_COLUMN
@@ -57,26 +58,6 @@ def _interval_ms(e: exp.Expression | None) -> int | None:
     raise KeyedQueryError(f"cannot read interval {e.sql(dialect='spark')}")
 
 
-def _q(name: str) -> exp.Identifier:
-    return exp.to_identifier(name, quoted=True)
-
-
-def _quoted(name: str) -> str:
-    return _q(name).sql(dialect="spark")
-
-
-def _name_of(e: exp.Expression, default: str) -> str:
-    if isinstance(e, exp.Alias):
-        return e.alias
-    if isinstance(e, exp.Column):
-        return e.name
-    return default
-
-
-def _unalias(e: exp.Expression) -> exp.Expression:
-    return e.this if isinstance(e, exp.Alias) else e
-
-
 def _depth(node: exp.Expression) -> int:
     d = 0
     while node.parent is not None:
@@ -86,66 +67,6 @@ def _depth(node: exp.Expression) -> int:
 
 
 _OUTPUT_MODES = ("append", "update")  # what transformWithState takes
-
-
-@dataclass
-class _Source:
-    """The source part of one keyed select, as Spark sees it."""
-
-    select: exp.Select  # SELECT * FROM ... WHERE ... (with the CTEs it may use)
-    df: DataFrame
-    aliases: set[str]  # lower-cased names the FROM / JOIN tables go by
-    ctes: exp.With | None = None  # the CTEs the keyed select sees, as written (batch reads)
-
-    @property
-    def columns(self) -> list[str]:
-        return self.df.columns
-
-    @property
-    def lower(self) -> dict[str, str]:
-        return {c.lower(): c for c in self.df.columns}
-
-    def check(self, e: exp.Expression, what: str) -> None:
-        lower = self.lower
-        for col in e.find_all(exp.Column):
-            if col.name.lower() not in lower:
-                raise KeyedQueryError(
-                    f"{what} refers to '{col.name}', which is not a column of the source "
-                    f"(columns: {', '.join(self.columns)})",
-                    *position(col),
-                )
-
-
-@dataclass
-class _Call:
-    """What the WITH STATE clause asks for, resolved against the source."""
-
-    fname: str
-    spec: FunctionSpec
-    options: dict[str, Any]
-    alias: str
-    key_names: list[str]
-    key_exprs: list[exp.Expression]
-    arg_names: list[str]
-    arg_exprs: list[exp.Expression]
-    order_exprs: list[exp.Expression]
-    order_specs: list[OrderSpec]
-    where: str  # "WITH STATE <fname>", for messages
-
-    @property
-    def returns(self) -> list[str]:
-        return self.spec.returns.names if self.spec.returns else []
-
-
-@dataclass
-class _Outer:
-    """The select list, HAVING and ORDER BY of the keyed select, resolved against keys, outputs
-    and (for a StatefulFunction) source columns passed through."""
-
-    expressions: list[exp.Expression]
-    where: exp.Where | None
-    order: exp.Order | None
-    passthrough: list[str] = field(default_factory=list)
 
 
 class _Planner:
@@ -189,14 +110,14 @@ class _Planner:
         group: KeyedGroup = sel.args["group"]
         call_options, spec = self._options(group)
         source = self._source(sel, top_with, call_options)
-        call = self._call(group, spec, call_options, source)
+        call = resolve_call(group, spec, call_options, source)
         if not source.df.isStreaming:
             bad = sorted(set(call.options) & STREAMING_ONLY_OPTIONS)
             if bad:
                 raise KeyedQueryError(
                     f"option(s) {bad} of {call.where} only apply to a streaming source; the source is a batch query"
                 )
-        outer = self._outer(sel, call, source)
+        outer = resolve_outer(sel, call, source)
         engine = self._engine(sel, call, source)
         step = self._step(group, call, source, outer, engine)
         self.bind(step)
@@ -228,7 +149,7 @@ class _Planner:
             spec = spec.with_ttl(ttl_ms)
         return options, spec
 
-    def _source(self, sel: exp.Select, top_with: exp.With | None, options: dict[str, Any]) -> _Source:
+    def _source(self, sel: exp.Select, top_with: exp.With | None, options: dict[str, Any]) -> Source:
         base = exp.Select(expressions=[exp.Star()])
         for arg in ("from_", "joins", "where", "laterals"):
             value = sel.args.get(arg)
@@ -243,7 +164,7 @@ class _Planner:
         if base.args.get("from_"):
             tables = (base.args["from_"].this, *[j.this for j in base.args.get("joins") or []])
             aliases = {t.alias_or_name.lower() for t in tables}
-        return _Source(base, self.spark.sql(render(base)), aliases, ctes)
+        return Source(base, self.spark.sql(render(base)), aliases, ctes)
 
     @staticmethod
     def _ctes_visible_from(sel: exp.Select, top_with: exp.With) -> exp.With | None:
@@ -254,123 +175,7 @@ class _Planner:
             ctes.append(cte.copy())
         return exp.With(expressions=ctes) if ctes else None
 
-    def _call(self, group: KeyedGroup, spec: FunctionSpec, options: dict[str, Any], source: _Source) -> _Call:
-        fname = group.function_name
-        where = f"WITH STATE {fname}"
-        key_names, key_exprs = [], []
-        for i, k in enumerate(group.keys):
-            source.check(_unalias(k), "GROUP BY KEY")
-            key_names.append(_name_of(k, f"key{i}"))
-            key_exprs.append(_unalias(k))
-        fn_args = group.function.expressions
-        arg_names, arg_exprs = [], []
-        if len(fn_args) == 1 and isinstance(fn_args[0], exp.Star):
-            arg_names = list(source.columns)
-            arg_exprs = [exp.column(_q(c)) for c in source.columns]
-        else:
-            for i, a in enumerate(fn_args):
-                source.check(_unalias(a), f"argument {i + 1} of {where}")
-                arg_names.append(_name_of(a, f"arg{i}"))
-                arg_exprs.append(_unalias(a))
-        dup = {n for n in arg_names if arg_names.count(n) > 1}
-        if dup:
-            raise KeyedQueryError(f"{where}: two arguments named {sorted(dup)}; name them with AS")
-        order_exprs, order_specs = [], []
-        for i, o in enumerate(group.args.get("order") or []):
-            source.check(o.this, f"ORDER BY of {where}")
-            order_exprs.append(o.this)
-            nf = o.args.get("nulls_first")
-            order_specs.append(OrderSpec(f"__ks_o{i}", not o.args.get("desc"), None if nf is None else bool(nf)))
-        return _Call(
-            fname,
-            spec,
-            options,
-            group.alias_name or fname,
-            key_names,
-            key_exprs,
-            arg_names,
-            arg_exprs,
-            order_exprs,
-            order_specs,
-            where,
-        )
-
-    def _outer(self, sel: exp.Select, call: _Call, source: _Source) -> _Outer:
-        """Resolve every column the select list, HAVING and ORDER BY name: a key, an output of
-        the function (``alias.col`` or bare), or a source column passed through."""
-        lower = source.lower
-        key_lower = {n.lower(): n for n in call.key_names}
-        ret_lower = {n.lower(): n for n in call.returns}
-        select_aliases = {e.alias.lower() for e in sel.expressions if isinstance(e, exp.Alias)}
-        alias, fname = call.alias.lower(), call.fname
-        passthrough: list[str] = []
-
-        def resolve(col: exp.Column, allow_select_alias: bool) -> None:
-            table = col.table.lower() if col.table else None
-            n = col.name.lower()
-            if table == alias:
-                if n not in ret_lower:
-                    raise KeyedQueryError(
-                        f"'{col.sql(dialect='spark')}': {fname} has no output column '{col.name}' (returns: "
-                        f"{', '.join(call.returns)})"
-                    )
-                return
-            if table is not None and table not in source.aliases:
-                return  # belongs to an outer query (correlated) or another scope
-            if table is not None:
-                col.set("table", None)
-            if n in key_lower or n in ret_lower or (allow_select_alias and n in select_aliases):
-                return
-            if n in lower:
-                if call.spec.kind is not FunctionKind.FUNCTION:
-                    raise KeyedQueryError(
-                        f"column '{col.name}' is not a key or an output of {fname}; pass-through of source "
-                        "columns needs a row-at-a-time StatefulFunction"
-                    )
-                if lower[n] not in passthrough:
-                    passthrough.append(lower[n])
-                return
-            raise KeyedQueryError(
-                f"column '{col.sql(dialect='spark')}' is neither a key ({', '.join(call.key_names) or 'none'}), an "
-                f"output of {fname} ({', '.join(call.returns)}) nor a source column"
-            )
-
-        expressions = []
-        for e in sel.expressions:
-            if isinstance(e, exp.Column) and isinstance(e.this, exp.Star) and e.table and e.table.lower() == alias:
-                expressions += [exp.column(_q(r), table=_q(call.alias)) for r in call.returns]
-                continue
-            e = e.copy()
-            for col in list(e.find_all(exp.Column)):
-                if not isinstance(col.this, exp.Star):
-                    resolve(col, allow_select_alias=False)
-            expressions.append(e)
-        where = None
-        having = sel.args.get("having")
-        if having is not None:
-            cond = having.this.copy()
-            by_alias = {e.alias.lower(): e.this for e in expressions if isinstance(e, exp.Alias)}
-            for col in list(cond.find_all(exp.Column)):
-                name = col.name.lower()
-                if not col.table and name in by_alias and name not in key_lower and name not in ret_lower:
-                    col.replace(by_alias[name].copy())
-            for col in list(cond.find_all(exp.Column)):
-                resolve(col, allow_select_alias=False)
-            where = exp.Where(this=cond)
-        order = sel.args.get("order")
-        if order is not None:
-            order = order.copy()
-            for col in list(order.find_all(exp.Column)):
-                resolve(col, allow_select_alias=True)
-        clash = [n for n in passthrough if n.lower() in ret_lower]
-        if clash:
-            raise KeyedQueryError(
-                f"source column(s) {clash} have the same name as outputs of {fname}; qualify with {call.alias}."
-            )
-        # a key column asked for by name is the key itself, not a pass-through copy
-        return _Outer(expressions, where, order, [p for p in passthrough if p.lower() not in key_lower])
-
-    def _engine(self, sel: exp.Select, call: _Call, source: _Source) -> Engine:
+    def _engine(self, sel: exp.Select, call: Call, source: Source) -> Engine:
         streaming = source.df.isStreaming
         if streaming and sel.args.get("limit") is not None:
             raise KeyedQueryError(
@@ -401,22 +206,30 @@ class _Planner:
             )
         return engine
 
-    def _absent_attributes(self, call: _Call) -> tuple[str, ...]:
-        """The attributes the class added since its checkpoint's state began (rows stored before
-        lack them: ``state/evolution.py``), from the checkpoint's record of its last run."""
+    def _evolution(self, call: Call, engine: Engine) -> tuple[tuple[str, ...], dict[str, str]]:
+        """From the checkpoint's record of its last run (``state/evolution.py``): the attributes
+        the class added since its state began (rows stored before lack them), and, on an engine
+        that keeps state where it was written, the names renamed state is stored under."""
         written = self.checkpoint or call.options.get("checkpoint")
-        if not written or call.spec.kind is not FunctionKind.FUNCTION:
-            return ()
+        if not written:
+            return (), {}
         try:
             meta = read_metadata(str(written), self.spark)
         except CheckpointError:
-            return ()
+            return (), {}
         was = meta.operator(call.fname) if meta else None
         if was is None:
-            return ()
-        return tuple(absent_attributes(was, AttributeLayout(call.spec.instantiate()).names))
+            return (), {}
+        spec, renames = call.spec, call.spec.renames
+        if spec.kind is FunctionKind.FUNCTION:
+            names = AttributeLayout(spec.instantiate()).names
+            absent = tuple(absent_attributes(was, names, renames))
+        else:
+            names, absent = list(spec.descriptors), ()
+        keeps = engine.capabilities.keeps_state_names
+        return absent, stored_names(was, names, renames, spec.kind is not FunctionKind.FUNCTION) if keeps else {}
 
-    def _step(self, group: KeyedGroup, call: _Call, source: _Source, outer: _Outer, engine: Engine) -> KeyedStep:
+    def _step(self, group: KeyedGroup, call: Call, source: Source, outer: Outer, engine: Engine) -> KeyedStep:
         event_time = group.args.get("event_time")
         projections: list[exp.Expression] = []
         named: dict[str, str] = {}  # expression SQL -> its internal column: each is shipped once
@@ -425,7 +238,7 @@ class _Planner:
             # every identifier quoted: `ts` and ts (an ORDER BY column also passed through) ship once
             sql = render(e, identify=True)
             if sql not in named:
-                projections.append(exp.alias_(e.copy(), _q(name)))
+                projections.append(exp.alias_(e.copy(), quoted_identifier(name)))
                 named[sql] = name
             return named[sql]
 
@@ -437,16 +250,16 @@ class _Planner:
         ]
         through = []
         for i, p in enumerate(outer.passthrough):
-            name = column(exp.column(_q(p)), f"__ks_p{i}")
+            name = column(exp.column(quoted_identifier(p)), f"__ks_p{i}")
             if name in keys:  # (a key's source column under another name: output apart from the key)
                 name = f"__ks_p{i}"
-                projections.append(exp.alias_(exp.column(_q(p)), _q(name)))
+                projections.append(exp.alias_(exp.column(quoted_identifier(p)), quoted_identifier(name)))
             through.append(name)
         if event_time is not None:
             source.check(event_time, "EVENT TIME")
         et = column(event_time, "__ks_et") if event_time is not None else None
         if not projections:
-            projections = [exp.alias_(exp.Literal.number(0), _q("__ks_none"))]
+            projections = [exp.alias_(exp.Literal.number(0), quoted_identifier("__ks_none"))]
         keyed_source = source.select.copy()
         keyed_source.set("expressions", projections)
         initial_df, initial_source = None, None
@@ -466,8 +279,8 @@ class _Planner:
             _interval_ms(group.args.get("watermark")),
             partitions=call.options.get("state_partitions"),
             clock_offset_ms=session_offset_ms(self.spark),
-            absent_attributes=self._absent_attributes(call),
         )
+        plan.absent_attributes, plan.stored_names = self._evolution(call, engine)
         inputs = group.args.get("inputs")
         if inputs:
             internal = dict(zip(call.arg_names, args))
@@ -475,9 +288,9 @@ class _Planner:
             plan.input_column = internal[INPUT_COLUMN]
             if call.spec.kind is FunctionKind.PROCESSOR:
                 check_process_inputs(call.spec, [i.name for i in plan.inputs], f"{call.where}")
-        columns = [f"{_quoted(k)} AS {_quoted(n)}" for k, n in zip(keys, call.key_names)]
-        columns += [_quoted(r) for r in call.returns]
-        columns += [f"{_quoted(c)} AS {_quoted(p)}" for c, p in zip(through, outer.passthrough)]
+        columns = [f"{quoted(k)} AS {quoted(n)}" for k, n in zip(keys, call.key_names)]
+        columns += [quoted(r) for r in call.returns]
+        columns += [f"{quoted(c)} AS {quoted(p)}" for c, p in zip(through, outer.passthrough)]
         ttl = group.args.get("ttl")
         streaming = source.df.isStreaming
         log.debug(
@@ -511,7 +324,7 @@ class _Planner:
         )
 
     @staticmethod
-    def _output_mode(call: _Call, engine: Engine) -> str:
+    def _output_mode(call: Call, engine: Engine) -> str:
         """OPTIONS (output_mode = ...): Spark's name for the keyed operator's mode. ``bulk`` writes
         each micro-batch's rows as they come (append); ``update`` is transformWithState's."""
         mode = str(call.options.get("output_mode", "append")).lower()
@@ -546,16 +359,16 @@ class _Planner:
             raise KeyedQueryError(
                 f"INITIAL STATE FROM for {fname}: key column(s) {missing} missing (columns: {', '.join(df.columns)})"
             )
-        exprs = [f"{_quoted(lower[k.lower()])} AS {_quoted(c)}" for k, c in zip(key_names, key_columns)]
+        exprs = [f"{quoted(lower[k.lower()])} AS {quoted(c)}" for k, c in zip(key_names, key_columns)]
         # batch_id is read_state's bookkeeping column, not state: a read_state table bootstraps as is
         skip = {k.lower() for k in key_names} | {"batch_id"}
-        exprs += [_quoted(c) for c in df.columns if c.lower() not in skip]
+        exprs += [quoted(c) for c in df.columns if c.lower() not in skip]
         return df.selectExpr(*exprs)
 
     @staticmethod
-    def _outer_select(sel: exp.Select, call: _Call, outer: _Outer, step: KeyedStep) -> exp.Select:
+    def _outer_select(sel: exp.Select, call: Call, outer: Outer, step: KeyedStep) -> exp.Select:
         select = exp.Select(expressions=outer.expressions).from_(
-            exp.Table(this=_q(step.view), alias=exp.TableAlias(this=_q(call.alias)))
+            exp.Table(this=quoted_identifier(step.view), alias=exp.TableAlias(this=quoted_identifier(call.alias)))
         )
         if outer.where is not None:
             select.set("where", outer.where)

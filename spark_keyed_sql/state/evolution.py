@@ -8,7 +8,13 @@ the class declares them in. Compared field by field (the stored layout against t
 - a name only the state has is *removed*: its stored values are dropped (logged once, at start);
 - the same name with the same type is carried as it is;
 - the same name with a wider type is *widened*: converted as Spark's cast converts it;
-- any other change (a narrowing, another kind of type, an attribute that changed between the
+- a name the class declares renamed (``__state_renamed__ = {"new": "old"}``, ``renamed_from=`` on
+  a typed variable) takes the stored values of its former name, when the state has no values
+  under the new name, and is then compared as above;
+- a type change that is not a widening, for a name with a declared converter
+  (``__state_converters__ = {"name": callable}``), is *converted*: the callable makes each stored
+  non-NULL value the new type's (per element of a ListState, per value of a MapState);
+- any other change (a narrowing without a converter, another kind of type, an attribute that changed between the
   JSON encoding of an un-annotated attribute and a type annotation, a ValueState that became a
   ListState) is refused at start, before anything is written, naming the function, the field,
   both types and the fix (``ks.migrate_state(..., transform=)``).
@@ -23,18 +29,24 @@ refused here. An un-annotated attribute is stored as its JSON encoding: a change
 holds is not a change of its column and is never refused.
 
 Used by both engines: ``check_layouts`` at start from the layouts the checkpoint's metadata
-records; the bulk engine maps its stored columns with ``compare_columns``.
+records; the bulk engine rewrites its stored columns by ``compare``'s answer (a new base
+snapshot), the transformWithState engine keeps its state where it is and reads a renamed one
+under the name it was stored by (``stored_names``, recorded with the layout as ``stored``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import types as T
 
 from ..api.errors import KeyedSQLError
 from ..api.types import parse_type
+from ..api.values import coerce, short_repr, to_user
+from .encoding import dumps, loads
 from .operator_record import OperatorRecord
 from .spark_types import to_spark
 
@@ -46,6 +58,8 @@ __all__ = [
     "check_layouts",
     "compare",
     "fields_of_record",
+    "stored_names",
+    "value_converter",
     "widens",
 ]
 
@@ -128,25 +142,43 @@ class Evolution:
     removed: list[str] = field(default_factory=list)
     widened: dict[str, tuple[T.DataType, T.DataType]] = field(default_factory=dict)
     reordered: bool = False
+    renamed: dict[str, str] = field(default_factory=dict)  # new name -> the stored name it takes
+    converted: dict[str, tuple[T.DataType, T.DataType]] = field(default_factory=dict)  # by a converter
 
     @property
     def changed(self) -> bool:
         """Does stored state need mapping (anything but the same names, types and order)?"""
-        return bool(self.added or self.removed or self.widened or self.reordered)
+        return bool(self.added or self.removed or self.widened or self.reordered or self.renamed or self.converted)
+
+    def source(self, name: str) -> str:
+        """The stored name the class's ``name`` takes its values from."""
+        return self.renamed.get(name, name)
 
 
-def compare(function: str, stored: list[StoredField], current: list[StoredField], what: str) -> Evolution:
-    """Stored layout -> the class's, by name; raises :class:`StateEvolutionError` at the first
-    change that is not carried (module doc). ``what``: "state attribute" / "state variable"."""
+def compare(
+    function: str,
+    stored: list[StoredField],
+    current: list[StoredField],
+    what: str,
+    renames: dict[str, str] | None = None,
+    converters: Collection[str] = (),
+) -> Evolution:
+    """Stored layout -> the class's, by name (``renames``: new name -> stored name, taken where
+    the state has nothing under the new name; ``converters``: the names with a declared
+    converter); raises :class:`StateEvolutionError` at the first change that is not carried
+    (module doc). ``what``: "state attribute" / "state variable"."""
     old = {f.name: f for f in stored}
     new = {f.name: f for f in current}
+    renamed = {n: o for n, o in (renames or {}).items() if n in new and n not in old and o in old}
+    taken = set(renamed.values())
     out = Evolution(
-        added=[n for n in new if n not in old],
-        removed=[n for n in old if n not in new],
+        added=[n for n in new if n not in old and n not in renamed],
+        removed=[n for n in old if n not in new and n not in taken],
         reordered=[n for n in old if n in new] != [n for n in new if n in old],
+        renamed=renamed,
     )
     for name, f in new.items():
-        was = old.get(name)
+        was = old.get(renamed.get(name, name))
         if was is None:
             continue
         if was.encoded and f.encoded:
@@ -158,13 +190,18 @@ def compare(function: str, stored: list[StoredField], current: list[StoredField]
             if was.type != f.type or keys_widened:
                 out.widened[name] = (was.type, f.type)
             continue
+        if name in converters and was.kind == f.kind and keys_ok:
+            out.converted[name] = (was.type, f.type)
+            continue
+        stored_as = f" (stored as '{was.name}')" if was.name != name else ""
         raise StateEvolutionError(
-            f"{function}: {what} '{name}' is stored as {was.describe()} and the class now declares "
+            f"{function}: {what} '{name}'{stored_as} is stored as {was.describe()} and the class now declares "
             f"{f.describe()}; that is not a widening (Spark's safe up-casts: tinyint < smallint < int < bigint < "
             f"float < double, into a wider decimal, date into timestamp), so the stored values cannot be carried. "
-            f"Keep the type {was.describe()}, or rewrite the stored state into a new checkpoint with "
-            f"ks.migrate_state(<checkpoint>, <new checkpoint>, '{function}', transform='SELECT ... FROM state') "
-            "and run the query there. Nothing was written to the checkpoint"
+            f"Keep the type {was.describe()}, declare a converter on the class (__state_converters__ = "
+            f'{{"{name}": <callable: stored value -> new value>}}), or rewrite the stored state into a new '
+            f"checkpoint with ks.migrate_state(<checkpoint>, <new checkpoint>, '{function}', transform='SELECT ... "
+            "FROM state') and run the query there. Nothing was written to the checkpoint"
         )
     return out
 
@@ -188,50 +225,127 @@ def fields_of_record(op: OperatorRecord) -> tuple[list[StoredField], list[Stored
     return attrs, variables
 
 
-def check_layouts(checkpoint: str, previous: list[OperatorRecord], operators: list[OperatorRecord]) -> None:
+Declared = tuple[dict[str, str], Collection[str]]  # a class's renames and converter names
+
+
+def check_layouts(
+    checkpoint: str,
+    previous: list[OperatorRecord],
+    operators: list[OperatorRecord],
+    declared: list[Declared] | None = None,
+) -> list[tuple[Evolution, Evolution]]:
     """At start, before the checkpoint's metadata is replaced: each operator's stored layout
-    (``previous``) against the class it runs now (``operators``). Refuses what cannot be carried;
-    logs, once, what is dropped, added or widened."""
-    for was, now in zip(previous, operators):
+    (``previous``) against the class it runs now (``operators``, with ``declared`` renames and
+    converters). Refuses what cannot be carried; logs, once, what is dropped, added, renamed,
+    widened or converted. Returns each operator's (attributes, state variables) evolution."""
+    out = []
+    for i, (was, now) in enumerate(zip(previous, operators)):
         function = now.function
+        renames, converters = declared[i] if declared else ({}, ())
         old_attrs, old_vars = fields_of_record(was)
         new_attrs, new_vars = fields_of_record(now)
+        pair = []
         for what, old, new in (("state attribute", old_attrs, new_attrs), ("state variable", old_vars, new_vars)):
-            if not old and not new:
-                continue
-            change = compare(function, old, new, what)
-            if change.removed:
-                log.warning(
-                    "checkpoint %s: %s no longer has %s(s) %s; their stored values are dropped",
-                    checkpoint,
-                    function,
-                    what,
-                    ", ".join(change.removed),
-                )
-            if change.added:
-                log.info(
-                    "checkpoint %s: %s has new %s(s) %s; stored keys start them from %s",
-                    checkpoint,
-                    function,
-                    what,
-                    ", ".join(change.added),
-                    "their __init__ value" if what == "state attribute" else "unset",
-                )
-            for name, (a, b) in change.widened.items():
-                log.info(
-                    "checkpoint %s: %s.%s widened from %s to %s; stored values are converted",
-                    checkpoint,
-                    function,
-                    name,
-                    a.simpleString(),
-                    b.simpleString(),
-                )
+            change = compare(function, old, new, what, renames, converters)
+            pair.append(change)
+            _log_change(checkpoint, function, what, change)
+        out.append((pair[0], pair[1]))
+    return out
 
 
-def absent_attributes(was: OperatorRecord, names: list[str]) -> list[str]:
+def _log_change(checkpoint: str, function: str, what: str, change: Evolution) -> None:
+    if change.removed:
+        log.warning(
+            "checkpoint %s: %s no longer has %s(s) %s; their stored values are dropped",
+            checkpoint,
+            function,
+            what,
+            ", ".join(change.removed),
+        )
+    if change.added:
+        log.info(
+            "checkpoint %s: %s has new %s(s) %s; stored keys start them from %s",
+            checkpoint,
+            function,
+            what,
+            ", ".join(change.added),
+            "their __init__ value" if what == "state attribute" else "unset",
+        )
+    for name, old in change.renamed.items():
+        log.info("checkpoint %s: %s's %s '%s' carries the values stored as '%s'", checkpoint, function, what, name, old)
+    for kind, changes in (("widened", change.widened), ("converted by its converter", change.converted)):
+        for name, (a, b) in changes.items():
+            log.info(
+                "checkpoint %s: %s.%s %s from %s to %s",
+                checkpoint,
+                function,
+                name,
+                kind,
+                a.simpleString(),
+                b.simpleString(),
+            )
+
+
+def stored_names(
+    was: OperatorRecord | None, names: list[str], renames: dict[str, str], variables: bool
+) -> dict[str, str]:
+    """Name -> the name its values are stored under, where they differ, for an engine that keeps
+    state where it is (a rename is then a name map, recorded with the layout as ``stored``):
+    a name the previous record has keeps its stored name; a renamed one takes its former name's."""
+    if was is None:
+        return {}
+    entries = was.variables if variables else was.attributes
+    physical = {str(e["name"]): str(e.get("stored") or e["name"]) for e in entries}
+    out = {}
+    for n in names:
+        source = n if n in physical else renames.get(n)
+        if source in physical and physical[source] != n:
+            out[n] = physical[source]
+    return out
+
+
+def absent_attributes(was: OperatorRecord, names: list[str], renames: dict[str, str] | None = None) -> list[str]:
     """The attributes (of ``names``, the class's) that rows stored under an earlier layout may
     lack: those added since the state began (``was``: the operator's record before this run),
-    kept for as long as the class has them (rows written before the change stay in the state)."""
+    kept for as long as the class has them (rows written before the change stay in the state).
+    A renamed attribute (``renames``: new -> former name) is not added: its values are stored."""
     before = {a["name"] for a in was.attributes}
     carried = set(was.absent_attributes)
-    return [n for n in names if n in carried or n not in before]
+    renames = renames or {}
+    out = []
+    for n in names:
+        source = n if n in before else renames.get(n, n)  # the name its stored values have
+        if source in carried or source not in before:
+            out.append(n)
+    return out
+
+
+def value_converter(
+    function: str, was: StoredField, now: StoredField, fn: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
+    """A stored value of ``was`` (as Spark hands it to Python) -> the value to store for ``now``,
+    through the class's converter ``fn``: it gets the value as user code sees it (a JSON-encoded
+    attribute decoded, a struct as a dict) and its result is checked against the new type (or
+    JSON-encoded). Per element of a ListState, per value of a MapState; NULL stays NULL. A
+    converter that raises fails with the function, the name and the value."""
+    old_t, new_t = parse_type(was.type.simpleString()), parse_type(now.type.simpleString())
+    where = f"{function}: converter of '{now.name}'"
+
+    def one(v: Any) -> Any:
+        if v is None:
+            return None
+        user = loads(v) if was.encoded else to_user(v, old_t)
+        try:
+            out = fn(user)
+        except Exception as exc:
+            raise StateEvolutionError(
+                f"{where} failed on stored value {short_repr(user, 200)}: {type(exc).__name__}: {exc}. "
+                "Nothing was written to the checkpoint"
+            ) from None
+        return dumps(out, where) if now.encoded else coerce(out, new_t, f"{where} (result for {short_repr(user, 200)})")
+
+    if now.kind == "list":
+        return lambda v: None if v is None else [one(e) for e in v]
+    if now.kind == "map":
+        return lambda v: None if v is None else {k: one(e) for k, e in v.items()}
+    return one

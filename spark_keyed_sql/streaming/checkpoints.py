@@ -15,12 +15,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ..api.errors import SchemaError
-from ..engines import LEGACY_ENGINE, migration_target
+from ..engines import LEGACY_ENGINE, keeps_state_names, migration_target
 from ..runtime.spec import FunctionKind, FunctionSpec
 from ..sql.statement import KeyedStatement, KeyedStep
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, OperatorRecord, check_compatible, read_metadata, write_metadata
-from ..state.evolution import absent_attributes, check_layouts
+from ..state.evolution import Evolution, StateEvolutionError, absent_attributes, check_layouts, stored_names
 from ..state.filesystems import filesystem
 from ..state.fs import join
 
@@ -59,23 +59,18 @@ def prepare_checkpoint(
     checkpoint = given or in_sql
     if not checkpoint or statement is None:
         return checkpoint
-    operators = [operator_record(s, function(s.function)) for s in statement.steps]
+    specs = [function(s.function) for s in statement.steps]
+    operators = [operator_record(s, spec) for s, spec in zip(statement.steps, specs)]
     check_compatible(checkpoint, operators, spark)
     old = read_metadata(checkpoint, spark)
     previous = list(old.operators) if old else []
     _check_engines(checkpoint, previous, operators)
-    check_layouts(checkpoint, previous, operators)  # state by name: refuses a change it cannot carry
-    operators = (
-        [  # (the plan read them from the record before this run)
-            replace(
-                new,
-                absent_attributes=tuple(absent_attributes(was, [a["name"] for a in new.attributes])),
-                partitions=was.partitions or new.partitions,  # chosen by migrate_state
-            )
-            for new, was in zip(operators, previous)
-        ]
-        + operators[len(previous) :]
-    )
+    # state by name: refuses a change it cannot carry
+    changes = check_layouts(checkpoint, previous, operators, [(s.renames, set(s.converters)) for s in specs])
+    operators = [
+        _continued(checkpoint, new, was, spec, change)
+        for new, was, spec, change in zip(operators, previous, specs, changes)
+    ] + operators[len(previous) :]
     operators = seeded_records(checkpoint, operators, previous, lambda: _has_commits(spark, checkpoint))
     write_metadata(checkpoint, operators, spark)
     log.debug(
@@ -86,6 +81,39 @@ def prepare_checkpoint(
         ", ".join(f"{o.function} on {o.engine}" for o in operators),
     )
     return checkpoint
+
+
+def _continued(
+    checkpoint: str, new: OperatorRecord, was: OperatorRecord, spec: FunctionSpec, change: tuple[Evolution, Evolution]
+) -> OperatorRecord:
+    """``new``'s record continuing ``was``'s state: the attributes added since the state began,
+    the partition count migrate_state chose, and, on an engine that keeps state where it was
+    written, the name each attribute / variable is stored under."""
+    renames = spec.renames
+    attributes, variables = new.attributes, new.variables
+    if keeps_state_names(new.engine):
+        converted = sorted({*change[0].converted, *change[1].converted})
+        if converted:
+            raise StateEvolutionError(
+                f"{new.function}: {converted} changed type with a converter; engine '{new.engine}' keeps its state "
+                f"where Spark wrote it and converts in place only by widening. Run this checkpoint's query once on the "
+                f"bulk engine after ks.migrate_state({checkpoint!r}, <new checkpoint>, '{new.function}'), or keep the "
+                "stored type. Nothing was written to the checkpoint"
+            )
+        attributes = _with_stored(attributes, stored_names(was, [a["name"] for a in attributes], renames, False))
+        variables = _with_stored(variables, stored_names(was, [v["name"] for v in variables], renames, True))
+    return replace(
+        new,
+        attributes=attributes,
+        variables=variables,
+        # (the plan read them from the record before this run)
+        absent_attributes=tuple(absent_attributes(was, [a["name"] for a in new.attributes], renames)),
+        partitions=was.partitions or new.partitions,  # chosen by migrate_state
+    )
+
+
+def _with_stored(entries: tuple, stored: dict[str, str]) -> tuple:
+    return tuple(dict(e) | ({"stored": stored[e["name"]]} if e["name"] in stored else {}) for e in entries)
 
 
 def operator_record(step: KeyedStep, spec: FunctionSpec) -> OperatorRecord:

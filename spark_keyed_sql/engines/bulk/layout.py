@@ -19,13 +19,13 @@ from ...state.attributes import AttributeLayout
 from ...state.checkpoint import CheckpointError, MigrationError, OperatorRecord, read_metadata
 from ...state.commit_record import BaseMarker, BatchMetrics, CommitRecord
 from ...state.encoding import dumps
-from ...state.evolution import StoredField, compare
+from ...state.evolution import StoredField, compare, value_converter
 from ...state.filesystems import filesystem
 from ...state.fs import join
 from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, SnapshotStore, state_column_names
 from ..base import Position, StateLayout
 from .partitioning import PART, part_column
-from .state_row import ATTRS_EXP, HAS_ATTRS, TIMERS, StateRowCodec
+from .state_row import ATTRS_EXP, HAS_ATTRS, TIMERS, StateRowCodec, exp_column
 
 __all__ = ["BulkLayout", "bulk_partitions", "evolved_commit", "state_frame", "write_base", "DELETED", "VERSION"]
 
@@ -146,14 +146,28 @@ def evolved_commit(
         return None
     old_attrs, old_vars = _stored_fields(stored, codec)
     new_attrs, new_vars = _codec_fields(codec)
-    compare(function, old_attrs, new_attrs, "state attribute")  # refuses what cannot be carried
-    compare(function, old_vars, new_vars, "state variable")
+    renames, converters = codec.spec.renames, codec.spec.converters
+    # (refuses what cannot be carried)
+    attr_change = compare(function, old_attrs, new_attrs, "state attribute", renames, converters)
+    var_change = compare(function, old_vars, new_vars, "state variable", renames, converters)
+    # each state column of the new layout -> the stored column its values come from
+    source = {f.name: f.name for f in codec.fields}
+    for new_name, old_name in {**attr_change.renamed, **var_change.renamed}.items():
+        source[STATE_PREFIX + new_name] = STATE_PREFIX + old_name
+        source[exp_column(new_name)] = exp_column(old_name)
+    was_field = {f.name: f for f in old_attrs + old_vars}
+    now_field = {f.name: f for f in new_attrs + new_vars}
+    convert = {
+        STATE_PREFIX + n: value_converter(function, was_field[change.source(n)], now_field[n], converters[n])
+        for change in (attr_change, var_change)
+        for n in change.converted
+    }
     have = {f.name: f.dataType for f in stored.fields}
     frame = state_frame(spark, store, commit)
     keys = _keys(stored)
     cols: list[Any] = [F.col(k) for k in keys]
     layout = codec.layout
-    added = [n for n in (layout.names if layout is not None else []) if STATE_PREFIX + n not in have]
+    added = attr_change.added
     if added:  # the __init__ values of the new attributes, as stored (typed, or JSON), in a one-row frame
         assert layout is not None
         fresh = dict(zip(layout.names, layout.fresh_row))
@@ -163,8 +177,11 @@ def evolved_commit(
         init = spark.createDataFrame([tuple(fresh[n] for n in added)], schema)
         frame = frame.crossJoin(F.broadcast(init))
     for f in codec.fields:
-        if f.name in have:
-            col = F.col(f.name) if have[f.name] == f.dataType else F.col(f.name).cast(f.dataType)
+        was = source[f.name]
+        if f.name in convert:
+            col = F.udf(convert[f.name], f.dataType)(F.col(was))
+        elif was in have:
+            col = F.col(was) if have[was] == f.dataType else F.col(was).cast(f.dataType)
         elif layout is not None and f.name[len(STATE_PREFIX) :] in added:
             i = added.index(f.name[len(STATE_PREFIX) :])
             col = F.when(F.col(HAS_ATTRS), F.col(f"__ks_init_{i}")).otherwise(F.lit(None).cast(f.dataType))

@@ -21,14 +21,15 @@ from ...state.memory import MemoryKeyState
 from ...state.snapshots import STATE_PREFIX
 from ...state.spark_types import to_spark
 
-__all__ = ["StateRowCodec", "STATE_PREFIX", "TIMERS", "HAS_ATTRS", "ATTRS_EXP"]
+__all__ = ["StateRowCodec", "STATE_PREFIX", "TIMERS", "HAS_ATTRS", "ATTRS_EXP", "exp_column"]
 
 TIMERS = STATE_PREFIX + "_timers"
 HAS_ATTRS = STATE_PREFIX + "_has_attrs"
 ATTRS_EXP = STATE_PREFIX + "_attrs_exp"
 
 
-def _exp_col(name: str) -> str:
+def exp_column(name: str) -> str:
+    """The column of a state variable's expiry times (a variable with a TTL)."""
     return f"{STATE_PREFIX}{name}__exp"
 
 
@@ -62,7 +63,7 @@ class StateRowCodec:
                 fields.append(T.StructField(STATE_PREFIX + name, T.MapType(kt, t, True), True))
                 exp_t = T.MapType(kt, T.LongType(), True)
             if d.ttl_ms is not None:
-                fields.append(T.StructField(_exp_col(name), exp_t, True))
+                fields.append(T.StructField(exp_column(name), exp_t, True))
         fields.append(T.StructField(TIMERS, T.ArrayType(T.LongType(), True), True))
         self.fields = fields
         self.names = [f.name for f in fields]
@@ -85,7 +86,7 @@ class StateRowCodec:
             v = row.get(STATE_PREFIX + name)
             if v is None:
                 continue
-            e = row.get(_exp_col(name)) if d.ttl_ms is not None else None
+            e = row.get(exp_column(name)) if d.ttl_ms is not None else None
             if d.kind is StateKind.VALUE:
                 ks.vars[name] = (v, e)
             elif d.kind is StateKind.LIST:

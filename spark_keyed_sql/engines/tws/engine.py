@@ -59,6 +59,7 @@ class TransformWithStateEngine(Engine):
     capabilities = Capabilities(
         streams_as_dataframe=True,
         nested_streaming_steps=True,
+        keeps_state_names=True,
     )
     layout = TwsLayout()
 

@@ -45,6 +45,10 @@ def _initial_column(name: str, attribute: Mapping[str, Any], marked: bool) -> An
     return F.when(held, value).otherwise(fresh)
 
 
+def _shown_names(entries: tuple[Mapping[str, Any], ...]) -> dict[str, str]:
+    return {str(e["stored"]): str(e["name"]) for e in entries if e.get("stored")}
+
+
 def _unwrapper(names: list[str]):
     """Stored element (``struct<value>`` for scalars, the struct itself otherwise, without the
     expiry field) -> the user's value."""
@@ -101,6 +105,9 @@ class TwsLayout(StateLayout):
         variables = [v["stateName"] for v in props.get("stateVariables", [])]
         kinds = {v["stateName"]: v["stateVariableType"] for v in props.get("stateVariables", [])}
         key_names = list(op.keys) if op else None
+        # stored name -> the name read_state shows (a renamed attribute / variable: state/evolution.py)
+        attribute_names = _shown_names(op.attributes) if op else {}
+        variable_names = _shown_names(op.variables) if op else {}
 
         def load(var: str, flatten: bool = True) -> DataFrame:
             reader = (
@@ -124,28 +131,29 @@ class TwsLayout(StateLayout):
                     added = set(op.absent_attributes) if op else set()
                     record = {a["name"]: a for a in (op.attributes if op else ())}
                     marked = ADDED in stored
-                    cols = [
-                        (
-                            _initial_column(f, record[f], marked) if f in added and f in record else F.col("value")[f]
-                        ).alias(f)
-                        for f in fields
-                    ]
+                    cols = []
+                    for f in fields:  # f: the stored name; shown under the attribute's
+                        name = attribute_names.get(f, f)
+                        value = F.col("value")[f]
+                        if name in added and name in record:
+                            value = _initial_column(f, record[name], marked)
+                        cols.append(value.alias(name))
                 elif fields == ["value"]:
-                    cols = [F.col("value")["value"].alias(var)]
+                    cols = [F.col("value")["value"].alias(variable_names.get(var, var))]
                 else:
-                    cols = [F.struct(*[F.col("value")[f].alias(f) for f in fields]).alias(var)]
+                    cols = [F.struct(*[F.col("value")[f].alias(f) for f in fields]).alias(variable_names.get(var, var))]
                 frames.append(df.select("key", *cols))
             elif kind == "ListState":
                 df = load(var, flatten=False)
                 elem = df.schema["list_value"].dataType.elementType
                 fn = _unwrapper([f.name for f in elem.fields if f.name != EXPIRES])
-                frames.append(df.select("key", F.transform("list_value", fn).alias(var)))
+                frames.append(df.select("key", F.transform("list_value", fn).alias(variable_names.get(var, var))))
             elif kind == "MapState":
                 df = load(var, flatten=False)
                 vtype = df.schema["map_value"].dataType.valueType
                 vfn = _unwrapper([f.name for f in vtype.fields if f.name != EXPIRES])
                 entries = F.transform(F.map_entries("map_value"), _entry(vfn))
-                frames.append(df.select("key", F.map_from_entries(entries).alias(var)))
+                frames.append(df.select("key", F.map_from_entries(entries).alias(variable_names.get(var, var))))
         if not frames:
             raise CheckpointError(f"checkpoint {checkpoint!r}: operator {op_index} has no state variables")
         out = frames[0]

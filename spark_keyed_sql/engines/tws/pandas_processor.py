@@ -69,8 +69,8 @@ class _PandasSparkVariable(_SparkVariable):
     tz-aware timestamp). So a list is written a value at a time (the pickled path) and what is
     read is put back into the declared types."""
 
-    def __init__(self, handle: Any, desc: Any):
-        super().__init__(handle, desc)
+    def __init__(self, handle: Any, desc: Any, stored_name: str | None = None):
+        super().__init__(handle, desc, stored_name)
         self.normalize = value_normalizer(self.schema)
 
     def entries(self) -> list[Entry]:

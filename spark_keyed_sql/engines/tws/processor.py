@@ -40,7 +40,9 @@ def _with_expiry(schema: T.StructType) -> T.StructType:
 class _SparkVariable(VariableStore):
     """One Spark state variable (scoped by Spark to the current key) as raw entries."""
 
-    def __init__(self, handle: StatefulProcessorHandle, desc: StateDescriptor):
+    def __init__(self, handle: StatefulProcessorHandle, desc: StateDescriptor, stored_name: str | None = None):
+        # stored_name: Spark's name for the variable (its former name, after a rename)
+        name = stored_name or desc.name
         self.struct = isinstance(desc.type, StructType)
         self.ttl = desc.ttl_ms is not None
         schema = scalar_wrap(desc.type)
@@ -49,11 +51,11 @@ class _SparkVariable(VariableStore):
             schema = _with_expiry(schema)
         self.schema = schema
         if desc.kind is StateKind.VALUE:
-            self.var = handle.getValueState(desc.name, schema)
+            self.var = handle.getValueState(name, schema)
         elif desc.kind is StateKind.LIST:
-            self.var = handle.getListState(desc.name, schema)
+            self.var = handle.getListState(name, schema)
         else:
-            self.var = handle.getMapState(desc.name, scalar_wrap(desc.key_type), schema)  # type: ignore[attr-defined]
+            self.var = handle.getMapState(name, scalar_wrap(desc.key_type), schema)  # type: ignore[attr-defined]
 
     def _entry(self, row: Any) -> Entry:
         value = tuple(row[: self.width]) if self.struct else row[0]
@@ -204,13 +206,16 @@ class KeyedStatefulProcessor(StatefulProcessor):
         self._batch_now: int | None = None
         if self.runner.layout is not None:
             layout = self.runner.layout
-            schema = to_spark(layout.schema)
-            # (index, name, stored __init__ value) of the attributes a row stored before they were
+            # each field under the name its values are stored by (a renamed attribute: its former)
+            schema = T.StructType(
+                [T.StructField(self.plan.stored_name(f.name), f.dataType, f.nullable) for f in to_spark(layout.schema)]
+            )
+            # (index, stored name, stored __init__ value) of the attributes a row stored before they were
             # added lacks: Spark's Avro encoding resolves a stored row by name, giving NULL for
             # them; rows written since carry ADDED, the names they hold (layout.py)
             self.attr_width = len(layout.names)
             self.attr_fill = [
-                (i, n, v)
+                (i, self.plan.stored_name(n), v)
                 for i, (n, v) in enumerate(zip(layout.names, layout.fresh_row))
                 if n in self.plan.absent_attributes
             ]
@@ -220,7 +225,10 @@ class KeyedStatefulProcessor(StatefulProcessor):
             if self.plan.spec.ttl_ms is not None:
                 schema = _with_expiry(schema)
             self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
-        self.variables = {name: self.variable_class(handle, d) for name, d in self.runner.descriptors.items()}
+        self.variables = {
+            name: self.variable_class(handle, d, self.plan.stored_name(name))
+            for name, d in self.runner.descriptors.items()
+        }
         self.timer_service = _SparkTimers(handle, self.time_mode != "None")
         self.binding = KeyBinding(_SparkKeyStore(self), self.now, self.plan.spec.ttl_ms)
         self.OutRow = Row(*self.out_names)

@@ -1,0 +1,218 @@
+"""One keyed SELECT's names, resolved: its source part as Spark sees it, what its WITH STATE
+clause asks for (keys, arguments, ORDER BY against the source's columns) and what its select
+list, HAVING and ORDER BY refer to (a key, an output of the function, a source column passed
+through). Errors name the column and where it is; nothing here plans or runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from sqlglot import exp
+
+from ..runtime.keys import OrderSpec
+from ..runtime.spec import FunctionKind, FunctionSpec
+from .errors import KeyedQueryError, position
+from .expressions import KeyedGroup
+
+__all__ = ["Call", "Outer", "Source", "quoted_identifier", "quoted", "resolve_call", "resolve_outer"]
+
+
+def quoted_identifier(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def quoted(name: str) -> str:
+    return quoted_identifier(name).sql(dialect="spark")
+
+
+def _name_of(e: exp.Expression, default: str) -> str:
+    if isinstance(e, exp.Alias):
+        return e.alias
+    if isinstance(e, exp.Column):
+        return e.name
+    return default
+
+
+def _unalias(e: exp.Expression) -> exp.Expression:
+    return e.this if isinstance(e, exp.Alias) else e
+
+
+@dataclass
+class Source:
+    """The source part of one keyed select, as Spark sees it."""
+
+    select: exp.Select  # SELECT * FROM ... WHERE ... (with the CTEs it may use)
+    df: DataFrame
+    aliases: set[str]  # lower-cased names the FROM / JOIN tables go by
+    ctes: exp.With | None = None  # the CTEs the keyed select sees, as written (batch reads)
+
+    @property
+    def columns(self) -> list[str]:
+        return self.df.columns
+
+    @property
+    def lower(self) -> dict[str, str]:
+        return {c.lower(): c for c in self.df.columns}
+
+    def check(self, e: exp.Expression, what: str) -> None:
+        lower = self.lower
+        for col in e.find_all(exp.Column):
+            if col.name.lower() not in lower:
+                raise KeyedQueryError(
+                    f"{what} refers to '{col.name}', which is not a column of the source "
+                    f"(columns: {', '.join(self.columns)})",
+                    *position(col),
+                )
+
+
+@dataclass
+class Call:
+    """What the WITH STATE clause asks for, resolved against the source."""
+
+    fname: str
+    spec: FunctionSpec
+    options: dict[str, Any]
+    alias: str
+    key_names: list[str]
+    key_exprs: list[exp.Expression]
+    arg_names: list[str]
+    arg_exprs: list[exp.Expression]
+    order_exprs: list[exp.Expression]
+    order_specs: list[OrderSpec]
+    where: str  # "WITH STATE <fname>", for messages
+
+    @property
+    def returns(self) -> list[str]:
+        return self.spec.returns.names if self.spec.returns else []
+
+
+@dataclass
+class Outer:
+    """The select list, HAVING and ORDER BY of the keyed select, resolved against keys, outputs
+    and (for a StatefulFunction) source columns passed through."""
+
+    expressions: list[exp.Expression]
+    where: exp.Where | None
+    order: exp.Order | None
+    passthrough: list[str] = field(default_factory=list)
+
+
+def resolve_call(group: KeyedGroup, spec: FunctionSpec, options: dict[str, Any], source: Source) -> Call:
+    fname = group.function_name
+    where = f"WITH STATE {fname}"
+    key_names, key_exprs = [], []
+    for i, k in enumerate(group.keys):
+        source.check(_unalias(k), "GROUP BY KEY")
+        key_names.append(_name_of(k, f"key{i}"))
+        key_exprs.append(_unalias(k))
+    fn_args = group.function.expressions
+    arg_names, arg_exprs = [], []
+    if len(fn_args) == 1 and isinstance(fn_args[0], exp.Star):
+        arg_names = list(source.columns)
+        arg_exprs = [exp.column(quoted_identifier(c)) for c in source.columns]
+    else:
+        for i, a in enumerate(fn_args):
+            source.check(_unalias(a), f"argument {i + 1} of {where}")
+            arg_names.append(_name_of(a, f"arg{i}"))
+            arg_exprs.append(_unalias(a))
+    dup = {n for n in arg_names if arg_names.count(n) > 1}
+    if dup:
+        raise KeyedQueryError(f"{where}: two arguments named {sorted(dup)}; name them with AS")
+    order_exprs, order_specs = [], []
+    for i, o in enumerate(group.args.get("order") or []):
+        source.check(o.this, f"ORDER BY of {where}")
+        order_exprs.append(o.this)
+        nf = o.args.get("nulls_first")
+        order_specs.append(OrderSpec(f"__ks_o{i}", not o.args.get("desc"), None if nf is None else bool(nf)))
+    return Call(
+        fname,
+        spec,
+        options,
+        group.alias_name or fname,
+        key_names,
+        key_exprs,
+        arg_names,
+        arg_exprs,
+        order_exprs,
+        order_specs,
+        where,
+    )
+
+
+def resolve_outer(sel: exp.Select, call: Call, source: Source) -> Outer:
+    """Resolve every column the select list, HAVING and ORDER BY name: a key, an output of
+    the function (``alias.col`` or bare), or a source column passed through."""
+    lower = source.lower
+    key_lower = {n.lower(): n for n in call.key_names}
+    ret_lower = {n.lower(): n for n in call.returns}
+    select_aliases = {e.alias.lower() for e in sel.expressions if isinstance(e, exp.Alias)}
+    alias, fname = call.alias.lower(), call.fname
+    passthrough: list[str] = []
+
+    def resolve(col: exp.Column, allow_select_alias: bool) -> None:
+        table = col.table.lower() if col.table else None
+        n = col.name.lower()
+        if table == alias:
+            if n not in ret_lower:
+                raise KeyedQueryError(
+                    f"'{col.sql(dialect='spark')}': {fname} has no output column '{col.name}' (returns: "
+                    f"{', '.join(call.returns)})"
+                )
+            return
+        if table is not None and table not in source.aliases:
+            return  # belongs to an outer query (correlated) or another scope
+        if table is not None:
+            col.set("table", None)
+        if n in key_lower or n in ret_lower or (allow_select_alias and n in select_aliases):
+            return
+        if n in lower:
+            if call.spec.kind is not FunctionKind.FUNCTION:
+                raise KeyedQueryError(
+                    f"column '{col.name}' is not a key or an output of {fname}; pass-through of source "
+                    "columns needs a row-at-a-time StatefulFunction"
+                )
+            if lower[n] not in passthrough:
+                passthrough.append(lower[n])
+            return
+        raise KeyedQueryError(
+            f"column '{col.sql(dialect='spark')}' is neither a key ({', '.join(call.key_names) or 'none'}), an "
+            f"output of {fname} ({', '.join(call.returns)}) nor a source column"
+        )
+
+    expressions = []
+    for e in sel.expressions:
+        if isinstance(e, exp.Column) and isinstance(e.this, exp.Star) and e.table and e.table.lower() == alias:
+            expressions += [exp.column(quoted_identifier(r), table=quoted_identifier(call.alias)) for r in call.returns]
+            continue
+        e = e.copy()
+        for col in list(e.find_all(exp.Column)):
+            if not isinstance(col.this, exp.Star):
+                resolve(col, allow_select_alias=False)
+        expressions.append(e)
+    where = None
+    having = sel.args.get("having")
+    if having is not None:
+        cond = having.this.copy()
+        by_alias = {e.alias.lower(): e.this for e in expressions if isinstance(e, exp.Alias)}
+        for col in list(cond.find_all(exp.Column)):
+            name = col.name.lower()
+            if not col.table and name in by_alias and name not in key_lower and name not in ret_lower:
+                col.replace(by_alias[name].copy())
+        for col in list(cond.find_all(exp.Column)):
+            resolve(col, allow_select_alias=False)
+        where = exp.Where(this=cond)
+    order = sel.args.get("order")
+    if order is not None:
+        order = order.copy()
+        for col in list(order.find_all(exp.Column)):
+            resolve(col, allow_select_alias=True)
+    clash = [n for n in passthrough if n.lower() in ret_lower]
+    if clash:
+        raise KeyedQueryError(
+            f"source column(s) {clash} have the same name as outputs of {fname}; qualify with {call.alias}."
+        )
+    # a key column asked for by name is the key itself, not a pass-through copy
+    return Outer(expressions, where, order, [p for p in passthrough if p.lower() not in key_lower])
