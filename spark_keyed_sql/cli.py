@@ -176,10 +176,21 @@ def _under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def _cell(v: Any) -> str:
+    """A value as the table shows it: NULL, a struct as ``{name: value, ...}``."""
+    from pyspark.sql import Row
+
+    if v is None:
+        return "NULL"
+    if isinstance(v, Row):
+        return "{" + ", ".join(f"{k}: {_cell(x)}" for k, x in v.asDict().items()) + "}"
+    return str(v)
+
+
 def _print_table(df: Any, limit: int) -> None:
     rows = df.limit(limit + 1).collect()
     cols = df.columns
-    cells = [[("NULL" if v is None else str(v)) for v in r] for r in rows[:limit]]
+    cells = [[_cell(v) for v in r] for r in rows[:limit]]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     print(line)
@@ -331,7 +342,13 @@ def cmd_state_migrate(args: argparse.Namespace) -> int:
         to_function=args.to_function,
         transform=args.transform,
         partitions=args.partitions,
+        dry_run=args.dry_run,
+        sample=args.sample,
     )
+    if args.dry_run:  # the state of a sample of keys before and after; nothing written
+        _print_table(info, args.sample)
+        print(f"dry run: nothing written to {args.dst}")
+        return 0
     print(f"migrated {info['keys']} keys at batch {info['batch_id']} into {args.dst} ({info['partitions']} partitions)")
     return 0
 
@@ -430,6 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
     mig.add_argument("--to-function", help="the target function's registered name (a rename)")
     mig.add_argument("--transform", help="SQL that reads the state as 'state' and evolves the schema")
     mig.add_argument("--partitions", type=int, help="hash partitions of the new checkpoint")
+    mig.add_argument(
+        "--dry-run", action="store_true", help="write nothing: print a sample of keys' state before and after"
+    )
+    mig.add_argument("--sample", type=int, default=20, help="keys shown by --dry-run, the smallest (default 20)")
     mig.set_defaults(fn=cmd_state_migrate)
     unl = ssub.add_parser("unlock", help="remove a checkpoint's lock left by a process that is gone (ks.unlock)")
     unl.add_argument("checkpoint")

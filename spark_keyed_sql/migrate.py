@@ -8,6 +8,10 @@ attributes take their ``__init__`` value, extra columns are refused, types are c
 cast is lossless) and commits it at the source's last committed batch. Spark's own position
 files (offsets, commits, sources, metadata) are copied first, so the new checkpoint's next
 batch is the source checkpoint's next batch: nothing re-read, nothing skipped.
+
+``dry_run=True`` runs the same reads and checks and, instead of writing, returns the state of a
+sample of keys before and after side by side (what the target engine would write, as
+``read_state`` would show it): nothing is created at the destination.
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ def migrate_checkpoint(
     to_function: str | None = None,
     transform: str | None = None,
     partitions: int | None = None,
-) -> dict[str, Any]:
+    dry_run: bool = False,
+    sample: int = 20,
+) -> dict[str, Any] | DataFrame:
     """``ks.migrate_state``: the target is the registration of ``to_function``, else of the
     function the source holds (``function``, or its first)."""
     meta = read_metadata(src, spark)
@@ -59,7 +65,17 @@ def migrate_checkpoint(
             "project there); check the path, or name the function with function= / to_function="
         )
     target = registered(to_function or source_fn)
-    return migrate_state(spark, src, dst, target, function=function, transform=transform, partitions=partitions)
+    return migrate_state(
+        spark,
+        src,
+        dst,
+        target,
+        function=function,
+        transform=transform,
+        partitions=partitions,
+        dry_run=dry_run,
+        sample=sample,
+    )
 
 
 def migrate_state(
@@ -71,7 +87,12 @@ def migrate_state(
     function: str | None = None,
     transform: str | None = None,
     partitions: int | None = None,
-) -> dict[str, Any]:
+    dry_run: bool = False,
+    sample: int = 20,
+) -> dict[str, Any] | DataFrame:
+    """Migrate ``src``'s state into ``dst`` as ``target``'s; with ``dry_run``, every check and no
+    write: a DataFrame of the ``sample`` smallest keys, the key columns, ``old`` and ``new``
+    (structs of the state columns before and as written; NULL where that side has no row)."""
     fs = filesystem(spark)
     fs.probe(src)
     fs.probe(dst, "destination checkpoint")
@@ -92,6 +113,8 @@ def migrate_state(
         raise MigrationError(f"destination checkpoint {dst!r} is not empty; migrate into a new directory")
     if partitions is not None and partitions < 1:
         raise MigrationError(f"partitions must be a positive number, got {partitions}")
+    if dry_run and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
+        raise MigrationError(f"sample must be a positive number of keys, got {sample!r}")
     where = f"migrate_state({src!r} -> {dst!r}, function '{target.name}')"
     copied = [name for name in SPARK_POSITION_FILES if fs.exists(join(src, name))]
     if copied and not fs.names_files:
@@ -106,7 +129,7 @@ def migrate_state(
     source_layout = get_engine(op.engine_or(LEGACY_ENGINE)).layout
     position = source_layout.position(spark, src, op)
 
-    state = read_state(spark, src, op.function).drop("batch_id")
+    old = read_state(spark, src, op.function).drop("batch_id")
     timers = source_layout.timers(spark, src, op, position.version)
     if timers is None and target.has_timers:
         raise MigrationError(
@@ -114,7 +137,7 @@ def migrate_state(
             f"(engine '{op.engine_or(LEGACY_ENGINE)}') are not readable as a table; let them fire first, or "
             "bootstrap a new query with INITIAL STATE FROM"
         )
-    with _transformed(spark, state, transform, where) as state:
+    with _transformed(spark, old, transform, where) as state:
         lower = {c.lower() for c in state.columns}
         missing_keys = [k for k in op.keys if k.lower() not in lower]
         if missing_keys:
@@ -130,6 +153,10 @@ def migrate_state(
                     fs.copy(join(src, name), join(dst, name))
 
         engine = migration_target()
+        if dry_run:
+            new = engine.migration_preview(spark, op, target, state, where)
+            log.info("%s: dry run over the %d smallest key(s), nothing written", where, sample)
+            return _side_by_side(spark, list(op.keys), old, new, sample)
         log.info(
             "%s: from batch %d of engine '%s'%s, into engine '%s'",
             where,
@@ -163,6 +190,33 @@ def migrate_state(
             "spark_batch": position.spark_batch,
             "partitions": written["partitions"],
         }
+
+
+def _side_by_side(spark: SparkSession, keys: list[str], old: DataFrame, new: DataFrame, sample: int) -> DataFrame:
+    """The ``sample`` smallest keys (key order) of ``old`` and ``new`` (key columns, then state
+    columns): the key columns, then ``old`` and ``new``, each a struct of that side's state columns,
+    NULL where that side has no row of the key (the transform dropped or added it). Collected here,
+    while the transform's view exists, and handed back as a local DataFrame: the rows the caller
+    sees are the ones checked, however often it is read."""
+
+    def q(name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    def side(df: DataFrame, name: str) -> DataFrame:
+        key_lower = {k.lower() for k in keys}
+        state_cols = ", ".join(q(c) for c in df.columns if c.lower() not in key_lower)
+        return df.selectExpr(
+            *[f"{q(k)} AS __ks_{name}_key{i}" for i, k in enumerate(keys)], f"struct({state_cols}) AS {name}"
+        )
+
+    o, n = side(old, "old"), side(new, "new")
+    on = [o[f"__ks_old_key{i}"].eqNullSafe(n[f"__ks_new_key{i}"]) for i in range(len(keys))]
+    both = o.join(n, on, "full").selectExpr(
+        *[f"coalesce(__ks_old_key{i}, __ks_new_key{i}) AS __ks_key{i}" for i in range(len(keys))], "old", "new"
+    )
+    first = both.orderBy(*[f"__ks_key{i}" for i in range(len(keys))]).limit(sample)
+    out = first.selectExpr(*[f"__ks_key{i} AS {q(k)}" for i, k in enumerate(keys)], "old", "new")
+    return spark.createDataFrame(out.collect(), out.schema)
 
 
 # Spark's "line 3 pos 16" / "(line 3, pos 16)" of the wrapped query; its first lines are ours

@@ -303,14 +303,27 @@ class KeyedSQL:
         to_function: str | None = None,
         transform: str | None = None,
         partitions: int | None = None,
-    ) -> dict:
+        dry_run: bool = False,
+        sample: int = 20,
+    ) -> dict | DataFrame:
         """Rewrite ``src_checkpoint``'s state into ``dst_checkpoint``, which continues from the
         same input position (on the bulk engine). ``to_function`` renames the function (it must
         be registered; default: the same name), ``transform`` is a SQL query that reads the state as
         ``state`` (one row per key, as ``read_state`` shows it) that evolves the schema, and
-        ``partitions`` sets the number of hash partitions the new checkpoint runs with."""
+        ``partitions`` sets the number of hash partitions the new checkpoint runs with.
+        ``dry_run=True`` checks all that and writes nothing: it returns the ``sample`` smallest
+        keys with their state before and after side by side (columns: the keys, ``old``, ``new``)."""
         from .migrate import migrate_checkpoint
 
         return migrate_checkpoint(
-            self.spark, src_checkpoint, dst_checkpoint, self.function, function, to_function, transform, partitions
+            self.spark,
+            src_checkpoint,
+            dst_checkpoint,
+            self.function,
+            function,
+            to_function,
+            transform,
+            partitions,
+            dry_run=dry_run,
+            sample=sample,
         )
