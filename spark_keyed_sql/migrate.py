@@ -154,7 +154,7 @@ def migrate_state(
 
         engine = migration_target()
         if dry_run:
-            new = engine.migration_preview(spark, op, target, state, where)
+            new = engine.layout.preview(spark, op, target, state, where)
             log.info("%s: dry run over the %d smallest key(s), nothing written", where, sample)
             return _side_by_side(spark, list(op.keys), old, new, sample)
         log.info(

@@ -174,6 +174,15 @@ class StateLayout(ABC):
         partitions written."""
         raise MigrationError(f"{where}: this engine's checkpoint layout cannot be written by a migration")
 
+    def preview(
+        self, spark: SparkSession, op: OperatorRecord, target: FunctionSpec, state: DataFrame, where: str
+    ) -> DataFrame:
+        """A migration's dry run (``ks.migrate_state(..., dry_run=True)``): ``state`` as ``write``
+        would store it for ``target`` and ``read`` would then show it (key columns, one column
+        per attribute / state variable), after ``write``'s checks, so a refusal here is the one
+        ``write`` gives. Nothing is written."""
+        raise MigrationError(f"{where}: this engine's checkpoint layout cannot be written by a migration")
+
 
 class Engine(ABC):
     name: ClassVar[str]
@@ -192,16 +201,6 @@ class Engine(ABC):
     def start_stream(self, job: StreamJob) -> StreamRun:
         """Start ``job`` as a streaming query (``dataframe_stream.DataFrameStreamRun`` runs a
         statement that is one streaming DataFrame, its keyed steps bound with ``apply``)."""
-
-    def migration_preview(
-        self, spark: SparkSession, op: OperatorRecord, target: FunctionSpec, state: DataFrame, where: str
-    ) -> DataFrame:
-        """A migration's dry run (``ks.migrate_state(..., dry_run=True)``) into this engine:
-        ``state`` (read_state's columns, transformed) as ``layout.write`` would store it for
-        ``target`` and ``layout.read`` would then show it (key columns, one column per state
-        variable / attribute), after ``write``'s checks, so a refusal here is the one ``write``
-        gives. Nothing is written."""
-        raise MigrationError(f"{where}: this engine's checkpoint layout cannot be written by a migration")
 
 
 def output_schema(source: T.StructType, plan: KeyedPlan) -> T.StructType:

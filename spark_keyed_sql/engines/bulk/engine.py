@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from ...api.errors import SchemaError
 from ...runtime.clock import now_ms
 from ...runtime.plan import KeyedPlan
-from ...runtime.spec import FunctionSpec
-from ...state.checkpoint import OperatorRecord
-from ...state.snapshots import KEY_PREFIX, state_column_names
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
-from .layout import BulkLayout, _state_columns
+from .layout import BulkLayout
 from .program import BulkProgram, combine, hash_ordered
-from .state_row import StateRowCodec
 from .stream import BulkStreamRun
 
 __all__ = ["BulkEngine"]
@@ -58,13 +53,3 @@ class BulkEngine(Engine):
 
     def start_stream(self, job: StreamJob) -> StreamRun:
         return BulkStreamRun.start(job)
-
-    def migration_preview(
-        self, spark: SparkSession, op: OperatorRecord, target: FunctionSpec, state: DataFrame, where: str
-    ) -> DataFrame:
-        # the snapshot columns layout.write stores (and checks), named back as layout.read names them
-        rows = state.select(*_state_columns(state, list(op.keys), StateRowCodec(target), target, where))
-        return rows.select(
-            *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op.keys)],
-            *[F.col(c).alias(n) for c, n in state_column_names(rows.columns).items()],
-        )

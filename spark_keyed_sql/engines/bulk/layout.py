@@ -284,6 +284,16 @@ class BulkLayout(StateLayout):
             *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op.keys)], F.col(TIMERS).alias("timers")
         )
 
+    def preview(
+        self, spark: SparkSession, op: OperatorRecord, target: FunctionSpec, state: DataFrame, where: str
+    ) -> DataFrame:
+        # the snapshot columns write stores (and checks), named back as read names them
+        rows = state.select(*_state_columns(state, list(op.keys), StateRowCodec(target), target, where))
+        return rows.select(
+            *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op.keys)],
+            *[F.col(c).alias(n) for c, n in state_column_names(rows.columns).items()],
+        )
+
     def write(
         self,
         spark: SparkSession,
