@@ -19,6 +19,7 @@ __all__ = [
     "MigrationError",
     "OperatorRecord",
     "check_compatible",
+    "last_committed_batch",
     "read_metadata",
     "write_metadata",
 ]
@@ -39,13 +40,25 @@ def write_metadata(checkpoint: str, operators: list[OperatorRecord], spark: Any 
     fs.write_text(path, text)
 
 
-def read_metadata(checkpoint: str, spark: Any = None) -> CheckpointMeta | None:
-    """The checkpoint's record (None: none there, a checkpoint this project did not start)."""
+def read_metadata(checkpoint: str, spark: Any = None, as_written: bool = False) -> CheckpointMeta | None:
+    """The checkpoint's record (None: none there, a checkpoint this project did not start), its
+    layouts those of the committed state (a run that changed the class and committed nothing
+    left the one before; ``as_written``: the file as it is)."""
     try:
         text = filesystem(spark).read_text(join(checkpoint, METADATA_FILE))
     except FileNotFoundError:
         return None
-    return CheckpointMeta.from_text(text, f"{checkpoint}/{METADATA_FILE}")
+    meta = CheckpointMeta.from_text(text, f"{checkpoint}/{METADATA_FILE}")
+    if as_written or all(o.committed_layout is None for o in meta.operators):
+        return meta
+    last = last_committed_batch(checkpoint, spark)
+    return CheckpointMeta(tuple(o.as_of(last) for o in meta.operators))
+
+
+def last_committed_batch(checkpoint: str, spark: Any = None) -> int | None:
+    """The last micro-batch Spark's commit log holds (None: none committed)."""
+    batches = [int(f) for f in filesystem(spark).list(join(checkpoint, "commits")) if f.isdigit()]
+    return max(batches) if batches else None
 
 
 def check_compatible(checkpoint: str, operators: list[OperatorRecord], spark: Any = None) -> None:

@@ -2,13 +2,19 @@
 ``spark_keyed_sql.json``, one :class:`OperatorRecord` per keyed step of the query (function,
 class, keys, the state's layout, engine, what seeded it). ``format`` is the file's layout; this
 release reads and writes ``METADATA_FORMAT`` only, and refuses another, or a file that is not a
-whole record, naming the file (as the commit records do)."""
+whole record, naming the file (as the commit records do).
+
+A record is written when a run starts, before its first commit. When its state layout differs
+from the one the committed state has, it keeps that one too (``committed_layout``) with the
+last committed batch at the time (``since_batch``): until a batch commits after it, the
+committed layout is the one that holds (``state/checkpoint.read_metadata``), so a run that fails
+before committing leaves the checkpoint described as its state is."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import CheckpointError
@@ -37,6 +43,43 @@ class OperatorRecord:
     initial_state: Mapping[str, Any] | None = None  # {source, sha256} of what seeded it
     absent_attributes: tuple[str, ...] = ()  # attributes added since the state began
     partitions: int | None = None  # state partitions chosen by migrate_state
+    # the layout of the committed state, while no batch has committed since this record was
+    # written (its attributes, variables and absent_attributes), and the last batch committed then
+    committed_layout: Mapping[str, Any] | None = None
+    since_batch: int | None = None
+
+    @property
+    def layout(self) -> dict[str, Any]:
+        """The state layout part of the record (what ``committed_layout`` keeps)."""
+        return {
+            "attributes": [dict(a) for a in self.attributes],
+            "variables": [dict(v) for v in self.variables],
+            "absent_attributes": list(self.absent_attributes),
+        }
+
+    def pending_since(self, was: OperatorRecord, last_batch: int | None) -> OperatorRecord:
+        """This record written over ``was`` (the committed view) at ``last_batch``: keeping
+        ``was``'s layout until a batch commits when the layout changes."""
+        if self.layout == was.layout:
+            return replace(self, committed_layout=None, since_batch=None)
+        return replace(self, committed_layout=was.layout, since_batch=last_batch)
+
+    def as_of(self, last_batch: int | None) -> OperatorRecord:
+        """The record as the checkpoint's state is at ``last_batch`` (its last committed batch):
+        the committed layout while no batch committed since the record was written."""
+        if self.committed_layout is None:
+            return self
+        if last_batch != self.since_batch:  # a batch committed in the new layout: it holds
+            return replace(self, committed_layout=None, since_batch=None)
+        c = self.committed_layout
+        return replace(
+            self,
+            attributes=tuple(dict(a) for a in c.get("attributes") or ()),
+            variables=tuple(dict(v) for v in c.get("variables") or ()),
+            absent_attributes=tuple(str(a) for a in c.get("absent_attributes") or ()),
+            committed_layout=None,
+            since_batch=None,
+        )
 
     def engine_or(self, legacy: str) -> str:
         return self.engine or legacy
@@ -58,6 +101,9 @@ class OperatorRecord:
             out["absent_attributes"] = list(self.absent_attributes)
         if self.partitions is not None:
             out["partitions"] = self.partitions
+        if self.committed_layout is not None:
+            out["committed_layout"] = dict(self.committed_layout)
+            out["since_batch"] = self.since_batch
         return out
 
     @classmethod
@@ -76,6 +122,8 @@ class OperatorRecord:
             initial_state=dict(d["initial_state"]) if d.get("initial_state") else None,
             absent_attributes=tuple(str(a) for a in d.get("absent_attributes") or ()),
             partitions=int(d["partitions"]) if d.get("partitions") else None,
+            committed_layout=dict(d["committed_layout"]) if d.get("committed_layout") else None,
+            since_batch=int(d["since_batch"]) if d.get("since_batch") is not None else None,
         )
 
 

@@ -19,7 +19,14 @@ from ..engines import LEGACY_ENGINE, keeps_state_names, migration_target
 from ..runtime.spec import FunctionKind, FunctionSpec
 from ..sql.statement import KeyedStatement, KeyedStep
 from ..state.attributes import AttributeLayout
-from ..state.checkpoint import CheckpointError, OperatorRecord, check_compatible, read_metadata, write_metadata
+from ..state.checkpoint import (
+    CheckpointError,
+    OperatorRecord,
+    check_compatible,
+    last_committed_batch,
+    read_metadata,
+    write_metadata,
+)
 from ..state.evolution import Evolution, StateEvolutionError, absent_attributes, check_layouts, stored_names
 from ..state.filesystems import filesystem
 from ..state.fs import join
@@ -71,6 +78,9 @@ def prepare_checkpoint(
         _continued(checkpoint, new, was, spec, change)
         for new, was, spec, change in zip(operators, previous, specs, changes)
     ] + operators[len(previous) :]
+    if previous:  # until a batch commits, the record keeps the layout the committed state has
+        last = last_committed_batch(checkpoint, spark)
+        operators = [new.pending_since(was, last) for new, was in zip(operators, previous)] + operators[len(previous) :]
     operators = seeded_records(checkpoint, operators, previous, lambda: _has_commits(spark, checkpoint))
     write_metadata(checkpoint, operators, spark)
     log.debug(

@@ -57,3 +57,22 @@ def test_an_older_record_without_the_later_fields_reads():
 def test_another_format_or_a_damaged_file_is_refused_naming_it(text, message):
     with pytest.raises(CheckpointError, match=r"cp/spark_keyed_sql\.json " + message):
         CheckpointMeta.from_text(text, "cp/spark_keyed_sql.json")
+
+
+def test_a_new_layout_holds_only_once_a_batch_commits_after_it():
+    from spark_keyed_sql.state.operator_record import OperatorRecord
+
+    was = OperatorRecord("f", "m.C", "function", ("k",), attributes=({"name": "a", "type": "int"},))
+    new = OperatorRecord(
+        "f", "m.C2", "function", ("k",), attributes=({"name": "b", "type": "int"},), absent_attributes=("b",)
+    )
+    pending = new.pending_since(was, 4)
+    assert pending.committed_layout == was.layout and pending.since_batch == 4
+    again = OperatorRecord.from_json(pending.to_json())
+    assert again == pending
+    # nothing committed since it was written: the committed state's layout
+    assert again.as_of(4).attributes == was.attributes and again.as_of(4).absent_attributes == ()
+    # a batch committed in the new layout: the new one, and the pending part dropped
+    assert again.as_of(5).attributes == new.attributes and again.as_of(5).committed_layout is None
+    # the same layout again keeps nothing pending
+    assert new.pending_since(new, 4).committed_layout is None
