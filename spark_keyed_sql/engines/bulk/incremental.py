@@ -100,7 +100,7 @@ def incremental_input(
         + ([F.col(VERSION)] if state is not None else [])
         + order_columns(plan)
     )
-    return out.withColumn(TASK, task_column(F.col(PART), tasks)).repartition(tasks, TASK).sortWithinPartitions(*order)
+    return out.withColumn(TASK, task_column(PART, tasks)).repartition(tasks, TASK).sortWithinPartitions(*order)
 
 
 def _task_id() -> str:

@@ -14,6 +14,8 @@ from functools import lru_cache
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from ...runtime.columns import quote
+
 __all__ = ["PART", "TASK", "part_column", "spark_hash_int", "task_column", "task_keys"]
 
 PART = "__ks_part"  # state partition of a row
@@ -52,13 +54,15 @@ def task_keys(n: int) -> tuple[int, ...]:
 
 
 def part_column(key_columns: list[str], partitions: int) -> Column:
-    """A row's state partition, from its key columns (0 for an unkeyed query)."""
+    """A row's state partition, from its key columns (0 for an unkeyed query): one SQL
+    expression, not a Spark call per key column."""
     if not key_columns:
         return F.lit(0)
-    return F.pmod(F.hash(*[F.col(k) for k in key_columns]), F.lit(partitions)).cast("int")
+    return F.expr(f"CAST(pmod(hash({', '.join(quote(k) for k in key_columns)}), {int(partitions)}) AS INT)")
 
 
-def task_column(part: Column, tasks: int) -> Column:
-    """What to repartition by so that state partition ``p`` lands on task ``p % tasks``."""
-    keys = task_keys(tasks)
-    return F.element_at(F.array(*[F.lit(k) for k in keys]), (part % F.lit(tasks) + 1).cast("int"))
+def task_column(part: str, tasks: int) -> Column:
+    """What to repartition by so that state partition ``p`` (column ``part``) lands on task
+    ``p % tasks``: one SQL expression over the task keys, not a Spark call per task."""
+    keys = ", ".join(str(k) for k in task_keys(tasks))
+    return F.expr(f"element_at(array({keys}), CAST({quote(part)} % {int(tasks)} + 1 AS INT))")
