@@ -28,11 +28,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from .compat.exceptions import first_line
 from .engines import LEGACY_ENGINE, get_engine, migration_target
-from .engines.state_tables import read_state
 from .runtime.spec import FunctionSpec
 from .sql.parse import without_trailing_semicolons
 from .sql.sources import view_name
-from .state.checkpoint import CheckpointError, MigrationError, read_metadata, write_metadata
+from .state.checkpoint import CheckpointError, CheckpointMeta, MigrationError, read_metadata, write_metadata
 from .state.filesystems import filesystem
 from .state.fs import join
 
@@ -75,6 +74,7 @@ def migrate_checkpoint(
         partitions=partitions,
         dry_run=dry_run,
         sample=sample,
+        meta=meta,
     )
 
 
@@ -89,14 +89,16 @@ def migrate_state(
     partitions: int | None = None,
     dry_run: bool = False,
     sample: int = 20,
+    meta: CheckpointMeta | None = None,
 ) -> dict[str, Any] | DataFrame:
     """Migrate ``src``'s state into ``dst`` as ``target``'s; with ``dry_run``, every check and no
     write: a DataFrame of the ``sample`` smallest keys, the key columns, ``old`` and ``new``
-    (structs of the state columns before and as written; NULL where that side has no row)."""
+    (structs of the state columns before and as written; NULL where that side has no row).
+    ``meta``: ``src``'s record, when the caller read it already (read once per migration)."""
     fs = filesystem(spark)
     fs.probe(src)
     fs.probe(dst, "destination checkpoint")
-    meta = read_metadata(src, spark)
+    meta = meta if meta is not None else read_metadata(src, spark)
     if meta is None:
         raise MigrationError(
             f"checkpoint {src!r} has no spark-keyed-sql metadata (was it written by ks.start / ks.run?)"
@@ -129,7 +131,7 @@ def migrate_state(
     source_layout = get_engine(op.engine_or(LEGACY_ENGINE)).layout
     position = source_layout.position(spark, src, op)
 
-    old = read_state(spark, src, op.function).drop("batch_id")
+    old = source_layout.read(spark, src, ops.index(op), op, None).drop("batch_id")  # (read_state's, by the record)
     timers = source_layout.timers(spark, src, op, position.version)
     if timers is None and target.has_timers:
         raise MigrationError(
