@@ -68,6 +68,9 @@ def _slot(key: Any) -> tuple[bool, Any]:
     return (key is not _UNKEYED, None if key is _UNKEYED else _key(key))
 
 
+_SPEC = "__ks_spec"  # (tester_for hands the registration over under this project's __ks_ prefix)
+
+
 class KeyedTester:
     """``run(rows, key=...)`` processes one batch for one key and returns its output dicts.
 
@@ -112,7 +115,11 @@ class KeyedTester:
         **kwargs: Any,
     ):
         name = getattr(cls, "__name__", type(cls).__name__)  # a pyspark StatefulProcessor may be an instance
-        spec = FunctionSpec.build(name, cls, returns, kwargs, require_returns=False)
+        spec = (
+            kwargs.pop(_SPEC)
+            if _SPEC in kwargs  # (tester_for: a registration, whose kwargs may share a name with an option)
+            else FunctionSpec.build(name, cls, returns, kwargs, require_returns=False)
+        )
         if ttl is not None:
             spec = spec.with_ttl(parse_ttl_ms(ttl, "KeyedTester ttl="))
         self.spec = spec
@@ -373,12 +380,9 @@ def tester_for(query: str, statement: Any, function: str | None, options: dict) 
     else:
         maps = list(zip(plan.event_names, plan.arg_columns))
     schema = {name: types[col] for name, col in maps if col in types}
-    spec = plan.spec  # the registration, with the query's TTL clause
-    settings = dict(spec.kwargs)
-    settings.update(options)
-    if spec.ttl_ms is not None and "ttl" not in options:
-        settings["ttl"] = spec.ttl_ms
+    spec = plan.spec  # the registration (its kwargs as registered), with the query's TTL clause
+    settings = dict(options)
     if plan.inputs and "inputs" not in options:
         settings["inputs"] = plan.input_names
     settings.setdefault("schema", schema)
-    return KeyedTester(spec.cls, spec.returns, **settings)
+    return KeyedTester(spec.cls, spec.returns, **settings, **{_SPEC: spec})

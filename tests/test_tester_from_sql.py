@@ -75,3 +75,25 @@ def test_tester_refuses_what_it_cannot_make(ks_tester):
         KeyedTester(Dtypes, schema=3)
     with pytest.raises(KeyedSQLError, match="n 'integr'"):
         KeyedTester(Dtypes, schema={"n": "integr"})
+
+
+class Scaled(KeyedProcessor):
+    """A class whose constructor takes arguments named like KeyedTester's own options."""
+
+    returns = "id string, out string"
+
+    def __init__(self, schema, ttl, **kw):
+        super().__init__(**kw)
+        self.label = f"{schema}/{ttl}"
+
+    def process(self, key, rows):
+        return [(key, f"{self.label}:{int(rows['n'].sum())}")]
+
+
+def test_registration_arguments_named_like_tester_options_reach_the_class(ks_tester):
+    """The registration's kwargs go to the class, the tester's options to the tester: a kwarg
+    named schema= or ttl= is the class's (it was taken as the tester's option)."""
+    ks_tester.register("scaled", Scaled, schema="v2", ttl=7)
+    tester = ks_tester.tester("SELECT id, out FROM tester_src GROUP BY KEY id WITH STATE scaled(n)")
+    # the oracle: the sum of n over the rows given, labelled as the registration asks
+    assert tester.run([{"n": 2}, {"n": 5}], key="a") == [{"id": "a", "out": "v2/7:7"}]
