@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from .api.errors import KeyedSQLError, SchemaError, UnknownFunctionError
+from .api.errors import KeyedSQLError, UnknownFunctionError
 from .compat.features import Feature, features
 from .compat.interpreter import worker_python_set_here
 from .compat.pandas_warning import preload_quietly, quietly
@@ -19,9 +19,8 @@ from .engines import choose as choose_engine
 from .engines.settings import ROCKSDB_PROVIDER, SESSION_SETTINGS, configure_session
 from .engines.state_tables import read_state, read_state_changes
 from .runtime.clock import session_offset_ms
-from .runtime.columns import parse_column_list, parse_order_list
 from .runtime.connect import is_connect
-from .runtime.plan import KeyedPlan
+from .runtime.plan import dataframe_plan
 from .runtime.spec import FunctionSpec
 from .shipping import ship_class, ship_package, use_this_python
 from .sql.explain import explain_text
@@ -129,25 +128,7 @@ class KeyedSQL:
         The result has the key columns followed by the function's ``returns`` columns. The
         event dict / rows frame holds ``args`` (default: every column of ``df``)."""
         spec = self.function(function)
-        keys = parse_column_list(key, "key")
-        order = parse_order_list(order_by)
-        columns = {c.lower(): c for c in df.columns}
-        arg_cols = list(df.columns) if args is None else parse_column_list(args, "args")
-        for what, cols in (("key", keys), ("order_by", [o.column for o in order]), ("argument", arg_cols)):
-            missing = [c for c in cols if c.lower() not in columns]
-            if missing:
-                raise SchemaError(
-                    f"{function}: {what} column(s) {missing} not in the source (columns: {', '.join(df.columns)})"
-                )
-        plan = KeyedPlan(
-            spec,
-            [columns[k.lower()] for k in keys],
-            [columns[c.lower()] for c in arg_cols],
-            order,
-            initial_state,
-            clock_offset_ms=session_offset_ms(self.spark),
-        )
-        plan.use_schema(df.schema)
+        plan = dataframe_plan(spec, df, key, order_by, args, initial_state, session_offset_ms(self.spark))
         eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, features=self.features)
         return translating(eng.apply(df, plan))
 

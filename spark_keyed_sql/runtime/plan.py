@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..api.errors import SchemaError
+from .columns import parse_column_list, parse_order_list
 from .keys import OrderSpec
 from .spark_frames import column_ddl
 from .spec import FunctionSpec
 
-__all__ = ["KeyedPlan", "PlanInput"]
+__all__ = ["KeyedPlan", "PlanInput", "dataframe_plan"]
 
 
 @dataclass(frozen=True)
@@ -85,3 +87,36 @@ class KeyedPlan:
     @property
     def keyed(self) -> bool:
         return bool(self.key_columns)
+
+
+def dataframe_plan(
+    spec: FunctionSpec,
+    df: Any,
+    key: str | list[str] | None,
+    order_by: str | list[str] | None,
+    args: list[str] | None,
+    initial_state: Any,
+    clock_offset_ms: int,
+) -> KeyedPlan:
+    """``ks.apply``'s plan: ``key``, ``order_by`` and ``args`` (default: every column) named
+    against ``df``'s columns (SQL names: case does not matter), refused by name when absent."""
+    keys = parse_column_list(key, "key")
+    order = parse_order_list(order_by)
+    columns = {c.lower(): c for c in df.columns}
+    arg_cols = list(df.columns) if args is None else parse_column_list(args, "args")
+    for what, cols in (("key", keys), ("order_by", [o.column for o in order]), ("argument", arg_cols)):
+        missing = [c for c in cols if c.lower() not in columns]
+        if missing:
+            raise SchemaError(
+                f"{spec.name}: {what} column(s) {missing} not in the source (columns: {', '.join(df.columns)})"
+            )
+    plan = KeyedPlan(
+        spec,
+        [columns[k.lower()] for k in keys],
+        [columns[c.lower()] for c in arg_cols],
+        order,
+        initial_state,
+        clock_offset_ms=clock_offset_ms,
+    )
+    plan.use_schema(df.schema)
+    return plan
