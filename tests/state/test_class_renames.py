@@ -14,6 +14,26 @@ from spark_keyed_sql import KeyedProcessor, ListState, MapState, StatefulFunctio
 from spark_keyed_sql.api.errors import RegistrationError
 from spark_keyed_sql.state.evolution import StateEvolutionError, StoredField, compare
 
+TWS_REFUSES_CONVERTERS = pytest.mark.notyet(
+    "tws",
+    raises=StateEvolutionError,
+    reason="tws keeps its state where Spark wrote it: a type change by converter is refused there (bulk rewrites)",
+)
+
+
+def _start_each(spark, ks, paths, sql, function, runs, **register):
+    """``ks.start`` then stop, once per (class registered as ``function``, rows appended to the
+    source first) of ``runs``; ``paths``: (source, checkpoint, sink)."""
+    src, cp, out = paths
+    for cls, rows in runs:
+        if rows:
+            _append(spark, rows, src)
+        ks.register(function, cls, **register)
+        q = ks.start(sql, checkpoint=cp, sink=out)
+        q.processAllAvailable()
+        q.stop()
+
+
 # ---------------------------------------------------------------- the rule (no Spark)
 
 
@@ -237,21 +257,11 @@ def test_renamed_attributes_across_ks_start_restarted(spark, ks, tmp_path):
     _append(spark, B1, src)
     spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("cart_live")
     sql = "SELECT k, out FROM cart_live GROUP BY KEY k WITH STATE cart(amount, tag) ORDER BY seq"
-    for cls, rows in ((CartV1, None), (CartV2, B2)):
-        if rows:
-            _append(spark, rows, src)
-        ks.register("cart", cls, returns="out string")
-        q = ks.start(sql, checkpoint=cp, sink=out)
-        q.processAllAvailable()
-        q.stop()
+    _start_each(spark, ks, (src, cp, out), sql, "cart", [(CartV1, None), (CartV2, B2)], returns="out string")
     assert _rows(spark, out) == sorted(o1 + o2)
 
 
-@pytest.mark.notyet(
-    "tws",
-    raises=StateEvolutionError,
-    reason="tws keeps its state where Spark wrote it: a type change by converter is refused there (bulk rewrites)",
-)
+@TWS_REFUSES_CONVERTERS
 def test_a_converter_carries_a_type_change_that_is_not_a_widening(spark, ks, tmp_path):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     (o1, o2), state = cart_oracle([B1, B2], [1, "c"])
@@ -427,21 +437,11 @@ def test_renamed_state_variables_across_ks_start_restarted(spark, ks, tmp_path):
     _append(spark, B1, src)
     spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("counts_live")
     sql = "SELECT k, out FROM counts_live GROUP BY KEY k WITH STATE counts(seq, tag)"
-    for cls, rows in ((CountsV1, None), (CountsV2, B2)):
-        if rows:
-            _append(spark, rows, src)
-        ks.register("counts", cls)
-        q = ks.start(sql, checkpoint=cp, sink=out)
-        q.processAllAvailable()
-        q.stop()
+    _start_each(spark, ks, (src, cp, out), sql, "counts", [(CountsV1, None), (CountsV2, B2)])
     assert _rows(spark, out) == sorted(o1 + o2)
 
 
-@pytest.mark.notyet(
-    "tws",
-    raises=StateEvolutionError,
-    reason="tws keeps its state where Spark wrote it: a type change by converter is refused there (bulk rewrites)",
-)
+@TWS_REFUSES_CONVERTERS
 def test_a_converter_changes_a_map_states_value_type(spark, ks, tmp_path):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     (o1, o2), _ = counts_oracle([B1, B2], [1, "c"])
