@@ -29,7 +29,7 @@ from ..api.errors import SchemaError
 from ..compat.features import Feature
 from ..runtime.plan import KeyedPlan
 from ..runtime.spec import FunctionSpec
-from ..state.checkpoint import MigrationError, OperatorRecord
+from ..state.checkpoint import CheckpointError, MigrationError, OperatorRecord
 from ..state.spark_types import to_spark
 
 __all__ = [
@@ -135,6 +135,8 @@ class StateLayout(ABC):
     """How an engine keeps keyed state in a checkpoint. ``op`` is the operator's record in the
     checkpoint's metadata (None for a checkpoint written by plain Spark)."""
 
+    edits_state: ClassVar[bool] = False  # DELETE / UPDATE of keyed state (``edit``) built
+
     @abstractmethod
     def read(
         self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None, batch_id: int | None
@@ -182,6 +184,31 @@ class StateLayout(ABC):
         per attribute / state variable), after ``write``'s checks, so a refusal here is the one
         ``write`` gives. Nothing is written."""
         raise MigrationError(f"{where}: this engine's checkpoint layout cannot be written by a migration")
+
+    def edit(
+        self,
+        spark: SparkSession,
+        checkpoint: str,
+        op: OperatorRecord | None,
+        kind: str,
+        where: str,
+        assignments: tuple[tuple[str, str], ...],
+        spec: FunctionSpec | None,
+        engine: str,
+    ) -> dict[str, Any]:
+        """A DELETE (``kind`` "delete") or UPDATE ("update": ``assignments``, column -> SQL
+        expression) of the keys whose state matches ``where`` (SQL over ``read``'s columns), on
+        a stopped query whose lease the caller holds; ``spec``: the function's registration, when
+        registered (how its attributes are stored). Afterwards no file of the checkpoint holds the old
+        state. Returns the audit (``state_edits.AUDIT_COLUMNS``)."""
+        raise CheckpointError(
+            f"{kind.upper()} of keyed state is not built yet for engine '{engine}' (checkpoint {checkpoint!r}); it "
+            "works on checkpoints of engine 'bulk'"
+        )
+
+    def erased_before(self, spark: SparkSession, checkpoint: str) -> int | None:
+        """The batch before which a DELETE / UPDATE erased the state history (None: never)."""
+        return None
 
 
 class Engine(ABC):

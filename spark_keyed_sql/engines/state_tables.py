@@ -51,4 +51,5 @@ def read_state_changes(
         checkpoint,
         from_batch,
         to_batch,
+        erased_before=layout.erased_before(spark, checkpoint),
     )

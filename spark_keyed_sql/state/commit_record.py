@@ -83,6 +83,9 @@ class CommitRecord:
     # several inputs: the policy choosing among them (min / max), the one of the checkpoint's
     # first run (Spark keeps spark.sql.streaming.multipleWatermarkPolicy in its offset log)
     watermark_policy: str | None = None
+    # a DELETE / UPDATE of keyed_state committed this version: the history before it was erased
+    # (commits, snapshots and deltas of earlier versions are no longer read, and are removed)
+    erased_before: int | None = None
     format: int = COMMIT_FORMAT
 
     # ------------------------------------------------------------------ derived
@@ -177,6 +180,7 @@ class CommitRecord:
                 metrics=metrics,
                 input_watermarks_ms={str(k): int(v) for k, v in (d.get("input_watermarks_ms") or {}).items()},
                 watermark_policy=d.get("watermark_policy"),
+                erased_before=None if d.get("erased_before") is None else int(d["erased_before"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise damaged_commit(where, f"{type(exc).__name__}: {exc}") from None

@@ -22,6 +22,9 @@ POINTS = (
     "after_sink",  # bulk: output written, batch not yet committed
     "compaction_written",  # bulk: a compaction wrote a new base snapshot, not yet marked usable
     "after_compaction",  # bulk: the new base is marked usable, no commit builds on it yet
+    "erase_written",  # bulk: an erase / update wrote the edited state as a new base, not yet committed
+    "erase_committed",  # bulk: the erase's commit is created, the history before it not yet removed
+    "erase_removing",  # bulk: part of the history before an erase removed
     "lease_created",  # the lease file created (empty), its content not yet written (driver side)
     "lease_renewing",  # a heartbeat wrote the lease's new content beside it, not yet moved over it
 )

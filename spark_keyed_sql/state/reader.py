@@ -46,16 +46,24 @@ def state_changes(
     checkpoint: str,
     from_batch: int | None = None,
     to_batch: int | None = None,
+    erased_before: int | None = None,
 ) -> DataFrame:
     """The change feed (Samza's changelog role) for batches ``from_batch < b <= to_batch``: key
     columns, ``variable``, ``change`` ('upsert' | 'delete'), ``new_value`` (JSON) and
     ``batch_id``. ``read(b)`` gives batch b's state (``read(None)``: the newest), ``batches`` the
     oldest and newest batch kept. Without ``from_batch``, from the oldest batch kept (batch 0
-    counts as a change from empty state)."""
+    counts as a change from empty state). ``erased_before``: a DELETE / UPDATE erased the
+    history before that batch; a feed reaching across it is refused, saying so."""
     latest = read(None)
     min_batch, max_batch = batches
     lo = (min_batch - 1 if min_batch == 0 else min_batch) if from_batch is None else int(from_batch)
     hi = max_batch if to_batch is None else int(to_batch)
+    if erased_before is not None and (lo < erased_before or (from_batch is None and lo >= hi)):
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r}: the state history before batch {erased_before} was erased (a DELETE / "
+            f"UPDATE of keyed_state); the change feed starts after batch {erased_before} "
+            f"(from_batch={erased_before})"
+        )
     if lo < -1 or hi > max_batch or lo >= hi:
         raise CheckpointError(
             f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps "

@@ -14,6 +14,9 @@ Layout under ``<checkpoint>/bulk/``::
                            compaction or a migration; ``bases/<n>.json`` (created when the
                            directory is complete) makes it usable
     initial.json           names the directory holding INITIAL STATE rows, staged before batch 0
+    erased.json            the newest version a DELETE / UPDATE of keyed_state committed: the
+                           history before it was erased (its commit record says so too; this
+                           file outlives that commit). It holds no key or value
 
 Nothing is renamed: a version becomes visible only when its commit file is created (an
 atomic create-if-absent), and readers follow the commit to the files it names. A batch that
@@ -31,11 +34,13 @@ from typing import Any
 
 from .checkpoint import CheckpointError
 from .commit_record import BaseMarker, CommitRecord, damaged_commit
+from .faults import crash_point
 from .filesystems import filesystem
 from .fs import FSError, join
 
 __all__ = [
     "BULK_DIR",
+    "ERASED_FILE",
     "KEY_PREFIX",
     "RETAIN",
     "SnapshotStore",
@@ -44,6 +49,7 @@ __all__ = [
 ]
 
 BULK_DIR = "bulk"
+ERASED_FILE = "erased.json"
 RETAIN = 20  # committed versions kept readable (read_state(batch_id=...), change feed)
 KEY_PREFIX = "__ks_key"  # snapshot key columns, by position
 STATE_PREFIX = "__ks_s_"  # snapshot state columns
@@ -111,7 +117,38 @@ class SnapshotStore:
             out.append(self._seen[name])
         for gone in set(self._seen) - set(names):
             del self._seen[gone]
+        erased = max((c.erased_before for c in out if c.erased_before is not None), default=None)
+        if erased is not None:  # history an erase removed (or is removing): never read again
+            out = [c for c in out if c.version >= erased]
         return sorted(out, key=lambda c: c.version)
+
+    def erased_before(self) -> int | None:
+        """The version before which a DELETE / UPDATE of keyed_state erased the history (None:
+        never erased)."""
+        marked = max((c.erased_before for c in self.commits() if c.erased_before is not None), default=None)
+        try:
+            d = json.loads(self.fs.read_text(join(self.root, ERASED_FILE)))
+            recorded = int(d["before"])
+        except FileNotFoundError:
+            recorded = None
+        except (ValueError, KeyError, TypeError, OSError, FSError):
+            recorded = None
+        known = [v for v in (marked, recorded) if v is not None]
+        return max(known) if known else None
+
+    def record_erased(self, version: int) -> None:
+        """``erased.json``: the history before ``version`` was erased (replaced whole)."""
+        self.fs.write_text(join(self.root, ERASED_FILE), json.dumps({"before": version}))
+
+    def erased_error(self, version: int) -> CheckpointError | None:
+        """The error for reading ``version`` when it lies in erased history (None otherwise)."""
+        erased = self.erased_before()
+        if erased is None or version >= erased:
+            return None
+        return CheckpointError(
+            f"checkpoint {self.checkpoint!r}: the state history before batch {erased} was erased (a DELETE / UPDATE "
+            f"of keyed_state); batch {version} cannot be read. Batches from {erased} on can"
+        )
 
     def latest(self) -> CommitRecord | None:
         cs = self.commits()
@@ -125,6 +162,9 @@ class SnapshotStore:
         for c in cs:
             if c.version == version:
                 return c
+        erased = self.erased_error(version)
+        if erased is not None:
+            raise erased
         kept = [c.version for c in cs]
         raise CheckpointError(
             f"checkpoint {self.checkpoint!r} keeps state versions {kept[0]}..{kept[-1]}; version {version} is not "
@@ -166,6 +206,9 @@ class SnapshotStore:
                     log.warning("checkpoint %s: base marker %s is not whole; passed over", self.checkpoint, name)
                     continue
                 out.append(marker)
+        erased = max((c.erased_before for c in self.commits() if c.erased_before is not None), default=None)
+        if erased is not None:
+            out = [b for b in out if b.version >= erased]
         return sorted(out, key=lambda b: b.version)
 
     def mark_base(self, marker: BaseMarker) -> None:
@@ -239,6 +282,7 @@ class SnapshotStore:
         cs = self.commits()
         if not cs:
             return
+        self._remove_erased_commits()
         latest = cs[-1].version
         keep = cs[-RETAIN:]
         for c in cs[:-RETAIN]:  # commit first: a file no commit names is a leftover, never read
@@ -255,6 +299,20 @@ class SnapshotStore:
         if self.fs.exists(join(self.root, "initial.json")):
             self.fs.delete(join(self.root, "initial.json"), recursive=False)
             self.fs.delete(join(self.root, "initial"))
+
+    def _remove_erased_commits(self) -> None:
+        """Delete the commit files of the history an erase removed (never read again: ``commits``
+        passes over them); what they named is then swept as what no kept commit reads."""
+        erased = self.erased_before()
+        if erased is None:
+            return
+        d = join(self.root, "commits")
+        old = [n for n in self.fs.list(d) if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) < erased]
+        for i, name in enumerate(sorted(old, key=lambda n: int(n[:-5]))):
+            self.fs.delete(join(d, name), recursive=False)
+            self._seen.pop(name, None)
+            if i == 0:
+                crash_point("erase_removing")
 
     def _sweep(self, top: str, used: set[str], latest: int, markers: bool = False) -> None:
         """Under ``top``: delete what ``used`` does not name; keep the used parts of a directory

@@ -245,6 +245,8 @@ def bulk_partitions(checkpoint: str, spark: SparkSession | None = None) -> int |
 
 
 class BulkLayout(StateLayout):
+    edits_state = True
+
     def _commit(self, spark: SparkSession, checkpoint: str, batch_id: int | None):
         store = SnapshotStore(checkpoint, spark)
         commit = store.get(int(batch_id)) if batch_id is not None else store.latest()
@@ -283,6 +285,26 @@ class BulkLayout(StateLayout):
         return snap.select(
             *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op.keys)], F.col(TIMERS).alias("timers")
         )
+
+    def edit(
+        self,
+        spark: SparkSession,
+        checkpoint: str,
+        op: OperatorRecord | None,
+        kind: str,
+        where: str,
+        assignments: tuple[tuple[str, str], ...],
+        spec: FunctionSpec | None,
+        engine: str,
+    ) -> dict[str, Any]:
+        from .erase import edit_state  # (it builds on this module)
+
+        if op is None:
+            raise CheckpointError(f"checkpoint {checkpoint!r} has no spark-keyed-sql metadata; nothing to edit")
+        return edit_state(spark, checkpoint, op, kind, where, assignments, spec)
+
+    def erased_before(self, spark: SparkSession, checkpoint: str) -> int | None:
+        return SnapshotStore(checkpoint, spark).erased_before()
 
     def preview(
         self, spark: SparkSession, op: OperatorRecord, target: FunctionSpec, state: DataFrame, where: str

@@ -1,0 +1,275 @@
+"""DELETE / UPDATE of a bulk checkpoint's keyed state, on a stopped query (the caller holds the
+lease): the edited newest state is written as a new base snapshot, committed as the next
+version with ``erased_before`` set (one create of its commit file: the moment the edit takes
+effect), and then the history before it is removed — older commits, snapshots, deltas, the
+batches' staged files, and this host's local state caches.
+
+A crash before the commit leaves the state as it was (the new base is a leftover no commit
+names, swept later); a crash after it leaves the edit done: readers pass over the older
+commits at once, and what is left of their files is removed by the next edit's or the next
+batch's cleanup (``SnapshotStore.cleanup``). Nothing written names an edited key or its values
+(the predicate is not recorded)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import time
+import uuid
+from typing import Any
+
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ...runtime.faults import crash_point
+from ...runtime.spec import FunctionSpec
+from ...state.checkpoint import CheckpointError, OperatorRecord
+from ...state.commit_record import BatchMetrics
+from ...state.encoding import loads
+from ...state.fs import join
+from ...state.snapshots import KEY_PREFIX, SnapshotStore, state_column_names
+from .layout import DELETED, VERSION, state_frame, write_base
+from .local_store import cache_root, store_dir
+from .partitioning import PART
+from .state_row import HAS_ATTRS, TIMERS, StateRowCodec
+from .step import LOCAL_STATE_DIR_CONF
+
+__all__ = ["edit_state"]
+
+log = logging.getLogger(__name__)
+
+_MATCH = "__ks_match"
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _files(fs: Any, root: str) -> set[str]:
+    """Every file under ``root`` (checksum files aside), by path."""
+    out: set[str] = set()
+    if not fs.exists(root):
+        return out
+    for name in fs.list(root):
+        path = join(root, name)
+        if fs.is_dir(path):
+            out |= _files(fs, path)
+        elif not name.endswith(".crc"):
+            out.add(path)
+    return out
+
+
+def edit_state(
+    spark: SparkSession,
+    checkpoint: str,
+    op: OperatorRecord,
+    kind: str,
+    where: str,
+    assignments: tuple[tuple[str, str], ...],
+    spec: FunctionSpec | None,
+) -> dict[str, Any]:
+    started = time.time()
+    verb = kind.upper()
+    what = f"{verb} of keyed state (checkpoint {checkpoint!r}, function '{op.function}')"
+    store = SnapshotStore(checkpoint, spark)
+    fs = store.fs
+    if store.erased_before() is not None:
+        store.cleanup()  # finish removing the history of an earlier edit a crash interrupted
+    latest = store.latest()
+    if latest is None or latest.schema is None:
+        raise CheckpointError(f"{what}: the checkpoint holds no committed state yet")
+    schema = T.StructType.fromJson(dict(latest.schema))
+    keys = [f"{KEY_PREFIX}{i}" for i in range(len(op.keys))]
+    frame = state_frame(spark, store, latest)
+    shown = {k: name for k, name in zip(keys, op.keys)} | state_column_names(frame.columns)
+    view = frame.select(
+        "*", *[F.col(c).alias(n) for c, n in shown.items()], F.lit(latest.version).cast("long").alias("batch_id")
+    )
+    readable = ", ".join([*shown.values(), "batch_id"])
+    try:
+        flagged = view.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
+        flagged.schema  # noqa: B018 - analysed now: a wrong name fails here, before anything is written
+    except (AnalysisException, ParseException) as exc:
+        raise CheckpointError(f"{what}: WHERE {where}: {_first_line(exc)} (columns: {readable})") from None
+    matched = flagged.where(F.col(_MATCH))
+    n = matched.count()
+    audit: dict[str, Any] = {
+        "operation": kind,
+        "checkpoint": checkpoint,
+        "function": op.function,
+        "keys_matched": n,
+        "state_rows": 0,
+        "versions_rewritten": 0,
+        "files_removed": 0,
+        "batch_id": None,
+        "output_batches": [],
+        "seconds": 0.0,
+    }
+    if n == 0:
+        log.info("%s: WHERE %s matches no key; nothing written", what, where)
+        audit["seconds"] = round(time.time() - started, 3)
+        return audit
+    if kind == "update":
+        edited = _updated(flagged, schema, shown, keys, op, assignments, spec, what)
+    else:
+        edited = flagged.where(~F.col(_MATCH))
+    output_batches = _output_batches(spark, store, latest, matched, keys)
+    kept_versions = len(store.commits())
+
+    # 1. the edited state, as a base snapshot of the next version (no commit names it yet)
+    version = latest.version + 1
+    base = write_base(store, edited.select(*schema.names, PART), version)
+    crash_point("erase_written")
+    written = spark.read.parquet(store.path(base))
+    rows = written.count()
+    next_timer = written.select(F.min(F.array_min(F.col(TIMERS)))).first()[0] if TIMERS in written.columns else None
+    spark_batches = [c.spark_batch for c in store.commits() if c.spark_batch is not None]
+    before = _files(fs, store.root)
+    # 2. the commit: from here on the edit has taken effect and the older history is not read
+    store.commit(
+        dataclasses.replace(
+            latest,
+            version=version,
+            attempt=f"edited-{uuid.uuid4().hex[:12]}",
+            base=base,
+            base_version=version,
+            base_rows=rows,
+            base_bytes=fs.size(store.path(base)),
+            deltas=(),
+            stores={},  # no local store holds this state: every partition is fed from the checkpoint
+            # the Spark batches done so far stay known as done (a restart must not run one again)
+            spark_batch=max(spark_batches) if spark_batches else None,
+            next_timer_ms=next_timer,
+            metrics=BatchMetrics(state_rows=rows),
+            erased_before=version,
+        )
+    )
+    crash_point("erase_committed")
+    # 3. the history before it, removed (finishable: a crash here leaves files no one reads,
+    # removed by the next cleanup)
+    store.record_erased(version)
+    store.cleanup()
+    removed = len(before - _files(fs, store.root))
+    removed += _drop_local_caches(spark, fs, checkpoint)
+    audit.update(
+        state_rows=n,
+        versions_rewritten=kept_versions,
+        files_removed=removed,
+        batch_id=version,
+        output_batches=output_batches,
+        seconds=round(time.time() - started, 3),
+    )
+    log.info(
+        "%s: %d key(s) %s at batch %d; %d older version(s) and %d file(s) removed",
+        what,
+        n,
+        "erased" if kind == "delete" else "updated",
+        version,
+        kept_versions,
+        removed,
+    )
+    return audit
+
+
+def _updated(
+    flagged: DataFrame,
+    schema: T.StructType,
+    shown: dict[str, str],
+    keys: list[str],
+    op: OperatorRecord,
+    assignments: tuple[tuple[str, str], ...],
+    spec: FunctionSpec | None,
+    what: str,
+) -> DataFrame:
+    """The state with ``assignments`` applied to the matched keys, each value checked against
+    its column's type first (a value the type cannot hold is refused, naming column and key)."""
+    by_name = {n.lower(): c for c, n in shown.items() if c not in keys}
+    key_names = {k.lower() for k in op.keys}
+    codec = StateRowCodec(spec) if spec is not None else None
+    attributes = HAS_ATTRS in schema.names
+    out = flagged
+    for column, text in assignments:
+        if column.lower() in key_names:
+            raise CheckpointError(f"{what}: SET {column}: a key column cannot be set (DELETE the key instead)")
+        internal = by_name.get(column.lower())
+        if internal is None:
+            raise CheckpointError(
+                f"{what}: SET {column}: no such state column (state columns: {', '.join(by_name.values()) or 'none'})"
+            )
+        target = schema[internal].dataType
+        name = shown[internal]
+        try:
+            value = F.expr(text)
+            vtype = flagged.select(value.alias("v")).schema["v"].dataType
+        except (AnalysisException, ParseException) as exc:
+            raise CheckpointError(f"{what}: SET {column} = {text}: {_first_line(exc)}") from None
+        checked = F.expr(f"try_cast(({text}) AS {target.simpleString()})")
+        lost = value.isNotNull() & checked.isNull()
+        if vtype != target and isinstance(target, T.AtomicType) and isinstance(vtype, T.AtomicType):
+            lost = lost | (value.isNotNull() & ~checked.cast(vtype).eqNullSafe(value))  # e.g. 1.5 into an int
+        bad = flagged.where(F.col(_MATCH) & lost).select(*keys, value.alias("v")).limit(1).collect()
+        if bad:
+            raise CheckpointError(
+                f"{what}: SET {column} = {text}: column '{name}' is {target.simpleString()} and cannot hold "
+                f"{bad[0]['v']!r} (key {_key_text(op, bad[0], keys)}); nothing was written"
+            )
+        if attributes and isinstance(target, T.StringType):
+            if codec is None or codec.layout is None:
+                raise CheckpointError(
+                    f"{what}: SET {column}: attribute '{name}' is a string column, which holds either a str or the "
+                    "JSON encoding of an untyped attribute; register the function (ks.register) so the edit knows "
+                    "which, and run it again"
+                )
+            if codec.layout.is_encoded(name):
+                for r in flagged.where(F.col(_MATCH)).select(*keys, checked.alias("v")).collect():
+                    try:
+                        if r["v"] is not None:
+                            loads(r["v"])
+                    except (ValueError, TypeError, KeyError) as exc:
+                        raise CheckpointError(
+                            f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding "
+                            f"and {r['v']!r} (key {_key_text(op, r, keys)}) is not one ({exc}); nothing was written"
+                        ) from None
+        out = out.withColumn(internal, F.when(F.col(_MATCH), checked).otherwise(F.col(internal)))
+    return out
+
+
+def _key_text(op: OperatorRecord, row: Any, keys: list[str]) -> str:
+    return ", ".join(f"{name}={row[k]!r}" for name, k in zip(op.keys, keys))
+
+
+def _output_batches(
+    spark: SparkSession, store: SnapshotStore, latest: Any, matched: DataFrame, keys: list[str]
+) -> list[int]:
+    """The batches (since the newest base snapshot) whose delta changed a matched key: the
+    batches that ran the key, whose output may hold it."""
+    if not latest.deltas:
+        return []
+    deltas = state_frame(spark, store, latest, versions=True, deltas_only=True).select(*keys, VERSION, DELETED)
+    m = matched.select(*[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)])
+    cond = None
+    for i, k in enumerate(keys):
+        e = F.col(k).eqNullSafe(F.col(f"__m{i}"))
+        cond = e if cond is None else cond & e
+    hits = deltas.join(m, on=cond, how="left_semi") if keys else deltas
+    return sorted(int(r[0]) for r in hits.select(VERSION).distinct().collect())
+
+
+def _drop_local_caches(spark: SparkSession, fs: Any, checkpoint: str) -> int:
+    """Remove this host's local state caches of the checkpoint (the files count as removed).
+    Caches on other hosts (a cluster's executors) are not reached here: the edit's commit names
+    no local store, so each is replaced when the next batch feeds its partitions."""
+    try:
+        configured = spark.conf.get(LOCAL_STATE_DIR_CONF, None) or None
+    except Exception:  # noqa: BLE001 - a session without a readable conf: the default place
+        configured = None
+    path = store_dir(cache_root(configured), fs.qualify(checkpoint, "checkpoint"))
+    if not os.path.isdir(path):
+        return 0
+    n = sum(len(files) for _, _, files in os.walk(path))
+    shutil.rmtree(path, ignore_errors=True)
+    return n

@@ -1,0 +1,110 @@
+"""``DELETE FROM keyed_state(...) WHERE ...`` and ``UPDATE keyed_state(...) SET ... WHERE ...``:
+the parsed statement (sqlglot's Spark dialect reads both; the table is the ``keyed_state``
+call) as what to edit, and what ``EXPLAIN KEYED`` says of it. Runs nothing: the edit is the
+engine's (``StateLayout.edit``), under the checkpoint's lease (``state_edits.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from .errors import KeyedQueryError
+from .parse import render
+from .sources import literal
+
+__all__ = ["StateEdit", "explain_edit", "state_edit"]
+
+_FORMS = (
+    "DELETE FROM keyed_state('<checkpoint>' [, '<function>']) WHERE <predicate>, or UPDATE "
+    "keyed_state('<checkpoint>' [, '<function>']) SET <column> = <expr>, ... WHERE <predicate>"
+)
+
+
+@dataclass(frozen=True)
+class StateEdit:
+    """One DELETE / UPDATE of a checkpoint's keyed state: ``where`` and each assignment's
+    expression are Spark SQL text over the columns ``read_state`` shows."""
+
+    kind: str  # "delete" | "update"
+    checkpoint: str
+    function: str | None
+    where: str
+    assignments: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def verb(self) -> str:
+        return self.kind.upper()
+
+
+def _mentions_keyed_state(tree: exp.Expression) -> bool:
+    return any((f.name or "").lower() in ("keyed_state", "keyed_state_changes") for f in tree.find_all(exp.Anonymous))
+
+
+def state_edit(tree: exp.Expression) -> StateEdit | None:
+    """The edit a parsed DELETE / UPDATE of ``keyed_state(...)`` asks for; None for any other
+    statement. A DELETE / UPDATE that names ``keyed_state`` in another way is refused."""
+    if not isinstance(tree, (exp.Delete, exp.Update)):
+        return None
+    verb = "DELETE" if isinstance(tree, exp.Delete) else "UPDATE"
+    table = tree.this
+    fn = table.this if isinstance(table, exp.Table) else None
+    if not (isinstance(fn, exp.Anonymous) and (fn.name or "").lower() == "keyed_state"):
+        if _mentions_keyed_state(tree):
+            raise KeyedQueryError(f"{verb} of keyed state is written {_FORMS}")
+        return None
+    args = [literal(a) for a in fn.expressions]
+    if not args or not isinstance(args[0], str) or len(args) > 2 or (len(args) == 2 and not isinstance(args[1], str)):
+        raise KeyedQueryError(
+            f"{verb} of keyed state names a checkpoint and, when it holds several functions, one of them: {_FORMS} "
+            "(an edit applies to the newest state; no batch id)"
+        )
+    extra = [k for k in ("with_", "using", "from_", "returning", "order", "limit", "options") if tree.args.get(k)]
+    if extra or (isinstance(tree, exp.Delete) and tree.args.get("tables")):
+        raise KeyedQueryError(f"{verb} of keyed state takes only a WHERE clause ({_FORMS})")
+    where = tree.args.get("where")
+    if where is None:
+        raise KeyedQueryError(
+            f"{verb} of keyed state needs a WHERE predicate over its key and state columns (to edit every key "
+            "write WHERE true)"
+        )
+    assignments: list[tuple[str, str]] = []
+    if isinstance(tree, exp.Update):
+        for a in tree.expressions:
+            if not (isinstance(a, exp.EQ) and isinstance(a.this, exp.Column) and not a.this.table):
+                raise KeyedQueryError(f"UPDATE of keyed state: SET takes <column> = <expr>, got {render(a)}")
+            assignments.append((a.this.name, render(a.expression)))
+        if not assignments:
+            raise KeyedQueryError(f"UPDATE of keyed state needs SET <column> = <expr> ({_FORMS})")
+        names = [n.lower() for n, _ in assignments]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise KeyedQueryError(f"UPDATE of keyed state sets column(s) {twice} twice")
+    function = args[1] if len(args) > 1 and args[1] != "" else None
+    return StateEdit(
+        "delete" if verb == "DELETE" else "update", args[0], function, render(where.this), tuple(assignments)
+    )
+
+
+def explain_edit(edit: StateEdit, engine: str | None) -> str:
+    """What EXPLAIN KEYED says of a DELETE / UPDATE of keyed state."""
+    lines = [
+        "== Keyed state edit ==",
+        f"{edit.verb} the keyed state of checkpoint {edit.checkpoint!r}, function "
+        + (repr(edit.function) if edit.function else "(its only one)"),
+        f"    engine:    {repr(engine) if engine else '(no keyed checkpoint there)'}",
+        f"    where:     {edit.where}",
+    ]
+    if edit.assignments:
+        lines.append(f"    set:       {', '.join(f'{c} = {e}' for c, e in edit.assignments)}")
+    what = (
+        "the matching keys' state and timers, from every file of the checkpoint"
+        if edit.kind == "delete"
+        else "the matching keys' state is rewritten; their old values are removed from every file of the checkpoint"
+    )
+    lines += [
+        f"    effect:    {what} (newest version, older snapshots and deltas, so the change feed; the local "
+        "state caches); the history before the edit is dropped",
+        "    runs:      on a stopped query, under the checkpoint's lease; returns one audit row",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,293 @@
+"""DELETE / UPDATE of a stopped bulk query's keyed state (issue 45, first slice): the audit
+against plain-Python oracles, the erased key's bytes absent from every file of the checkpoint
+and of the local state cache, older versions and the change feed saying the history was
+erased, the query continuing exactly once, and a kill at each crash point leaving before or
+after."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from spark_keyed_sql import KeyedSQL, StatefulFunction
+from spark_keyed_sql.api.errors import KeyedSQLError
+from spark_keyed_sql.engines.bulk import erase as erase_module
+from spark_keyed_sql.engines.bulk.local_store import cache_root, store_dir
+from spark_keyed_sql.state import snapshots as snapshots_module
+from spark_keyed_sql.state.filesystems import filesystem
+from spark_keyed_sql.state.lock import CheckpointLock
+
+ERASED = "zz-erase-me-u17"
+SECRET = f"SECRET-{ERASED}-xyz"
+OTHERS = ["k01", "k02", "k03", "k04"]
+
+
+class Notes(StatefulFunction):
+    total: float
+    n: int
+    note: str
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = 0.0
+        self.n = 0
+        self.note = ""
+
+    def execute(self, e):
+        self.n += 1
+        self.total = round(self.total + e["value"], 6)
+        self.note = f"SECRET-{e['user_id']}-xyz"
+        return {"n": self.n, "total": self.total}
+
+
+SQL = (
+    "SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE erase_notes(user_id, value) "
+    "AS s ORDER BY seq"
+)
+
+
+@pytest.fixture(scope="module")
+def kb(spark):
+    ks = KeyedSQL(spark, engine="bulk")
+    ks.register("erase_notes", Notes, returns="n int, total double")
+    return ks
+
+
+def _batch(spark, src, rows):
+    spark.createDataFrame(rows, "user_id string, value double, seq bigint").coalesce(1).write.mode("append").parquet(
+        src
+    )
+
+
+def _rows(batch: int):
+    users = [ERASED, *OTHERS]
+    return [(u, float(10 * batch + i + j), 100 * batch + 10 * i + j) for i, u in enumerate(users) for j in range(2)]
+
+
+def _oracle(batches, erased_after: int | None = None, updates=None):
+    """{user: (n, total, note)} after the batches in order; the erased key's state dropped after
+    batch index ``erased_after``; ``updates(state)`` applied after that batch too."""
+    state: dict[str, tuple[int, float, str]] = {}
+    for b, rows in enumerate(batches):
+        for u, v, _ in sorted(rows, key=lambda r: r[2]):
+            n, total, _note = state.get(u, (0, 0.0, ""))
+            state[u] = (n + 1, round(total + v, 6), f"SECRET-{u}-xyz")
+        if erased_after == b:
+            if updates is None:
+                state.pop(ERASED, None)
+            else:
+                updates(state)
+    return state
+
+
+def _state(ks, cp, **kw):
+    return {r.user_id: (r.n, r.total, r.note) for r in ks.read_state(cp, **kw).collect()}
+
+
+def _checkpoint_with_history(spark, ks, tmp_path):
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    batches = [_rows(0), _rows(1)]
+    for rows in batches:
+        _batch(spark, src, rows)
+        ks.run(SQL.format(src=src), checkpoint=cp, output=out)
+    return src, cp, out, batches
+
+
+def _cache_dir(spark, cp):
+    return store_dir(
+        cache_root(spark.conf.get("spark.keyedsql.localStateDir", None) or None),
+        filesystem(spark).qualify(cp, "checkpoint"),
+    )
+
+
+def _files_holding(roots, needle: bytes) -> list[str]:
+    found = []
+    for root in roots:
+        for d, _, names in os.walk(root):
+            for name in names:
+                path = os.path.join(d, name)
+                with open(path, "rb") as f:
+                    if needle in f.read():
+                        found.append(path)
+    return found
+
+
+def _all_bytes(root):
+    out = {}
+    for d, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(d, name)
+            with open(path, "rb") as f:
+                out[path] = f.read()
+    return out
+
+
+class Killed(BaseException):
+    """The process dying at the crash point (nothing after it runs)."""
+
+
+def _kill_at(point):
+    def crash(name):
+        if name == point:
+            raise Killed(name)
+
+    return crash
+
+
+# ---------------------------------------------------------------------------- DELETE
+def test_delete_erases_the_key_from_every_file_and_the_query_continues_exactly_once(spark, kb, tmp_path):
+    src, cp, out, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    cache = _cache_dir(spark, cp)
+    for needle in (ERASED.encode(), SECRET.encode()):  # the scan finds them before: it can fail
+        assert _files_holding([cp], needle), needle
+        assert _files_holding([cache], needle), needle
+
+    audit = kb.delete_state(cp, where=f"user_id = '{ERASED}'")
+
+    assert audit["keys_matched"] == 1 and audit["state_rows"] == 1
+    assert audit["batch_id"] == 2  # committed after batches 0 and 1
+    assert audit["versions_rewritten"] == 2
+    assert audit["output_batches"] == [1] or audit["output_batches"] == [0, 1]
+    assert audit["files_removed"] > 0 and audit["seconds"] >= 0
+    for needle in (ERASED.encode(), SECRET.encode()):
+        assert _files_holding([cp, cache], needle) == []
+    assert _state(kb, cp) == _oracle(batches, erased_after=1)
+    for older in (0, 1):
+        with pytest.raises(KeyedSQLError, match="history before batch 2 was erased"):
+            kb.read_state(cp, batch_id=older)
+    with pytest.raises(KeyedSQLError, match="history before batch 2 was erased"):
+        kb.read_state_changes(cp).collect()
+    with pytest.raises(KeyedSQLError, match="history before batch 2 was erased"):
+        kb.read_state_changes(cp, from_batch=0).collect()
+
+    # the query goes on: the erased key starts fresh, the others continue, each batch once
+    batches.append(_rows(2))
+    _batch(spark, src, batches[-1])
+    summary = kb.run(SQL.format(src=src), checkpoint=cp, output=out)
+    assert summary is not None
+    expected = _oracle(batches, erased_after=1)
+    assert _state(kb, cp) == expected
+    assert expected[ERASED][0] == 2  # two events of the last batch only
+    # the output: every batch once; the erased key counts from 1 again in the last batch
+    got = sorted((r.user_id, r.n) for r in spark.read.parquet(out).collect())
+    assert got == sorted([(ERASED, n) for n in (1, 2, 3, 4, 1, 2)] + [(u, n) for u in OTHERS for n in range(1, 7)])
+    changes = kb.read_state_changes(cp).collect()  # after the erase: the feed from batch 2 on
+    assert {r.batch_id for r in changes} == {3}
+
+
+def test_a_predicate_matching_nothing_says_so_and_writes_nothing(spark, kb, tmp_path):
+    _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
+    before = _all_bytes(cp)
+    audit = kb.delete_state(cp, where="total > 1e9")
+    assert audit["keys_matched"] == 0 and audit["state_rows"] == 0 and audit["batch_id"] is None
+    assert audit["files_removed"] == 0 and audit["versions_rewritten"] == 0
+    assert _all_bytes(cp) == before
+
+
+# ---------------------------------------------------------------------------- UPDATE
+def test_update_through_sql_changes_exactly_the_matched_keys(spark, kb, tmp_path):
+    src, cp, out, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    limit = 25.0
+
+    def fix(state):
+        for u, (n, total, _note) in list(state.items()):
+            if total > limit:
+                state[u] = (n, 0.0, "fixed")
+
+    expected = _oracle(batches, erased_after=1, updates=fix)
+    changed = sum(1 for u, (n, t, note) in _oracle(batches).items() if t > limit)
+    assert 0 < changed < len(expected)
+    row = kb.sql(f"UPDATE keyed_state('{cp}', 'erase_notes') SET total = 0, note = 'fixed' WHERE total > {limit}")
+    (audit,) = row.collect()
+    assert audit.operation == "update" and audit.keys_matched == changed and audit.state_rows == changed
+    assert audit.batch_id == 2
+    assert _state(kb, cp) == expected
+    for u, (_, total, _) in _oracle(batches).items():  # the old values of changed keys are gone
+        if total > limit:
+            assert _files_holding([cp], f"SECRET-{u}-xyz".encode()) == []
+    batches.append(_rows(2))
+    _batch(spark, src, batches[-1])
+    kb.run(SQL.format(src=src), checkpoint=cp, output=out)
+
+    def continued():
+        state = expected.copy()
+        for u, v, _ in sorted(batches[-1], key=lambda r: r[2]):
+            n, total, _ = state.get(u, (0, 0.0, ""))
+            state[u] = (n + 1, round(total + v, 6), f"SECRET-{u}-xyz")
+        return state
+
+    assert _state(kb, cp) == continued()
+
+
+def test_an_update_the_type_cannot_hold_is_refused_naming_column_and_key_before_writing(spark, kb, tmp_path):
+    _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
+    before = _all_bytes(cp)
+    with pytest.raises(KeyedSQLError, match=r"column 'n' is bigint.*'abc'.*user_id='k0"):
+        kb.update_state(cp, set={"n": "'abc'"}, where="user_id = 'k01'")
+    with pytest.raises(KeyedSQLError, match=r"column 'n' is bigint.*1\.5"):
+        kb.update_state(cp, set={"n": "1.5"}, where="user_id = 'k02'")
+    with pytest.raises(KeyedSQLError, match="key column cannot be set"):
+        kb.update_state(cp, set={"user_id": "'x'"}, where="true")
+    assert _all_bytes(cp) == before
+
+
+# ---------------------------------------------------------------------------- crash points
+@pytest.mark.parametrize(
+    "point, after", [("erase_written", False), ("erase_committed", True), ("erase_removing", True)]
+)
+def test_a_kill_at_each_point_leaves_before_or_after_and_a_rerun_finishes(
+    spark, kb, tmp_path, monkeypatch, point, after
+):
+    src, cp, out, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    monkeypatch.setattr(erase_module, "crash_point", _kill_at(point))
+    monkeypatch.setattr(snapshots_module, "crash_point", _kill_at(point))
+    with pytest.raises(Killed):
+        kb.delete_state(cp, where=f"user_id = '{ERASED}'")
+    monkeypatch.setattr(erase_module, "crash_point", lambda name: None)
+    monkeypatch.setattr(snapshots_module, "crash_point", lambda name: None)
+    assert _state(kb, cp) == _oracle(batches, erased_after=1 if after else None)
+    again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")  # finishes what the kill left
+    assert again["keys_matched"] == (0 if after else 1)
+    assert _files_holding([cp], ERASED.encode()) == [] and _files_holding([cp], SECRET.encode()) == []
+    batches.append(_rows(2))
+    _batch(spark, src, batches[-1])
+    kb.run(SQL.format(src=src), checkpoint=cp, output=out)
+    assert _state(kb, cp) == _oracle(batches, erased_after=1)
+
+
+# ---------------------------------------------------------------------------- refusals, EXPLAIN
+def test_explain_keyed_says_what_would_be_erased_and_writes_nothing(spark, kb, tmp_path):
+    _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
+    before = _all_bytes(cp)
+    plan = kb.sql(f"EXPLAIN KEYED DELETE FROM keyed_state('{cp}', 'erase_notes') WHERE user_id = 'k01'").first()[0]
+    assert cp in plan and "erase_notes" in plan and "user_id = 'k01'" in plan and "'bulk'" in plan
+    assert plan.startswith("== Keyed state edit ==\nDELETE")
+    text = kb.explain(f"UPDATE keyed_state('{cp}') SET total = 1 WHERE n > 2")
+    assert "UPDATE" in text and "total = 1" in text and "n > 2" in text
+    assert _all_bytes(cp) == before
+
+
+def test_an_edit_is_refused_while_a_query_holds_the_lease(spark, kb, tmp_path):
+    _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
+    lock = CheckpointLock(cp, spark, query="a running query").acquire()
+    try:
+        before = _all_bytes(cp)
+        with pytest.raises(KeyedSQLError, match="erase on a running query is not built yet; stop the query"):
+            kb.delete_state(cp, where="true")
+        after = _all_bytes(cp)
+        after.pop(os.path.join(cp, ".spark_keyed_sql.lease"), None)
+        before.pop(os.path.join(cp, ".spark_keyed_sql.lease"), None)
+        assert after == before
+    finally:
+        lock.release()
+
+
+def test_an_edit_names_what_it_cannot_do(spark, kb, tmp_path):
+    _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
+    with pytest.raises(KeyedSQLError, match="needs a WHERE"):
+        kb.sql(f"DELETE FROM keyed_state('{cp}')")
+    with pytest.raises(KeyedSQLError, match="no_such_column"):
+        kb.delete_state(cp, where="no_such_column = 1")
+    with pytest.raises(KeyedSQLError, match="no function 'other'"):
+        kb.delete_state(cp, where="true", function="other")
