@@ -1,4 +1,4 @@
-"""The ``spark-keyed-sql`` command: run and explain keyed SQL files, show and migrate state.
+"""The ``spark-keyed-sql`` command: run and explain keyed SQL files, show, migrate and edit state.
 
 A SQL file may hold several statements separated by ``;`` (views first, the keyed query
 last) and may name the classes it needs in comments::
@@ -353,6 +353,43 @@ def cmd_state_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_audit(audit: dict) -> None:
+    verb = "erased" if audit["operation"] == "delete" else "updated"
+    if not audit["keys_matched"]:
+        print(f"no key matched: nothing {verb}, nothing written ({audit['seconds']} s)")
+        return
+    batches = ", ".join(map(str, audit["output_batches"])) or "none known"
+    print(
+        f"{verb} {audit['keys_matched']} key(s) ({audit['state_rows']} state rows) at batch {audit['batch_id']}: "
+        f"{audit['versions_rewritten']} version(s) rewritten, {audit['files_removed']} file(s) removed, "
+        f"{audit['seconds']} s; batches whose output may hold them: {batches}"
+    )
+
+
+def cmd_state_delete(args: argparse.Namespace) -> int:
+    from . import KeyedSQL
+
+    ks = KeyedSQL(_session(args.master))
+    register_udfs(ks, udf_specs("", args.udf), os.getcwd())
+    _print_audit(ks.delete_state(args.checkpoint, where=args.where, function=args.function))
+    return 0
+
+
+def cmd_state_update(args: argparse.Namespace) -> int:
+    from . import KeyedSQL
+
+    assignments = {}
+    for item in args.set:
+        column, eq, expr = item.partition("=")
+        if not eq or not column.strip() or not expr.strip():
+            raise UsageError(f"--set takes COLUMN=EXPR (a SQL expression), got {item!r}")
+        assignments[column.strip()] = expr.strip()
+    ks = KeyedSQL(_session(args.master))
+    register_udfs(ks, udf_specs("", args.udf), os.getcwd())
+    _print_audit(ks.update_state(args.checkpoint, set=assignments, where=args.where, function=args.function))
+    return 0
+
+
 def cmd_state_unlock(args: argparse.Namespace) -> int:
     import datetime
 
@@ -452,6 +489,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mig.add_argument("--sample", type=int, default=20, help="keys shown by --dry-run, the smallest (default 20)")
     mig.set_defaults(fn=cmd_state_migrate)
+    dele = ssub.add_parser("delete", help="erase the keys matching --where from every file of a stopped checkpoint")
+    upd = ssub.add_parser("update", help="set state columns of the keys matching --where (a stopped checkpoint)")
+    for edit in (dele, upd):
+        edit.add_argument("checkpoint")
+        edit.add_argument("--where", required=True, help="SQL predicate over the key and state columns")
+        edit.add_argument("--function", help="the function, when the checkpoint holds several")
+        edit.add_argument(
+            "--udf", action="append", default=[], metavar="NAME=module:Class", help="the function's class"
+        )
+    upd.add_argument(
+        "--set", action="append", required=True, metavar="COLUMN=EXPR", help="a state column and its SQL expression"
+    )
+    dele.set_defaults(fn=cmd_state_delete)
+    upd.set_defaults(fn=cmd_state_update)
     unl = ssub.add_parser("unlock", help="remove a checkpoint's lock left by a process that is gone (ks.unlock)")
     unl.add_argument("checkpoint")
     unl.set_defaults(fn=cmd_state_unlock)

@@ -150,7 +150,15 @@ def test_cli_synopsis_matches_the_parser():
         if m:
             current = tuple(m.group(1).split())
         commands.setdefault(current, set()).update(re.findall(r"--[a-z-]+", line))
-    assert set(commands) == {("run",), ("explain",), ("state", "show"), ("state", "migrate"), ("state", "unlock")}
+    assert set(commands) == {
+        ("run",),
+        ("explain",),
+        ("state", "show"),
+        ("state", "migrate"),
+        ("state", "delete"),
+        ("state", "update"),
+        ("state", "unlock"),
+    }
     parser = build_parser()
     for cmd, flags in commands.items():
         sub = _subparser(parser, *cmd)
