@@ -6,9 +6,11 @@ after."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import pytest
+from conftest import spark_lacks
 
 from spark_keyed_sql import KeyedSQL, StatefulFunction
 from spark_keyed_sql.api.errors import KeyedSQLError
@@ -291,3 +293,89 @@ def test_an_edit_names_what_it_cannot_do(spark, kb, tmp_path):
         kb.delete_state(cp, where="no_such_column = 1")
     with pytest.raises(KeyedSQLError, match="no function 'other'"):
         kb.delete_state(cp, where="true", function="other")
+
+
+# ---------------------------------------------------------------------------- timers, the CLI, tws
+class Sessions(StatefulFunction):
+    """A session per key, closed by an event-time timer 30 minutes after its last event."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.events = 0
+        self.last = None
+
+    def execute(self, e):
+        if self.last is not None:
+            self.ctx.delete_timer(self.last + GAP)
+        self.last = max(self.last or e["ts"], e["ts"])
+        self.events += 1
+        self.ctx.register_timer(self.last + GAP)
+
+    def on_timer(self, key, timestamp):
+        out = {"events": self.events}
+        self.ctx.clear_state()
+        return out
+
+
+GAP = dt.timedelta(minutes=30)
+T0 = dt.datetime(2026, 3, 1, 8, 0)
+
+
+def test_an_erased_keys_timers_go_with_it(spark, kb, tmp_path):
+    kb.register("erase_sessions", Sessions, returns="events bigint")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = (
+        f"SELECT user_id, s.events FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE erase_sessions(ts) AS s "
+        "ORDER BY ts EVENT TIME ts WATERMARK '5 minutes'"
+    )
+
+    def write(rows):
+        spark.createDataFrame(
+            [(u, T0 + dt.timedelta(minutes=m)) for u, m in rows], "user_id string, ts timestamp"
+        ).coalesce(1).write.mode("append").parquet(src)
+
+    write([(ERASED, 0), (ERASED, 5), ("k01", 0), ("k02", 10), ("k02", 12)])
+    kb.run(sql, checkpoint=cp, output=out)
+    assert ERASED in {r.user_id for r in kb.read_state(cp).collect()}  # holding its timer
+    kb.delete_state(cp, where=f"user_id = '{ERASED}'")
+    write([("z", 600)])  # the watermark passes every open session's timer
+    kb.run(sql, checkpoint=cp, output=out)
+    kb.run(sql, checkpoint=cp, output=out)  # a run without input lets due timers fire
+    got = sorted((r.user_id, r.events) for r in spark.read.parquet(out).collect() if r.events is not None)
+    assert got == [("k01", 1), ("k02", 2)]  # the erased key's timer never fired
+
+
+def test_the_cli_deletes_and_updates(spark, kb, tmp_path, capsys):
+    from spark_keyed_sql import cli
+
+    _, cp, _, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    # (--udf: how the class stores its attributes, needed to SET its string attribute)
+    udf = ["--udf", f"erase_notes={Notes.__module__}:Notes returns n int, total double"]
+    assert cli.main(["state", "delete", cp, "--where", "total > 1e9"]) == 0
+    assert "no key matched" in capsys.readouterr().out
+    assert (
+        cli.main(["state", "update", cp, *udf, "--set", "total=-1", "--set", "note='x'", "--where", "user_id = 'k01'"])
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "updated 1 key(s)" in printed and "at batch 2" in printed
+    expected = _oracle(batches)
+    expected["k01"] = (expected["k01"][0], -1.0, "x")
+    assert _state(kb, cp) == expected
+    assert cli.main(["state", "delete", cp, "--where", f"user_id = '{ERASED}'"]) == 0
+    assert "erased 1 key(s)" in capsys.readouterr().out
+    assert cli.main(["state", "update", cp, "--set", "total", "--where", "true"]) == 2
+    assert "--set takes COLUMN=EXPR" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(spark_lacks("tws") is not None, reason=str(spark_lacks("tws")))
+def test_a_tws_checkpoint_is_refused_naming_the_engine(spark, tmp_path):
+    ks = KeyedSQL(spark, engine="tws")
+    ks.register("erase_notes", Notes, returns="n int, total double")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    _batch(spark, src, _rows(0))
+    ks.run(SQL.format(src=src), checkpoint=cp, output=out)
+    before = _all_bytes(cp)
+    with pytest.raises(KeyedSQLError, match="not built yet for engine 'tws'"):
+        ks.sql(f"DELETE FROM keyed_state('{cp}') WHERE user_id = '{ERASED}'")
+    assert _all_bytes(cp) == before

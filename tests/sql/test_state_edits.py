@@ -1,0 +1,53 @@
+"""DELETE / UPDATE of keyed_state(...) as the dialect reads them (no Spark): what to edit, and
+the refusals of every other form."""
+
+import pytest
+
+from spark_keyed_sql.sql.edits import StateEdit, explain_edit, state_edit
+from spark_keyed_sql.sql.errors import KeyedQueryError
+from spark_keyed_sql.sql.parse import read_statement
+
+
+def edit_of(sql):
+    return state_edit(read_statement(sql, lambda name: False))
+
+
+def test_delete_and_update_read_as_edits():
+    assert edit_of("DELETE FROM keyed_state('/ck') WHERE user_id IN ('u17', 'u99')") == StateEdit(
+        "delete", "/ck", None, "user_id IN ('u17', 'u99')"
+    )
+    assert edit_of(
+        "UPDATE keyed_state('/ck', 'session_counter') SET total_value = 0, n = n + 1 WHERE user_id = 'u3'"
+    ) == StateEdit("update", "/ck", "session_counter", "user_id = 'u3'", (("total_value", "0"), ("n", "n + 1")))
+    # a string holding SQL words is a value, not syntax
+    assert edit_of("DELETE FROM keyed_state('/ck') WHERE note = 'x; DROP TABLE t'").where == "note = 'x; DROP TABLE t'"
+
+
+def test_other_statements_are_not_edits():
+    assert read_statement("DELETE FROM t WHERE a = 1", lambda name: False) is None
+    assert edit_of("SELECT * FROM keyed_state('/ck')") is None
+
+
+@pytest.mark.parametrize(
+    "sql, message",
+    [
+        ("DELETE FROM keyed_state('/ck')", "needs a WHERE"),
+        ("DELETE FROM keyed_state('/ck', 'f', 3) WHERE true", "no batch id"),
+        ("DELETE FROM keyed_state() WHERE true", "names a checkpoint"),
+        ("UPDATE keyed_state('/ck') SET a = 1, A = 2 WHERE true", "twice"),
+        ("UPDATE keyed_state('/ck') SET s.a = 1 WHERE true", "SET takes <column> = <expr>"),
+        ("DELETE FROM keyed_state_changes('/ck') WHERE true", "DELETE of keyed state is written"),
+    ],
+)
+def test_other_forms_are_refused_saying_the_form(sql, message):
+    with pytest.raises(KeyedQueryError, match=message):
+        edit_of(sql)
+
+
+def test_explain_names_checkpoint_function_predicate_and_engine():
+    text = explain_edit(StateEdit("update", "/ck", "f", "n > 2", (("total", "0"),)), "bulk")
+    assert text.splitlines()[:2] == [
+        "== Keyed state edit ==",
+        "UPDATE the keyed state of checkpoint '/ck', function 'f'",
+    ]
+    assert "engine:    'bulk'" in text and "where:     n > 2" in text and "set:       total = 0" in text
