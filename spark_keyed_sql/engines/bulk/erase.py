@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import shutil
 import time
 import uuid
 from typing import Any
@@ -33,7 +31,7 @@ from ...state.encoding import loads
 from ...state.fs import join
 from ...state.snapshots import KEY_PREFIX, SnapshotStore, state_column_names
 from .layout import DELETED, VERSION, state_frame, write_base
-from .local_store import cache_root, store_dir
+from .local_store import cache_root, remove_store
 from .partitioning import PART
 from .state_row import HAS_ATTRS, TIMERS, StateRowCodec
 from .step import LOCAL_STATE_DIR_CONF
@@ -267,9 +265,4 @@ def _drop_local_caches(spark: SparkSession, fs: Any, checkpoint: str) -> int:
         configured = spark.conf.get(LOCAL_STATE_DIR_CONF, None) or None
     except Exception:  # noqa: BLE001 - a session without a readable conf: the default place
         configured = None
-    path = store_dir(cache_root(configured), fs.qualify(checkpoint, "checkpoint"))
-    if not os.path.isdir(path):
-        return 0
-    n = sum(len(files) for _, _, files in os.walk(path))
-    shutil.rmtree(path, ignore_errors=True)
-    return n
+    return remove_store(cache_root(configured), fs.qualify(checkpoint, "checkpoint"))

@@ -36,7 +36,7 @@ import time
 from enum import IntEnum, unique
 from typing import Any, NamedTuple
 
-__all__ = ["Change", "LocalStore", "cache_root", "decode", "encode", "store_dir"]
+__all__ = ["Change", "LocalStore", "cache_root", "decode", "encode", "remove_store", "store_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,21 @@ def cache_root(configured: str | None = None) -> str:
 def store_dir(root: str, checkpoint: str) -> str:
     """The local directory of one checkpoint (by its qualified URI)."""
     return os.path.join(root, hashlib.sha1(checkpoint.encode()).hexdigest()[:20])
+
+
+def remove_store(root: str, checkpoint: str) -> int:
+    """Remove this host's local state of one checkpoint (an erase: no copy of the erased state
+    may stay); returns the files removed. The next batch feeds every partition anew."""
+    path = store_dir(root, checkpoint)
+    if not os.path.isdir(path):
+        return 0
+    n = 0
+    for d, _, files in os.walk(path, topdown=False):
+        for f in files:
+            os.remove(os.path.join(d, f))
+            n += 1
+        os.rmdir(d)
+    return n
 
 
 _SWEPT: set[str] = set()
