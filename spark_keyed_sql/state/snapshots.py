@@ -136,6 +136,19 @@ class SnapshotStore:
         known = [v for v in (marked, recorded) if v is not None]
         return max(known) if known else None
 
+    def erased_history_left(self) -> bool:
+        """Whether files of the history an erase removed are still there (a crash stopped the
+        removal): commits, deltas or bases of a version before it."""
+        erased = self.erased_before()
+        if erased is None:
+            return False
+        for top in ("commits", "steps", "bases"):
+            for name in self.fs.list(join(self.root, top)):
+                head = name.split("-", 1)[0].split(".", 1)[0]
+                if head.isdigit() and int(head) < erased:
+                    return True
+        return False
+
     def record_erased(self, version: int) -> None:
         """``erased.json``: the history before ``version`` was erased (replaced whole)."""
         self.fs.write_text(join(self.root, ERASED_FILE), json.dumps({"before": version}))

@@ -251,7 +251,8 @@ def test_a_kill_at_each_point_leaves_before_or_after_and_a_rerun_finishes(
     assert _state(kb, cp) == _oracle(batches, erased_after=1 if after else None)
     again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")  # finishes what the kill left
     assert again["keys_matched"] == (0 if after else 1)
-    assert _files_holding([cp], ERASED.encode()) == [] and _files_holding([cp], SECRET.encode()) == []
+    roots = [cp, _cache_dir(spark, cp)]
+    assert _files_holding(roots, ERASED.encode()) == [] and _files_holding(roots, SECRET.encode()) == []
     batches.append(_rows(2))
     _batch(spark, src, batches[-1])
     kb.run(SQL.format(src=src), checkpoint=cp, output=out)
@@ -379,3 +380,56 @@ def test_a_tws_checkpoint_is_refused_naming_the_engine(spark, tmp_path):
     with pytest.raises(KeyedSQLError, match="not built yet for engine 'tws'"):
         ks.sql(f"DELETE FROM keyed_state('{cp}') WHERE user_id = '{ERASED}'")
     assert _all_bytes(cp) == before
+
+
+# ---------------------------------------------------------------------------- a real SIGKILL
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("point, after", [("erase_written", False), ("erase_removing", True)])
+def test_a_sigkill_inside_an_erase_leaves_before_or_after_and_the_next_call_takes_the_lease(
+    spark, kb, tmp_path, point, after
+):
+    """The erase in a child process of its own, SIGKILLed at the fault point (its lease left
+    behind, its process gone): the state is before or after, the next call takes the lease
+    over at once and finishes, and the query continues."""
+    import signal
+    import subprocess
+    import sys
+
+    src, cp, out, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    code = f"""
+import os, sys
+os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())
+sys.path[:0] = [{TESTS!r}, {os.path.join(TESTS, "state")!r}]
+from spark_keyed_sql import KeyedSQL
+from spark_keyed_sql.local import local_session
+from test_erase import Notes
+ks = KeyedSQL(local_session("erase child"), engine="bulk")
+ks.register("erase_notes", Notes, returns="n int, total double")
+ks.delete_state({cp!r}, where="user_id = '{ERASED}'")
+"""
+    hits = tmp_path / "hits"
+    hits.mkdir()
+    env = dict(os.environ, SPARK_KEYED_SQL_CRASH_AT=f"{point}:1", SPARK_KEYED_SQL_CRASH_DIR=str(hits))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        _, err = proc.communicate(timeout=300)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its JVM
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == -signal.SIGKILL, f"the child was not killed at {point}:\n{err.decode()[-3000:]}"
+    assert os.path.exists(os.path.join(cp, ".spark_keyed_sql.lease"))  # left by the killed process
+    assert _state(kb, cp) == _oracle(batches, erased_after=1 if after else None)
+    again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")
+    assert again["keys_matched"] == (0 if after else 1)
+    roots = [cp, _cache_dir(spark, cp)]
+    assert _files_holding(roots, ERASED.encode()) == [] and _files_holding(roots, SECRET.encode()) == []
+    batches.append(_rows(2))
+    _batch(spark, src, batches[-1])
+    kb.run(SQL.format(src=src), checkpoint=cp, output=out)
+    assert _state(kb, cp) == _oracle(batches, erased_after=1)

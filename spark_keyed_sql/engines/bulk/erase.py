@@ -75,8 +75,9 @@ def edit_state(
     what = f"{verb} of keyed state (checkpoint {checkpoint!r}, function '{op.function}')"
     store = SnapshotStore(checkpoint, spark)
     fs = store.fs
-    if store.erased_before() is not None:
-        store.cleanup()  # finish removing the history of an earlier edit a crash interrupted
+    if store.erased_history_left():  # finish removing what an earlier edit a crash interrupted left
+        _drop_local_caches(spark, fs, checkpoint)
+        store.cleanup()
     latest = store.latest()
     if latest is None or latest.schema is None:
         raise CheckpointError(f"{what}: the checkpoint holds no committed state yet")
@@ -147,12 +148,13 @@ def edit_state(
         )
     )
     crash_point("erase_committed")
-    # 3. the history before it, removed (finishable: a crash here leaves files no one reads,
-    # removed by the next cleanup)
+    # 3. the history before it, removed: this host's local caches, then older commits, then
+    # what they named (finishable: a crash here leaves files no one reads, which the next
+    # edit, or the next batch's cleanup, removes)
+    cached = _drop_local_caches(spark, fs, checkpoint)
     store.record_erased(version)
     store.cleanup()
-    removed = len(before - _files(fs, store.root))
-    removed += _drop_local_caches(spark, fs, checkpoint)
+    removed = len(before - _files(fs, store.root)) + cached
     audit.update(
         state_rows=n,
         versions_rewritten=kept_versions,
