@@ -23,10 +23,12 @@ from .runtime.connect import is_connect
 from .runtime.plan import dataframe_plan
 from .runtime.spec import FunctionSpec
 from .shipping import ship_class, ship_package, use_this_python
-from .sql.edits import StateEdit, explain_edit
+from .sql.edits import StateEdit
 from .sql.explain import explain_text
+from .sql.query import plan_query
 from .sql.sources import guide_plain_sql
 from .sql.statement import RunMode
+from .state_edits import edit_plan, edit_result, edit_state, state_edit_of
 from .streaming import queries
 from .streaming.checkpoints import engine_of
 from .streaming.failures import translating
@@ -137,50 +139,18 @@ class KeyedSQL:
     def _plan(
         self, query: str, mode: RunMode, checkpoint: str | None = None, bind_as: RunMode | None = None
     ) -> tuple[Any, Expression | None]:
-        """The statement's plan (None for plain Spark SQL; a ``StateEdit`` for a DELETE / UPDATE
-        of keyed_state) and, for EXPLAIN KEYED, the parsed query after it (else None).
-        ``bind_as``: the mode its steps' results are bound in
-        (default ``mode``). The text is tokenized and parsed once; plain Spark SQL not parsed."""
-        from .sql import ExplainKeyed, KeyedQueryError, bind, plan_statement, read_statement
-        from .sql.edits import state_edit
-        from .sql.parse import has_keyed_parts
-        from .sql.table_calls import expand_table_calls, source_schema
-
-        def registered(name: str) -> bool:
-            return name.lower() in self.functions
-
-        tree = read_statement(query, registered)
-        if tree is None:
-            return None, None
-        explained = None
-        if isinstance(tree, ExplainKeyed):
-            tree = explained = tree.this
-        try:
-            edit = state_edit(tree)  # DELETE / UPDATE of keyed_state(...)
-            if edit is not None:
-                if mode is not RunMode.SQL:
-                    raise KeyedQueryError(f"{edit.verb} of keyed state runs through ks.sql, not ks.start / ks.run")
-                return edit, explained
-        except KeyedQueryError as exc:
-            raise exc.in_statement(query) from None
-        try:
-            # fn(TABLE(t), key => ...) of a registered function: the keyed select it stands for
-            tree = expand_table_calls(tree, registered, source_schema(self.spark))
-            if not has_keyed_parts(tree):
-                return None, explained  # e.g. `GROUP BY key` of a column named key: Spark's, as written
-            statement = plan_statement(
-                self.spark,
-                tree,
-                self.function,
-                lambda step: bind(step, bind_as or mode),
-                default_engine=self.default_engine,
-                mode=mode,
-                checkpoint=checkpoint,
-                written_by=lambda path: engine_of(self.spark, path),
-            )
-        except KeyedQueryError as exc:  # one that knows where: shown with the statement's line
-            raise exc.in_statement(query) from None
-        return statement, explained
+        """``sql.query.plan_query`` with this KeyedSQL's functions, engine and checkpoints."""
+        return plan_query(
+            self.spark,
+            query,
+            self.functions,
+            self.function,
+            self.default_engine,
+            mode,
+            checkpoint,
+            bind_as,
+            lambda path: engine_of(self.spark, path),
+        )
 
     @quietly
     def sql(self, query: str) -> DataFrame:
@@ -188,12 +158,8 @@ class KeyedSQL:
 
         ``EXPLAIN KEYED <query>`` returns a one-row DataFrame (column ``plan``)."""
         statement, explained = self._plan(query, RunMode.SQL)
-        if isinstance(statement, StateEdit):
-            if explained is not None:
-                return self.spark.createDataFrame([(self._explain_edit(statement),)], "plan string")
-            from .state_edits import audit_frame, edit_state
-
-            return audit_frame(self.spark, edit_state(self.spark, statement, self.functions.get))
+        if isinstance(statement, StateEdit):  # DELETE / UPDATE of keyed_state (or its EXPLAIN KEYED)
+            return edit_result(self.spark, statement, explained is not None, self.functions.get)
         if explained is not None:
             return self.spark.createDataFrame([(explain_text(query, statement, explained),)], "plan string")
         if statement is None:
@@ -223,11 +189,8 @@ class KeyedSQL:
         engine and outer SQL."""
         statement, explained = self._plan(query, RunMode.SQL)
         if isinstance(statement, StateEdit):
-            return self._explain_edit(statement)
+            return edit_plan(self.spark, statement)
         return explain_text(query, statement, explained)
-
-    def _explain_edit(self, edit: StateEdit) -> str:
-        return explain_edit(edit, engine_of(self.spark, edit.checkpoint))
 
     def tester(self, query: str, function: str | None = None, **options: Any):
         """A KeyedTester of the registered function ``query`` calls (``function``: which, when it
@@ -300,22 +263,14 @@ class KeyedSQL:
 
     @quietly
     def delete_state(self, checkpoint: str, *, where: str, function: str | None = None) -> dict:
-        """Erase the keys whose state matches ``where`` (SQL over the key and state columns, as
-        ``read_state`` shows them) from every file of a stopped query's checkpoint, timers
-        included: ``DELETE FROM keyed_state(checkpoint[, function]) WHERE ...``. Returns the
-        audit (docs/erasure.md). Engine ``bulk``; the query must not run."""
-        from .state_edits import edit_state, state_edit_of
-
+        """``DELETE FROM keyed_state(checkpoint[, function]) WHERE where``: the matching keys
+        erased from every file of a stopped query's checkpoint; the audit (docs/erasure.md)."""
         return edit_state(self.spark, state_edit_of("delete", checkpoint, where, function), self.functions.get)
 
     @quietly
     def update_state(self, checkpoint: str, *, set: dict[str, str], where: str, function: str | None = None) -> dict:
-        """Set state columns of the keys matching ``where`` (``set``: column -> SQL expression
-        over the key and state columns), old values removed from every file of a stopped query's
-        checkpoint: ``UPDATE keyed_state(...) SET ... WHERE ...``. A value the column's type
-        cannot hold is refused before anything is written. Returns the audit."""
-        from .state_edits import edit_state, state_edit_of
-
+        """``UPDATE keyed_state(...) SET column = expression, ... WHERE where`` (``set``: column
+        -> SQL expression); old values gone from every file; the audit (docs/erasure.md)."""
         return edit_state(self.spark, state_edit_of("update", checkpoint, where, function, set), self.functions.get)
 
     @quietly

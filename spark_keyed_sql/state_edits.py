@@ -13,13 +13,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from .engines import LEGACY_ENGINE, get_engine
 from .runtime.spec import FunctionSpec
-from .sql.edits import StateEdit
+from .sql.edits import StateEdit, explain_edit
 from .state.checkpoint import CheckpointError, read_metadata
 from .state.filesystems import filesystem
 from .state.lock import CheckpointLock
 from .state.reader import pick_operator
+from .streaming.checkpoints import engine_of
 
-__all__ = ["AUDIT_COLUMNS", "AUDIT_SCHEMA", "audit_frame", "edit_state", "state_edit_of"]
+__all__ = ["AUDIT_COLUMNS", "AUDIT_SCHEMA", "audit_frame", "edit_plan", "edit_result", "edit_state", "state_edit_of"]
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +96,17 @@ def edit_state(spark: SparkSession, edit: StateEdit, registered: Callable[[str],
 def audit_frame(spark: SparkSession, audit: dict[str, Any]) -> DataFrame:
     """The audit as a one-row DataFrame (what ``ks.sql`` returns)."""
     return spark.createDataFrame([tuple(audit[c] for c in AUDIT_COLUMNS)], AUDIT_SCHEMA)
+
+
+def edit_plan(spark: SparkSession, edit: StateEdit) -> str:
+    """EXPLAIN KEYED of an edit: what it would erase or change, on which engine; nothing runs."""
+    return explain_edit(edit, engine_of(spark, edit.checkpoint))
+
+
+def edit_result(
+    spark: SparkSession, edit: StateEdit, explain: bool, registered: Callable[[str], FunctionSpec | None]
+) -> DataFrame:
+    """What ``ks.sql`` returns for an edit: its plan (``explain``), else its audit, one row each."""
+    if explain:
+        return spark.createDataFrame([(edit_plan(spark, edit),)], "plan string")
+    return audit_frame(spark, edit_state(spark, edit, registered))
