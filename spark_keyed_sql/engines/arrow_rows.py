@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from ..compat.codegen import generated_function
 
 __all__ = [
+    "BatchEvents",
     "InputEvents",
     "comparable",
     "concat",
@@ -174,6 +175,30 @@ class InputEvents:
             [per[w][r] if w is not None else {} for r, w in enumerate(which)],
             [names[w] if w is not None else None for w in which],
         )
+
+
+class BatchEvents:
+    """Rows of an Arrow batch (or block of one) as the events user code gets: one dict per row
+    keyed by the argument names, or, with several inputs, by the row's own input's names with
+    the row's input name beside it. The one place both bulk walks (a one-shot batch's key runs,
+    a micro-batch's blocks per state partition) turn rows into events."""
+
+    def __init__(self, plan: Any):
+        self.arg_columns = list(plan.arg_columns)
+        self.build = event_builder(list(plan.event_names))
+        self.several = InputEvents(plan) if plan.inputs else None
+
+    def columns(self, rb: Any) -> list[list]:
+        """The argument columns as Python lists."""
+        return [pylist(rb.column(c)) for c in self.arg_columns]
+
+    def __call__(self, rb: Any, columns: list[list] | None = None) -> tuple[list[dict], list[str] | None]:
+        """(events, each row's input name or None); ``columns``: ``self.columns(rb)`` when the
+        caller has them already."""
+        if self.several is not None:
+            return self.several(rb)
+        args = self.columns(rb) if columns is None else columns
+        return (self.build(*args) if args else self.build(rb.num_rows)), None
 
 
 def event_builder(names: list[str]) -> Callable[..., list[dict]]:

@@ -67,3 +67,31 @@ def test_rows_sorted_by_key_come_out_as_they_are(size):
     rows = [(k, 0, i) for i, k in enumerate(["a", "b", "b", "c", "c", "c", None, None])]
     got = _groups(key_runs(iter(_batches(rows, size)), ["k"]))
     assert got == list(_oracle(rows).items())
+
+
+def test_batch_events_are_the_rows_as_dicts_named_by_the_arguments():
+    """One input: each row a fresh dict {argument name: value}; several inputs: each row holds
+    only its own input's columns, under that input's names, with the input's name beside it
+    (NULL input: a row of INITIAL STATE, no event). The oracle: the rows built by hand."""
+    from types import SimpleNamespace
+
+    from spark_keyed_sql.engines.arrow_rows import BatchEvents
+    from spark_keyed_sql.runtime.plan import PlanInput
+
+    rb = pa.RecordBatch.from_pydict({"c0": [1, 2, None], "c1": ["x", None, "z"], "w": [0, 1, None]})
+    one = BatchEvents(SimpleNamespace(arg_columns=["c0", "c1"], event_names=["n", "s"], inputs=None))
+    events, names = one(rb)
+    assert events == [{"n": 1, "s": "x"}, {"n": 2, "s": None}, {"n": None, "s": "z"}] and names is None
+    assert events[0] is not events[1]
+    assert one(rb, one.columns(rb)) == (events, None)
+    none = BatchEvents(SimpleNamespace(arg_columns=[], event_names=[], inputs=None))
+    assert none(rb) == ([{}, {}, {}], None)
+    several = BatchEvents(
+        SimpleNamespace(
+            arg_columns=["c0", "c1", "w"],
+            event_names=["c0", "c1", "w"],
+            inputs=[PlanInput("clicks", (("n", "c0"),)), PlanInput("views", (("s", "c1"),))],
+            input_column="w",
+        )
+    )
+    assert several(rb) == ([{"n": 1}, {"s": None}, {}], ["clicks", "views", None])

@@ -32,7 +32,7 @@ from ...runtime.runner import KeyedRunner
 from ...state.commit_record import StoreToken, store_token
 from ...state.memory import MemoryKeyState, due_times, purge_expired
 from ...state.snapshots import KEY_PREFIX
-from ..arrow_rows import InputEvents, event_builder, fewer_collections, naive_batch, pylist, transposed
+from ..arrow_rows import BatchEvents, fewer_collections, naive_batch, pylist, transposed
 from .layout import DELETED, VERSION
 from .local_store import Change, LocalStore, cache_root, decode, encode
 from .partitioning import PART, TASK, part_column, task_column
@@ -263,8 +263,7 @@ class _TaskContext:
         self.key_pass = KeyPass(
             plan, runner, prog.now_ms, prog.watermark_ms, prog.late_watermark_ms, end_of_input=False
         )
-        self.build_events = event_builder(list(plan.event_names))
-        self.input_events = InputEvents(plan) if plan.inputs else None
+        self.events = BatchEvents(plan)
         self.n_keys = len(plan.key_columns)
         self.schema = step_schema(prog.out_schema, self.codec, self.n_keys)
         self.arrow_schema = to_arrow_schema(self.schema)
@@ -374,12 +373,7 @@ class IncrementalProgram:
                             for key_values, r in zip(keys[i:j], select(block, init_cols).to_pylist()):
                                 part.initial(key_values, {c[len(INIT_PREFIX) :]: v for c, v in r.items()})
                         else:
-                            names = None
-                            if ctx.input_events is not None:
-                                events, names = ctx.input_events(block)
-                            else:
-                                args = [pylist(block.column(c)) for c in plan.arg_columns]
-                                events = ctx.build_events(*args) if args else ctx.build_events(j - i)
+                            events, names = ctx.events(block)
                             through = (
                                 list(zip(*[pylist(block.column(c)) for c in plan.passthrough]))
                                 if plan.passthrough

@@ -34,7 +34,7 @@ from ...runtime.spark_frames import arrow_types
 from ...runtime.timers import pop_due
 from ...state.binding import KeyBinding
 from ...state.memory import MemoryKeyState, MemoryKeyStore
-from ..arrow_rows import InputEvents, event_builder, fewer_collections, key_runs, naive_batch, pylist, transposed
+from ..arrow_rows import BatchEvents, fewer_collections, key_runs, naive_batch, pylist, transposed
 from .frames import frame_slicer
 from .records import INPUT_KIND, InputKind, PassCounts
 
@@ -255,8 +255,9 @@ class BulkProgram:
         arrow_schema = to_arrow_schema(self.out_schema)
         keys = plan.key_columns
         names = list(plan.event_names)
-        build_events = event_builder(names)
-        input_events = InputEvents(plan) if plan.inputs else None
+        batch_events = BatchEvents(plan)
+        build_events = batch_events.build
+        several = batch_events.several is not None
         crashed_here = False
         fresh = MemoryKeyState()
         spec = plan.spec
@@ -270,19 +271,19 @@ class BulkProgram:
             ends = [*starts[1:].tolist(), n]
             kinds = pylist(rb.column(INPUT_KIND)) if self.has_initial else None
             init_cols = [c for c in rb.schema.names if c.startswith(INIT_PREFIX)] if self.has_initial else []
-            args = [pylist(rb.column(c)) for c in plan.arg_columns]
+            args = batch_events.columns(rb)
             slicer = cut = None
             inputs = None
-            if input_events is not None:
-                events, inputs = input_events(rb)
+            if several:
+                events, inputs = batch_events(rb)
             elif not key_pass.function and key_pass.rows_format != "records":
                 slicer = frame_slicer(names, [rb.column(c) for c in plan.arg_columns], n)
                 if slicer is not None:
                     cut = slicer.frame if key_pass.rows_format == "pandas" else slicer.column_rows
             # a processor fed frames reads no event dicts (only the first, for an error message);
             # the keys loop builds each row's event itself
-            if input_events is None and not fresh_keys:
-                events = None if slicer is not None else build_events(*args) if args else build_events(n)
+            if not several and not fresh_keys:
+                events = None if slicer is not None else batch_events(rb, args)[0]
 
             def first_event(i: int, args: list = args) -> dict:
                 return build_events(*[a[i : i + 1] for a in args])[0] if args else {}
