@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
+.PHONY: bench-erase demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
 
 # .venv: the reference pair (this Python, the newest PySpark the `spark` extra allows)
 $(STAMP): pyproject.toml
@@ -70,6 +70,11 @@ bench: check-java $(STAMP)
 # minutes; ROUNDS_ARGS="--keys 1000000 --rounds 5", or --root DIR for another checkout)
 bench-rounds: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/rounds.py $(ROUNDS_ARGS)
+
+# erasing 1,000 of 1M keys of state against one ordinary batch over them (bulk), side by side
+# (ERASE_ARGS="--keys 1000000 --erase 1000 --rounds 2") -> BENCHMARKS.md
+bench-erase: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/erase.py $(ERASE_ARGS)
 
 # W1 and W2 at 100k keys on the oldest and the newest Spark, side by side -> BENCHMARKS.md
 # (VERSIONS_ARGS="--spark 3.5,4.0,4.3 --repeat 3")
