@@ -417,6 +417,11 @@ class CheckpointLock:
 
     def release(self) -> None:
         self._stop.set()
+        # a renewal under way would write the lease back after it is deleted: let it finish (a
+        # heartbeat hung on an unreachable store is not waited for past a few seconds)
+        beat = self._thread
+        if beat is not None and beat is not threading.current_thread():
+            beat.join(timeout=max(5.0, 2 * self.HEARTBEAT_S))
         with _HELD_LOCK:
             if self._root is not None and _HELD.get(self._root) is self:
                 del _HELD[self._root]
