@@ -371,7 +371,7 @@ def cmd_state_delete(args: argparse.Namespace) -> int:
 
     ks = KeyedSQL(_session(args.master))
     register_udfs(ks, udf_specs("", args.udf), os.getcwd())
-    _print_audit(ks.delete_state(args.checkpoint, where=args.where, function=args.function))
+    _print_audit(ks.delete_state(args.checkpoint, where=args.where, function=args.function, timeout=args.timeout))
     return 0
 
 
@@ -386,7 +386,10 @@ def cmd_state_update(args: argparse.Namespace) -> int:
         assignments[column.strip()] = expr.strip()
     ks = KeyedSQL(_session(args.master))
     register_udfs(ks, udf_specs("", args.udf), os.getcwd())
-    _print_audit(ks.update_state(args.checkpoint, set=assignments, where=args.where, function=args.function))
+    audit = ks.update_state(
+        args.checkpoint, set=assignments, where=args.where, function=args.function, timeout=args.timeout
+    )
+    _print_audit(audit)
     return 0
 
 
@@ -489,14 +492,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mig.add_argument("--sample", type=int, default=20, help="keys shown by --dry-run, the smallest (default 20)")
     mig.set_defaults(fn=cmd_state_migrate)
-    dele = ssub.add_parser("delete", help="erase the keys matching --where from every file of a stopped checkpoint")
-    upd = ssub.add_parser("update", help="set state columns of the keys matching --where (a stopped checkpoint)")
+    dele = ssub.add_parser(
+        "delete", help="erase the keys matching --where from every file of a checkpoint (a running query applies it)"
+    )
+    upd = ssub.add_parser("update", help="set state columns of the keys matching --where (as delete)")
     for edit in (dele, upd):
         edit.add_argument("checkpoint")
         edit.add_argument("--where", required=True, help="SQL predicate over the key and state columns")
         edit.add_argument("--function", help="the function, when the checkpoint holds several")
         edit.add_argument(
             "--udf", action="append", default=[], metavar="NAME=module:Class", help="the function's class"
+        )
+        edit.add_argument(
+            "--timeout",
+            type=float,
+            metavar="SECONDS",
+            help="how long to wait for a running query to apply it (default: spark.keyedsql.editTimeout, 10 minutes)",
         )
     upd.add_argument(
         "--set", action="append", required=True, metavar="COLUMN=EXPR", help="a state column and its SQL expression"

@@ -262,16 +262,29 @@ class KeyedSQL:
         return read_state_changes(self.spark, checkpoint, function, from_batch, to_batch)
 
     @quietly
-    def delete_state(self, checkpoint: str, *, where: str, function: str | None = None) -> dict:
+    def delete_state(
+        self, checkpoint: str, *, where: str, function: str | None = None, timeout: float | None = None
+    ) -> dict:
         """``DELETE FROM keyed_state(checkpoint[, function]) WHERE where``: the matching keys
-        erased from every file of a stopped query's checkpoint; the audit (docs/erasure.md)."""
-        return edit_state(self.spark, state_edit_of("delete", checkpoint, where, function), self.functions.get)
+        erased from every file of the checkpoint, by its running query at its next batch boundary
+        (waiting up to ``timeout`` s) or at once when none runs; the audit (docs/erasure.md)."""
+        edit = state_edit_of("delete", checkpoint, where, function)
+        return edit_state(self.spark, edit, self.functions.get, timeout)
 
     @quietly
-    def update_state(self, checkpoint: str, *, set: dict[str, str], where: str, function: str | None = None) -> dict:
+    def update_state(
+        self,
+        checkpoint: str,
+        *,
+        set: dict[str, str],
+        where: str,
+        function: str | None = None,
+        timeout: float | None = None,
+    ) -> dict:
         """``UPDATE keyed_state(...) SET column = expression, ... WHERE where`` (``set``: column
-        -> SQL expression); old values gone from every file; the audit (docs/erasure.md)."""
-        return edit_state(self.spark, state_edit_of("update", checkpoint, where, function, set), self.functions.get)
+        -> SQL expression); old values gone from every file; as ``delete_state``, the audit."""
+        edit = state_edit_of("update", checkpoint, where, function, set)
+        return edit_state(self.spark, edit, self.functions.get, timeout)
 
     @quietly
     def migrate_state(

@@ -1,28 +1,48 @@
 """``ks.delete_state`` / ``ks.update_state`` and ``DELETE`` / ``UPDATE`` of ``keyed_state(...)``
-through ``ks.sql``: the checkpoint's function picked, its lease taken (an edit never races a
-running query), and the edit handed to the layout of the engine that wrote the checkpoint.
-Returns the audit (one row)."""
+through ``ks.sql``: the checkpoint's function picked, the edit queued in the checkpoint
+(``state/edit_queue.py``) for whoever holds its lease — a running query applies it at its next
+batch boundary, else the caller takes the lease and applies it (``engines/edit_pickup.py``) —
+and the answer waited for. Returns the audit (one row)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from .api.intervals import parse_interval_ms
 from .engines import LEGACY_ENGINE, get_engine
+from .engines.edit_pickup import apply_pending
 from .runtime.spec import FunctionSpec
 from .sql.edits import StateEdit, explain_edit
 from .state.checkpoint import CheckpointError, read_metadata
+from .state.edit_queue import EditQueue, EditRequest
+from .state.faults import crash_point
 from .state.filesystems import filesystem
-from .state.lock import CheckpointLock
+from .state.lock import CheckpointLock, lock_holder
 from .state.reader import pick_operator
 from .streaming.checkpoints import engine_of
 
-__all__ = ["AUDIT_COLUMNS", "AUDIT_SCHEMA", "audit_frame", "edit_plan", "edit_result", "edit_state", "state_edit_of"]
+__all__ = [
+    "AUDIT_COLUMNS",
+    "AUDIT_SCHEMA",
+    "EDIT_TIMEOUT_CONF",
+    "audit_frame",
+    "edit_plan",
+    "edit_result",
+    "edit_state",
+    "edit_timeout_s",
+    "state_edit_of",
+]
 
 log = logging.getLogger(__name__)
+
+# how long an edit's caller waits for a running query to apply it
+EDIT_TIMEOUT_CONF = "spark.keyedsql.editTimeout"
+EDIT_TIMEOUT_DEFAULT = "10 minutes"
 
 # the audit row, in this order (docs/erasure.md)
 AUDIT_COLUMNS = (
@@ -61,8 +81,20 @@ def state_edit_of(
     return StateEdit(kind, checkpoint, function, where, tuple((assignments or {}).items()))
 
 
-def edit_state(spark: SparkSession, edit: StateEdit, registered: Callable[[str], FunctionSpec | None]) -> dict:
-    """Run ``edit`` on its checkpoint under the checkpoint's lease; the audit as a dict."""
+def edit_timeout_s(spark: SparkSession) -> float:
+    return parse_interval_ms(spark.conf.get(EDIT_TIMEOUT_CONF, None) or EDIT_TIMEOUT_DEFAULT) / 1000
+
+
+def edit_state(
+    spark: SparkSession,
+    edit: StateEdit,
+    registered: Callable[[str], FunctionSpec | None],
+    timeout: float | None = None,
+) -> dict:
+    """Queue ``edit`` in its checkpoint and wait for its answer (``timeout`` seconds; None: the
+    session's ``spark.keyedsql.editTimeout``): a running query applies it at its next batch
+    boundary; when no query holds the lease, this call takes it and applies the queue itself.
+    The audit as a dict."""
     fs = filesystem(spark)
     fs.probe(edit.checkpoint)
     if not fs.is_dir(edit.checkpoint):
@@ -75,22 +107,102 @@ def edit_state(spark: SparkSession, edit: StateEdit, registered: Callable[[str],
         )
     engine = op.engine_or(LEGACY_ENGINE)
     layout = get_engine(engine).layout
-    if not layout.edits_state:  # refused before the lease is taken
-        layout.edit(spark, edit.checkpoint, op, edit.kind, edit.where, edit.assignments, None, engine)
-    lock = CheckpointLock(edit.checkpoint, spark, query=f"{edit.verb} of keyed state")
-    try:
-        lock.acquire()
-    except CheckpointError as exc:
+    if not layout.edits_state:  # refused before anything is queued
         raise CheckpointError(
-            f"{edit.verb} of keyed state on checkpoint {edit.checkpoint!r}: a query holds its lease (it is running): "
-            f"erase on a running query is not built yet; stop the query, then run the {edit.verb} again. ({exc})"
-        ) from None
-    try:
-        return layout.edit(
-            spark, edit.checkpoint, op, edit.kind, edit.where, edit.assignments, registered(op.function), engine
+            f"{edit.verb} of keyed state is not built yet for engine '{engine}' (checkpoint {edit.checkpoint!r}); it "
+            "works on checkpoints of engine 'bulk'"
         )
-    finally:
-        lock.release()
+    wait_s = edit_timeout_s(spark) if timeout is None else float(timeout)
+    if wait_s < 0:
+        raise CheckpointError(f"{edit.verb} of keyed state: timeout must be seconds >= 0, got {timeout!r}")
+    queue = EditQueue(edit.checkpoint, spark)
+    request = EditRequest.new(edit.kind, op.function, edit.where, edit.assignments)
+    path = queue.submit(request)
+    crash_point("edit_queued")
+    waiting = _Waiting(spark, edit, layout, engine, registered, queue, request, path, wait_s)
+    return waiting.answer()
+
+
+class _Waiting:
+    """The caller of a queued edit, until its answer: it applies the queue itself whenever the
+    checkpoint's lease is free (no query runs), else waits for the query holding it."""
+
+    LOOK_S = 0.25  # how often the answer is looked for
+    LEASE_S = 2.0  # how often a free lease is tried for
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        edit: StateEdit,
+        layout: Any,
+        engine: str,
+        registered: Callable[[str], FunctionSpec | None],
+        queue: EditQueue,
+        request: EditRequest,
+        path: str,
+        wait_s: float,
+    ):
+        self.spark, self.edit, self.layout, self.engine, self.registered = spark, edit, layout, engine, registered
+        self.queue, self.request, self.path, self.wait_s = queue, request, path, wait_s
+        self.holder: dict | None = None
+
+    def answer(self) -> dict:
+        started = time.monotonic()
+        next_try = started
+        while True:
+            now = time.monotonic()
+            if now >= next_try:
+                self._apply_if_free()
+                next_try = now + self.LEASE_S
+            got = self.queue.answer(self.request.id)
+            if got is not None:
+                self.queue.collect(self.request.id)
+                if got.error is not None:
+                    raise CheckpointError(got.error)
+                assert got.audit is not None
+                return dict(got.audit) | {"checkpoint": self.edit.checkpoint}
+            if now - started >= self.wait_s:
+                raise self._pending()
+            time.sleep(self.LOOK_S)
+
+    def _apply_if_free(self) -> None:
+        lock = CheckpointLock(self.edit.checkpoint, self.spark, query=f"{self.edit.verb} of keyed state")
+        try:
+            lock.acquire()
+        except CheckpointError:
+            holder = lock_holder(self.edit.checkpoint, self.spark)
+            if holder and holder != self.holder:
+                log.info(
+                    "%s of keyed state on %s queued (request %s): waiting for %s (process %s on %s) to apply it at "
+                    "its next batch boundary",
+                    self.edit.verb,
+                    self.edit.checkpoint,
+                    self.request.id,
+                    holder.get("query") or "the query holding the checkpoint",
+                    holder.get("pid"),
+                    holder.get("host"),
+                )
+            self.holder = holder or self.holder
+            return
+        try:
+            apply_pending(self.spark, self.edit.checkpoint, self.layout, self.engine, self.registered)
+        finally:
+            lock.release()
+
+    def _pending(self) -> CheckpointError:
+        h = self.holder or {}
+        who = (
+            f"{h.get('query') or 'the query holding the checkpoint'} (process {h.get('pid')} on {h.get('host')})"
+            if h
+            else "the query holding the checkpoint"
+        )
+        return CheckpointError(
+            f"{self.edit.verb} of keyed state on checkpoint {self.edit.checkpoint!r} is still pending after "
+            f"{self.wait_s:g} s: it is queued as {self.path}, for {who} to apply at its next batch boundary. It stays "
+            f"queued and is applied then (or by the next ks.start / ks.run / edit that takes the checkpoint's lease); "
+            f"its audit is then written to {self.queue.answer_path(self.request.id)}. To withdraw it before that, "
+            f"delete {self.path}. A longer wait: timeout= or {EDIT_TIMEOUT_CONF}"
+        )
 
 
 def audit_frame(spark: SparkSession, audit: dict[str, Any]) -> DataFrame:

@@ -122,6 +122,11 @@ class StreamRun(ABC):
     def stop(self) -> None:
         self.query.stop()
 
+    def close(self) -> None:
+        """Once the query has ended and before its lease is released: nothing the run does beside
+        its batches (an edit being applied) goes on past the lease."""
+        return None
+
     @abstractmethod
     def summary(self) -> dict[str, Any]:
         """``ks.run``'s result: batches, input_rows, output_rows, keys_touched, late_rows, metrics."""
@@ -195,16 +200,23 @@ class StateLayout(ABC):
         assignments: tuple[tuple[str, str], ...],
         spec: FunctionSpec | None,
         engine: str,
+        request: str | None = None,
     ) -> dict[str, Any]:
         """A DELETE (``kind`` "delete") or UPDATE ("update": ``assignments``, column -> SQL
-        expression) of the keys whose state matches ``where`` (SQL over ``read``'s columns), on
-        a stopped query whose lease the caller holds; ``spec``: the function's registration, when
-        registered (how its attributes are stored). Afterwards no file of the checkpoint holds the old
-        state. Returns the audit (``state_edits.AUDIT_COLUMNS``)."""
+        expression) of the keys whose state matches ``where`` (SQL over ``read``'s columns), by
+        the holder of the checkpoint's lease between batches; ``spec``: the function's
+        registration, when registered (how its attributes are stored); ``request``: the queued
+        request it applies, recorded in its commit (``applied_edit``). Afterwards no file of the
+        checkpoint holds the old state. Returns the audit (``state_edits.AUDIT_COLUMNS``)."""
         raise CheckpointError(
             f"{kind.upper()} of keyed state is not built yet for engine '{engine}' (checkpoint {checkpoint!r}); it "
             "works on checkpoints of engine 'bulk'"
         )
+
+    def applied_edit(self, spark: SparkSession, checkpoint: str, request: str) -> dict[str, Any] | None:
+        """The audit recorded by the commit that applied queued request ``request`` (None: no
+        commit did); what its writer left unfinished after that commit is finished first."""
+        return None
 
     def erased_before(self, spark: SparkSession, checkpoint: str) -> int | None:
         """The batch before which a DELETE / UPDATE erased the state history (None: never)."""

@@ -86,6 +86,9 @@ class CommitRecord:
     # a DELETE / UPDATE of keyed_state committed this version: the history before it was erased
     # (commits, snapshots and deltas of earlier versions are no longer read, and are removed)
     erased_before: int | None = None
+    # a queued DELETE / UPDATE request this version applied: its id and audit (counts only), so
+    # the request is applied once and answered even if its writer died before answering
+    edit: Mapping[str, Any] | None = None
     format: int = COMMIT_FORMAT
 
     # ------------------------------------------------------------------ derived
@@ -181,6 +184,7 @@ class CommitRecord:
                 input_watermarks_ms={str(k): int(v) for k, v in (d.get("input_watermarks_ms") or {}).items()},
                 watermark_policy=d.get("watermark_policy"),
                 erased_before=None if d.get("erased_before") is None else int(d["erased_before"]),
+                edit=dict(d["edit"]) if d.get("edit") else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise damaged_commit(where, f"{type(exc).__name__}: {exc}") from None

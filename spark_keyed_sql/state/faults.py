@@ -25,6 +25,8 @@ POINTS = (
     "erase_written",  # bulk: an erase / update wrote the edited state as a new base, not yet committed
     "erase_committed",  # bulk: the erase's commit is created, the history before it not yet removed
     "erase_removing",  # bulk: part of the history before an erase removed
+    "edit_queued",  # an edit's caller queued its request in the checkpoint, nothing applied yet
+    "edit_answered",  # a queued DELETE / UPDATE request answered (its edit committed), the request not yet removed
     "lease_created",  # the lease file created (empty), its content not yet written (driver side)
     "lease_renewing",  # a heartbeat wrote the lease's new content beside it, not yet moved over it
 )

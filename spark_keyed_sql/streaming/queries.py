@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 Progress = Callable[[dict[str, Any]], None]
 
 # checkpoint -> (lock, query started by ks.start) held by this process
-_HELD: dict[str, tuple[CheckpointLock, Any]] = {}
+_HELD: dict[str, tuple[CheckpointLock, StreamRun]] = {}
 _HELD_LOCK = threading.Lock()
 # query id -> the run that started it (ks.metrics)
 _RUNS: dict[str, StreamRun] = {}
@@ -60,7 +60,7 @@ def start(
         del _RUNS[qid]
     _RUNS[str(stream.query.id)] = stream
     if lock:
-        _release_when_done(stream.query, lock)
+        _release_when_done(stream, lock)
     log.info("ks.start: query %s on checkpoint %s, sink %s", stream.query.id, checkpoint, sink)
     return translating(stream.query)
 
@@ -78,6 +78,7 @@ def run(
     if output:
         _probe_output(spark, output)
     lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.run")
+    stream: StreamRun | None = None
     try:
         checkpoint = prepare_checkpoint(spark, statement, checkpoint, "ks.run", function)
         if not checkpoint:
@@ -101,6 +102,8 @@ def run(
         )
         return summary
     finally:
+        if stream is not None:
+            stream.close()
         if lock:
             lock.release()
 
@@ -172,19 +175,21 @@ def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> Checkpoint
     key = filesystem(spark).qualify(checkpoint, "checkpoint")
     with _HELD_LOCK:
         held = _HELD.get(key)
-        if held is not None and not held[1].isActive:  # stopped, its waiter not yet run: take over
+        if held is not None and not held[1].query.isActive:  # stopped, its waiter not yet run: take over
             _HELD.pop(key, None)
         else:
             held = None
     if held is not None:
+        held[1].close()
         held[0].release()
     return CheckpointLock(checkpoint, spark, query=where or None).acquire()
 
 
-def _release_when_done(query: Any, lock: CheckpointLock) -> None:
+def _release_when_done(run: StreamRun, lock: CheckpointLock) -> None:
+    query = run.query
     key = lock.fs.qualify(lock.checkpoint)
     with _HELD_LOCK:
-        _HELD[key] = (lock, query)
+        _HELD[key] = (lock, run)
     lock.on_lost = lambda err: fail_query(query, err, "the checkpoint lease")
 
     def wait() -> None:
@@ -198,6 +203,7 @@ def _release_when_done(query: Any, lock: CheckpointLock) -> None:
                 if mine:
                     _HELD.pop(key, None)
             if mine:
+                run.close()
                 lock.release()
 
     threading.Thread(target=wait, name="spark-keyed-sql checkpoint lock", daemon=True).start()

@@ -116,6 +116,25 @@ def main(url: str, root: str, tier: str = "full") -> None:
         out[f"changes_{engine}"] = len(changes)
         out[f"migrate_{engine}"] = error(lambda w=w: ks.migrate_state(f"{w}/cp", f"{w}/migrated"))
 
+    # DELETE of keyed state through Connect: on a stopped checkpoint (the client applies it), then
+    # on a running stream (the query applies it on the server, between batches)
+    w = f"{root}/work/erase"
+    erase_sql = running_over(f"{w}/src", "bulk")
+    add_part(spark, root, "a", f"{w}/src")
+    ks.run(erase_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
+    first, second = sorted({r.user_id for r in spark.read.parquet(f"{root}/data/a").collect()})[:2]
+    out["erase_victims"] = [first, second]
+    stopped = ks.delete_state(f"{w}/cp", where=f"user_id = '{first}'")
+    q = ks.start(erase_sql, checkpoint=f"{w}/cp", sink=f"{w}/out_started", trigger="1 second")
+    q.processAllAvailable()
+    add_part(spark, root, "b", f"{w}/src")
+    q.processAllAvailable()
+    running = ks.delete_state(f"{w}/cp", where=f"user_id = '{second}'", timeout=300)
+    out["erase_running_active"] = q.isActive
+    q.stop()
+    out["erase_matched"] = [stopped["keys_matched"], running["keys_matched"]]
+    out["erase_state"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(f"{w}/cp").collect())
+
     if tier != "full":
         print("RESULT " + json.dumps(out, default=str))
         return

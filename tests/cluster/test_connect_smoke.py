@@ -39,3 +39,11 @@ def test_connect_smoke_runs_state_and_batch_under_a_server_only_mount(tmp_path):
     assert got["progress_bulk"] == len(frames["b"])  # the callback saw the second run's batches
     assert got["state_bulk"] == all_state and got["keyed_state_bulk"] == all_state
     assert Path(server.disk / "work" / "bulk" / "cp" / "bulk" / "commits").is_dir()  # through the mount
+    # DELETE through Connect: the first key erased on the stopped checkpoint (part b's rows then
+    # start it afresh), the second by the running stream after part b (gone)
+    first, second = got["erase_victims"]
+    assert got["erase_matched"] == [1, 1] and got["erase_running_active"] is True
+    _, b_state = oracle(frames["b"])
+    want = {u: [u, n, t] for u, n, t in all_state if u not in (first, second)}
+    want.update({u: [u, n, t] for u, n, t in b_state if u == first})
+    assert got["erase_state"] == sorted(want.values())

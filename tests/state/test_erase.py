@@ -7,6 +7,7 @@ after."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import pytest
@@ -249,14 +250,33 @@ def test_a_kill_at_each_point_leaves_before_or_after_and_a_rerun_finishes(
     monkeypatch.setattr(erase_module, "crash_point", lambda name: None)
     monkeypatch.setattr(snapshots_module, "crash_point", lambda name: None)
     assert _state(kb, cp) == _oracle(batches, erased_after=1 if after else None)
-    again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")  # finishes what the kill left
-    assert again["keys_matched"] == (0 if after else 1)
+    assert len(_requests(cp)) == 1  # the killed call's request: still pending (or committed, not yet answered)
+    again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")  # applies (or answers) the pending one first
+    assert again["keys_matched"] == 0
+    assert _requests(cp) == [] and _erase_commits(spark, cp) == 1  # the killed request applied exactly once
     roots = [cp, _cache_dir(spark, cp)]
     assert _files_holding(roots, ERASED.encode()) == [] and _files_holding(roots, SECRET.encode()) == []
     batches.append(_rows(2))
     _batch(spark, src, batches[-1])
     kb.run(SQL.format(src=src), checkpoint=cp, output=out)
     assert _state(kb, cp) == _oracle(batches, erased_after=1)
+
+
+def _requests(cp):
+    d = os.path.join(cp, "edits")
+    return sorted(n for n in os.listdir(d) if n.endswith(".request.json")) if os.path.isdir(d) else []
+
+
+def _erase_commits(spark, cp) -> int:
+    """Commits that applied a queued edit which matched a key (from the commit files, as written)."""
+    d = os.path.join(cp, "bulk", "commits")
+    n = 0
+    for name in os.listdir(d):
+        if name.endswith(".json"):
+            with open(os.path.join(d, name)) as f:
+                edit = json.load(f).get("edit")
+            n += bool(edit and edit["keys_matched"])
+    return n
 
 
 # ---------------------------------------------------------------------------- refusals, EXPLAIN
@@ -271,19 +291,34 @@ def test_explain_keyed_says_what_would_be_erased_and_writes_nothing(spark, kb, t
     assert _all_bytes(cp) == before
 
 
-def test_an_edit_is_refused_while_a_query_holds_the_lease(spark, kb, tmp_path):
-    _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
-    lock = CheckpointLock(cp, spark, query="a running query").acquire()
+def test_an_edit_waits_for_the_lease_holder_and_says_what_is_pending(spark, kb, tmp_path):
+    """A holder that never reaches a batch boundary (a lease and no query): the call gives up
+    after its timeout naming the queued request, which stays queued and changes nothing; the
+    next edit that gets the lease applies it first, then its own."""
+    _, cp, _, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    lock = CheckpointLock(cp, spark, query="a query that is busy").acquire()
     try:
         before = _all_bytes(cp)
-        with pytest.raises(KeyedSQLError, match="erase on a running query is not built yet; stop the query"):
-            kb.delete_state(cp, where="true")
-        after = _all_bytes(cp)
+        with pytest.raises(KeyedSQLError, match=r"still pending after 1 s: it is queued as .*a query that is busy"):
+            kb.delete_state(cp, where=f"user_id = '{ERASED}'", timeout=1)
+        assert len(_requests(cp)) == 1
+        after = {k: v for k, v in _all_bytes(cp).items() if "/edits/" not in k}
         after.pop(os.path.join(cp, ".spark_keyed_sql.lease"), None)
         before.pop(os.path.join(cp, ".spark_keyed_sql.lease"), None)
-        assert after == before
+        assert after == before  # nothing but the request written
     finally:
         lock.release()
+    audit = kb.update_state(cp, set={"total": "0"}, where="user_id = 'k01'")
+    assert audit["keys_matched"] == 1 and audit["batch_id"] == 3  # the pending DELETE went first, at batch 2
+    assert _requests(cp) == []
+
+    def zero(state):
+        state.pop(ERASED)
+        n, _, note = state["k01"]
+        state["k01"] = (n, 0.0, note)
+
+    assert _state(kb, cp) == _oracle(batches, erased_after=1, updates=zero)
+    assert _files_holding([cp], ERASED.encode()) == []
 
 
 def test_an_edit_names_what_it_cannot_do(spark, kb, tmp_path):
@@ -425,8 +460,9 @@ ks.delete_state({cp!r}, where="user_id = '{ERASED}'")
     assert proc.returncode == -signal.SIGKILL, f"the child was not killed at {point}:\n{err.decode()[-3000:]}"
     assert os.path.exists(os.path.join(cp, ".spark_keyed_sql.lease"))  # left by the killed process
     assert _state(kb, cp) == _oracle(batches, erased_after=1 if after else None)
-    again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")
-    assert again["keys_matched"] == (0 if after else 1)
+    again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")  # takes the lease over, applies the pending one first
+    assert again["keys_matched"] == 0
+    assert _requests(cp) == [] and _erase_commits(spark, cp) == 1
     roots = [cp, _cache_dir(spark, cp)]
     assert _files_holding(roots, ERASED.encode()) == [] and _files_holding(roots, SECRET.encode()) == []
     batches.append(_rows(2))

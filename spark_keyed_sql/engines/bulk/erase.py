@@ -36,7 +36,7 @@ from .partitioning import PART
 from .state_row import HAS_ATTRS, TIMERS, StateRowCodec
 from .step import LOCAL_STATE_DIR_CONF
 
-__all__ = ["edit_state"]
+__all__ = ["edit_state", "finish_erase"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,16 @@ def _files(fs: Any, root: str) -> set[str]:
     return out
 
 
+def finish_erase(spark: SparkSession, checkpoint: str) -> SnapshotStore:
+    """Remove what an erase a crash interrupted left of the history before it (its commit was
+    made: the edit holds); the checkpoint's store."""
+    store = SnapshotStore(checkpoint, spark)
+    if store.erased_history_left():
+        _drop_local_caches(spark, store.fs, checkpoint)
+        store.cleanup()
+    return store
+
+
 def edit_state(
     spark: SparkSession,
     checkpoint: str,
@@ -69,15 +79,15 @@ def edit_state(
     where: str,
     assignments: tuple[tuple[str, str], ...],
     spec: FunctionSpec | None,
+    request: str | None = None,
 ) -> dict[str, Any]:
+    """The edit, committed as a version of its own; ``request``: the queued request it applies
+    (recorded in that commit, with the audit's counts). Returns the audit."""
     started = time.time()
     verb = kind.upper()
     what = f"{verb} of keyed state (checkpoint {checkpoint!r}, function '{op.function}')"
-    store = SnapshotStore(checkpoint, spark)
+    store = finish_erase(spark, checkpoint)
     fs = store.fs
-    if store.erased_history_left():  # finish removing what an earlier edit a crash interrupted left
-        _drop_local_caches(spark, fs, checkpoint)
-        store.cleanup()
     latest = store.latest()
     if latest is None or latest.schema is None:
         raise CheckpointError(f"{what}: the checkpoint holds no committed state yet")
@@ -145,6 +155,18 @@ def edit_state(
             next_timer_ms=next_timer,
             metrics=BatchMetrics(state_rows=rows),
             erased_before=version,
+            edit=None
+            if request is None
+            else {
+                "request": request,
+                "operation": kind,
+                "function": op.function,
+                "keys_matched": n,
+                "state_rows": n,
+                "versions_rewritten": kept_versions,
+                "batch_id": version,
+                "output_batches": output_batches,
+            },
         )
     )
     crash_point("erase_committed")

@@ -296,12 +296,23 @@ class BulkLayout(StateLayout):
         assignments: tuple[tuple[str, str], ...],
         spec: FunctionSpec | None,
         engine: str,
+        request: str | None = None,
     ) -> dict[str, Any]:
         from .erase import edit_state  # (it builds on this module)
 
         if op is None:
             raise CheckpointError(f"checkpoint {checkpoint!r} has no spark-keyed-sql metadata; nothing to edit")
-        return edit_state(spark, checkpoint, op, kind, where, assignments, spec)
+        return edit_state(spark, checkpoint, op, kind, where, assignments, spec, request)
+
+    def applied_edit(self, spark: SparkSession, checkpoint: str, request: str) -> dict[str, Any] | None:
+        from .erase import finish_erase
+
+        for c in reversed(SnapshotStore(checkpoint, spark).commits()):
+            if c.edit is not None and c.edit.get("request") == request:
+                finish_erase(spark, checkpoint)  # what its writer, killed after the commit, left
+                audit = {k: v for k, v in c.edit.items() if k != "request"}
+                return audit | {"checkpoint": checkpoint, "files_removed": 0, "seconds": None}
+        return None
 
     def erased_before(self, spark: SparkSession, checkpoint: str) -> int | None:
         return SnapshotStore(checkpoint, spark).erased_before()

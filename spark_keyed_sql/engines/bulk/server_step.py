@@ -41,16 +41,18 @@ class ServerStep:
     first batch, from plain values (no session, no lock, no thread travels). The commit protocol
     is the same, with file I/O through ``ConnectFS``. The timer pump runs beside the steps in
     that worker (one process: the step lock holds); a pump that keeps failing fails the query at
-    its next batch. A memory sink's view is registered in the client's own session."""
+    its next batch; so does the look for queued edits. A memory sink's view is registered in the
+    client's own session."""
 
-    def __init__(self, stream: BulkStream, session_id: str, pump_s: float | None):
+    def __init__(self, stream: BulkStream, session_id: str, pump_s: float | None, edit_poll_s: float):
         self.args = StepArgs.of(stream)
-        self.session_id, self.pump_s = session_id, pump_s
+        self.session_id, self.pump_s, self.edit_poll_s = session_id, pump_s, edit_poll_s
         self._stream: BulkStream | None = None
         self._failed: BaseException | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"args": self.args, "session_id": self.session_id, "pump_s": self.pump_s}
+        keep = ("args", "session_id", "pump_s", "edit_poll_s")
+        return {k: self.__dict__[k] for k in keep}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _stream=None, _failed=None)
@@ -67,6 +69,7 @@ class ServerStep:
             )
             if self.pump_s is not None:  # until this worker ends with its query
                 self._stream.pump_timers(self.pump_s, lambda: True, self._fail)
+            self._stream.poll_edits(self.edit_poll_s, lambda: True)  # queued edits, between batches
         self._stream(batch_df, batch_id)
 
     def _fail(self, exc: BaseException, what: str) -> None:

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...api.errors import KeyedSQLError
+from ...api.intervals import parse_interval_ms
 from ...compat.pandas_warning import quietly
 from ...runtime.clock import now_ms
 from ...runtime.connect import default_parallelism
@@ -44,21 +45,26 @@ from ...state.lock import check_lease
 from ...state.snapshots import KEY_PREFIX, SnapshotStore
 from ..background import Retrying
 from ..base import output_schema
+from ..edit_pickup import apply_pending
 from .compaction import Compactor
 from .feeding import plan_feeds
 from .incremental import IncrementalProgram, incremental_input, step_schema
-from .layout import bulk_partitions, evolved_commit
+from .layout import BulkLayout, bulk_partitions, evolved_commit
 from .partitioning import PART
 from .records import KIND, OutputKind, TaskStats
 from .sinks import reset_memory_sink, write_batch
 from .state_row import StateRowCodec
 from .watermarks import ONE_INPUT, next_watermarks, watermark_policy
 
-__all__ = ["LOCAL_STATE_DIR_CONF", "BulkStream", "StepJobs", "StepPlan"]
+__all__ = ["EDIT_POLL_CONF", "LOCAL_STATE_DIR_CONF", "BulkStream", "StepJobs", "StepPlan"]
 
 log = logging.getLogger(__name__)
 
 LOCAL_STATE_DIR_CONF = "spark.keyedsql.localStateDir"  # where hosts keep local state (default: the temp dir)
+# how often a running query looks for queued DELETE / UPDATE requests between batches (one
+# listing of <checkpoint>/edits each time); every batch also looks before it starts
+EDIT_POLL_CONF = "spark.keyedsql.editPollInterval"
+EDIT_POLL_DEFAULT = "2 seconds"
 
 
 def _stats(spark: SparkSession, directory: str, fs: Any) -> dict[int, TaskStats]:
@@ -156,7 +162,8 @@ class BulkStream:
         self.finish = finish
         self.function = function
         self.on_commit = on_commit
-        self.lock = threading.Lock()  # foreachBatch and the timer pump never step at once
+        self.lock = threading.Lock()  # foreachBatch, the timer pump and queued edits never step at once
+        self.closed = False  # the query ended: no edit is applied any more (its lease goes)
         self.codec = StateRowCodec(plan.spec)
         self.out_schema = output_schema(source_schema, plan)
         n = len(plan.key_columns)
@@ -171,7 +178,8 @@ class BulkStream:
     def prepare(self) -> BulkStream:
         """Before the query starts (by the driver; a Connect server's step is built from a
         prepared one): refuse an output Spark's file sink wrote and a damaged checkpoint, stage
-        INITIAL STATE, and make a memory sink's view queryable from the start."""
+        INITIAL STATE, apply the edits queued meanwhile, and make a memory sink's view queryable
+        from the start."""
         sink = self.sink
         if is_path(sink) and self.fs.is_dir(join(sink, "_spark_metadata")):
             raise KeyedSQLError(
@@ -182,6 +190,7 @@ class BulkStream:
         if latest is not None:
             self.store.verify(latest.version)  # refuse a damaged checkpoint before Spark starts
         self._stage_initial_state()
+        self.apply_edits()  # requests queued while no query ran (or left by a writer that died)
         if sink.startswith("memory:"):  # queryable from the start, as Spark's memory sink is
             reset_memory_sink(sink.split(":", 1)[1])
             self.views.createDataFrame([], self.finish(self._empty_output()).schema).createOrReplaceTempView(
@@ -203,9 +212,50 @@ class BulkStream:
     # ------------------------------------------------------------------ foreachBatch
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self.lock:
+            self._apply_edits()  # the batch boundary: a queued edit goes before this batch
             if self.store.committed_spark_batch(batch_id):
                 return  # done before a restart; Spark had not recorded it yet
             self.step(batch_df, batch_id)
+
+    # ------------------------------------------------------------------ queued edits
+    def apply_edits(self) -> int:
+        """Apply the DELETE / UPDATE requests queued in the checkpoint, between two steps."""
+        with self.lock:
+            return self._apply_edits()
+
+    def close(self) -> None:
+        """No edit is applied from now on (waits for one being applied)."""
+        with self.lock:
+            self.closed = True
+
+    def _apply_edits(self) -> int:
+        if self.closed:
+            return 0
+
+        def before() -> None:
+            self.compactor.join()  # a compaction from older state must not finish after the edit
+            self.compactor.check()
+
+        try:
+            return apply_pending(
+                self.driver,
+                self.checkpoint,
+                BulkLayout(),
+                "bulk",
+                lambda name: self.plan.spec if name == self.function else None,
+                before,
+            )
+        except Exception as exc:  # noqa: BLE001 - an edit never fails the query; tried again at the next look
+            log.warning("checkpoint %s: queued edits not applied yet (tried again): %s", self.checkpoint, exc)
+            return 0
+
+    def edit_poll_s(self) -> float:
+        return parse_interval_ms(self.driver.conf.get(EDIT_POLL_CONF, None) or EDIT_POLL_DEFAULT) / 1000
+
+    def poll_edits(self, interval_s: float, active: Callable[[], bool]) -> threading.Thread:
+        """While ``active()``, apply queued edits every ``interval_s`` between batches, so a
+        stream without input applies them too."""
+        return self._pump(f"applying the queued edits of {self.function}", interval_s, self.apply_edits, active, None)
 
     def flush_timers(self) -> CommitRecord | None:
         """A step without input: fires timers due by the last watermark / now (what Spark's
@@ -246,7 +296,19 @@ class BulkStream:
         (Spark schedules no batch for a foreachBatch query without new data). A failure is
         logged and tried again; past the bound ``fail(exc, what)`` is called and the pump ends
         (``background.py``)."""
-        retrying = Retrying(f"firing the timers of {self.function} (checkpoint {self.checkpoint!r})")
+        return self._pump(f"firing the timers of {self.function}", interval_s, self.flush_timers, active, fail)
+
+    def _pump(
+        self,
+        what: str,
+        interval_s: float,
+        work: Callable[[], Any],
+        active: Callable[[], bool],
+        fail: Callable[[BaseException, str], None] | None,
+    ) -> threading.Thread:
+        """A thread calling ``work`` every ``interval_s`` while ``active()``; failures logged and
+        tried again, past the bound ``fail(exc, what)`` (when given) and the thread ends."""
+        retrying = Retrying(f"{what} (checkpoint {self.checkpoint!r})")
 
         def loop() -> None:
             while active():
@@ -254,17 +316,17 @@ class BulkStream:
                 if not active():
                     break
                 try:
-                    self.flush_timers()
+                    work()
                 except Exception as exc:  # noqa: BLE001 - counted, logged, and past the bound the query's failure
                     if not active():
                         break
-                    if retrying.failed(exc):
+                    if retrying.failed(exc) and fail is not None:
                         fail(exc, retrying.what)
                         break
                     continue
                 retrying.succeeded()
 
-        t = threading.Thread(target=loop, name=f"spark-keyed-sql timers {self.function}", daemon=True)
+        t = threading.Thread(target=loop, name=f"spark-keyed-sql: {what}", daemon=True)
         t.start()
         return t
 

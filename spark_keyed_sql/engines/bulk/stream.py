@@ -85,10 +85,12 @@ class BulkStreamRun(StreamRun):
             pump_s = parse_interval_ms(job.trigger) / 1000 if job.trigger else 1.0
         batch_fn: Any = stream
         if is_connect(job.spark):  # foreachBatch runs on the server: the step goes there
-            batch_fn = ServerStep(stream, job.spark.session_id, pump_s)
+            batch_fn = ServerStep(stream, job.spark.session_id, pump_s, stream.edit_poll_s())
         query = configure_writer(job.source.writeStream.foreachBatch(batch_fn), job, checkpoint).start()
-        if pump_s is not None and batch_fn is stream:
-            stream.pump_timers(pump_s, lambda: query.isActive, lambda exc, what: fail_query(query, exc, what))
+        if batch_fn is stream:
+            if pump_s is not None:
+                stream.pump_timers(pump_s, lambda: query.isActive, lambda exc, what: fail_query(query, exc, what))
+            stream.poll_edits(stream.edit_poll_s(), lambda: query.isActive and not stream.closed)
         return cls(job, query, stream, -1 if latest is None else latest.version)
 
     def wait(self) -> None:
@@ -104,6 +106,9 @@ class BulkStreamRun(StreamRun):
         finally:
             self.stream.compactor.join()  # a compaction the run started finishes before it returns
         self.stream.compactor.check(finished=True)
+
+    def close(self) -> None:
+        self.stream.close()
 
     def _report_server_commits(self) -> None:
         """On Spark Connect the batches commit on the server, out of reach of the client's
