@@ -13,6 +13,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from .api.errors import KeyedSQLError
 from .api.intervals import parse_interval_ms
 from .engines import LEGACY_ENGINE, get_engine
 from .engines.edit_pickup import apply_pending
@@ -169,8 +170,12 @@ class _Waiting:
         lock = CheckpointLock(self.edit.checkpoint, self.spark, query=f"{self.edit.verb} of keyed state")
         try:
             lock.acquire()
-        except CheckpointError:
-            holder = lock_holder(self.edit.checkpoint, self.spark)
+        except KeyedSQLError as exc:  # held (or, on Connect, a listing raced the holder's writes): not now
+            try:
+                holder = lock_holder(self.edit.checkpoint, self.spark)
+            except KeyedSQLError:
+                holder = None
+            log.debug("%s of keyed state on %s: lease not taken (%s)", self.edit.verb, self.edit.checkpoint, exc)
             if holder and holder != self.holder:
                 log.info(
                     "%s of keyed state on %s queued (request %s): waiting for %s (process %s on %s) to apply it at "

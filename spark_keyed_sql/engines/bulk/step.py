@@ -252,10 +252,13 @@ class BulkStream:
     def edit_poll_s(self) -> float:
         return parse_interval_ms(self.driver.conf.get(EDIT_POLL_CONF, None) or EDIT_POLL_DEFAULT) / 1000
 
-    def poll_edits(self, interval_s: float, active: Callable[[], bool]) -> threading.Thread:
+    def poll_edits(
+        self, interval_s: float, active: Callable[[], bool], guard: Callable[[], bool] | None = None
+    ) -> threading.Thread:
         """While ``active()``, apply queued edits every ``interval_s`` between batches, so a
-        stream without input applies them too."""
-        return self._pump(f"applying the queued edits of {self.function}", interval_s, self.apply_edits, active, None)
+        stream without input applies them too (``guard``: as ``pump_timers``)."""
+        what = f"applying the queued edits of {self.function}"
+        return self._pump(what, interval_s, self.apply_edits, active, None, guard)
 
     def flush_timers(self) -> CommitRecord | None:
         """A step without input: fires timers due by the last watermark / now (what Spark's
@@ -291,12 +294,13 @@ class BulkStream:
         interval_s: float,
         active: Callable[[], bool],
         fail: Callable[[BaseException, str], None],
+        guard: Callable[[], bool] | None = None,
     ) -> threading.Thread:
         """While ``active()``, fire due timers every ``interval_s`` even when no input arrives
         (Spark schedules no batch for a foreachBatch query without new data). A failure is
         logged and tried again; past the bound ``fail(exc, what)`` is called and the pump ends
         (``background.py``)."""
-        return self._pump(f"firing the timers of {self.function}", interval_s, self.flush_timers, active, fail)
+        return self._pump(f"firing the timers of {self.function}", interval_s, self.flush_timers, active, fail, guard)
 
     def _pump(
         self,
@@ -305,9 +309,11 @@ class BulkStream:
         work: Callable[[], Any],
         active: Callable[[], bool],
         fail: Callable[[BaseException, str], None] | None,
+        guard: Callable[[], bool] | None = None,
     ) -> threading.Thread:
-        """A thread calling ``work`` every ``interval_s`` while ``active()``; failures logged and
-        tried again, past the bound ``fail(exc, what)`` (when given) and the thread ends."""
+        """A thread calling ``work`` every ``interval_s`` while ``active()`` (and, each time,
+        ``guard()`` says so); failures logged and tried again, past the bound ``fail(exc, what)``
+        (when given) and the thread ends."""
         retrying = Retrying(f"{what} (checkpoint {self.checkpoint!r})")
 
         def loop() -> None:
@@ -316,6 +322,8 @@ class BulkStream:
                 if not active():
                     break
                 try:
+                    if guard is not None and not guard():
+                        continue
                     work()
                 except Exception as exc:  # noqa: BLE001 - counted, logged, and past the bound the query's failure
                     if not active():
