@@ -421,29 +421,13 @@ def test_a_tws_checkpoint_is_refused_naming_the_engine(spark, tmp_path):
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize("point, after", [("erase_written", False), ("erase_removing", True)])
-def test_a_sigkill_inside_an_erase_leaves_before_or_after_and_the_next_call_takes_the_lease(
-    spark, kb, tmp_path, point, after
-):
-    """The erase in a child process of its own, SIGKILLed at the fault point (its lease left
-    behind, its process gone): the state is before or after, the next call takes the lease
-    over at once and finishes, and the query continues."""
+def killed_at(point: str, code: str, tmp_path) -> None:
+    """Run ``code`` (Python) in a child process of its own that is SIGKILLed, its JVM with it,
+    the first time any of its processes reaches the fault point ``point``."""
     import signal
     import subprocess
     import sys
 
-    src, cp, out, batches = _checkpoint_with_history(spark, kb, tmp_path)
-    code = f"""
-import os, sys
-os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())
-sys.path[:0] = [{TESTS!r}, {os.path.join(TESTS, "state")!r}]
-from spark_keyed_sql import KeyedSQL
-from spark_keyed_sql.local import local_session
-from test_erase import Notes
-ks = KeyedSQL(local_session("erase child"), engine="bulk")
-ks.register("erase_notes", Notes, returns="n int, total double")
-ks.delete_state({cp!r}, where="user_id = '{ERASED}'")
-"""
     hits = tmp_path / "hits"
     hits.mkdir()
     env = dict(os.environ, SPARK_KEYED_SQL_CRASH_AT=f"{point}:1", SPARK_KEYED_SQL_CRASH_DIR=str(hits))
@@ -458,6 +442,28 @@ ks.delete_state({cp!r}, where="user_id = '{ERASED}'")
         except ProcessLookupError:
             pass
     assert proc.returncode == -signal.SIGKILL, f"the child was not killed at {point}:\n{err.decode()[-3000:]}"
+
+
+@pytest.mark.parametrize("point, after", [("erase_written", False), ("erase_removing", True)])
+def test_a_sigkill_inside_an_erase_leaves_before_or_after_and_the_next_call_takes_the_lease(
+    spark, kb, tmp_path, point, after
+):
+    """The erase in a child process of its own, SIGKILLed at the fault point (its lease left
+    behind, its process gone): the state is before or after, the next call takes the lease
+    over at once and finishes, and the query continues."""
+    src, cp, out, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    code = f"""
+import os, sys
+os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())
+sys.path[:0] = [{TESTS!r}, {os.path.join(TESTS, "state")!r}]
+from spark_keyed_sql import KeyedSQL
+from spark_keyed_sql.local import local_session
+from test_erase import Notes
+ks = KeyedSQL(local_session("erase child"), engine="bulk")
+ks.register("erase_notes", Notes, returns="n int, total double")
+ks.delete_state({cp!r}, where="user_id = '{ERASED}'")
+"""
+    killed_at(point, code, tmp_path)
     assert os.path.exists(os.path.join(cp, ".spark_keyed_sql.lease"))  # left by the killed process
     assert _state(kb, cp) == _oracle(batches, erased_after=1 if after else None)
     again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")  # takes the lease over, applies the pending one first

@@ -7,9 +7,6 @@ after, and the next run finishes it exactly once. Oracles: plain Python over the
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -27,6 +24,7 @@ from test_erase import (
     _requests,
     _rows,
     _state,
+    killed_at,
 )
 
 from spark_keyed_sql import KeyedSQL
@@ -181,20 +179,7 @@ q = ks.start(SQL.format(src={src!r}), checkpoint={cp!r}, sink={out!r}, trigger="
 q.processAllAvailable()
 ks.delete_state({cp!r}, where="user_id = '{ERASED}'", timeout=240)
 """
-    hits = tmp_path / "hits"
-    hits.mkdir()
-    env = dict(os.environ, SPARK_KEYED_SQL_CRASH_AT=f"{point}:1", SPARK_KEYED_SQL_CRASH_DIR=str(hits))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
-    try:
-        _, err = proc.communicate(timeout=300)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its JVM
-        except ProcessLookupError:
-            pass
-    assert proc.returncode == -signal.SIGKILL, f"the child was not killed at {point}:\n{err.decode()[-3000:]}"
+    killed_at(point, code, tmp_path)
     assert (lock_holder(cp, spark) or {}).get("query") == "ks.start"  # left by the killed stream
     assert _state(kr, cp) == _oracle(batches, erased_after=1 if after else None)
     assert len(_requests(cp)) == 1  # pending, or answered and not yet removed
