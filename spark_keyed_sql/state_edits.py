@@ -191,6 +191,17 @@ class _Waiting:
             return
         try:
             apply_pending(self.spark, self.edit.checkpoint, self.layout, self.engine, self.registered)
+        except Exception as exc:  # noqa: BLE001 - said with what is pending
+            pending = self.queue.is_pending(self.request.id) and self.queue.answer(self.request.id) is None
+            raise CheckpointError(
+                f"{self.edit.verb} of keyed state on checkpoint {self.edit.checkpoint!r}: applying the queued edits "
+                f"failed ({type(exc).__name__}: {exc}); "
+                + (
+                    f"this one is still queued as {self.path} and is applied by the next holder of the lease"
+                    if pending
+                    else "this one was answered meanwhile"
+                )
+            ) from exc
         finally:
             lock.release()
 

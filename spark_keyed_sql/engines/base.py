@@ -123,8 +123,9 @@ class StreamRun(ABC):
         self.query.stop()
 
     def close(self) -> None:
-        """Once the query has ended and before its lease is released: nothing the run does beside
-        its batches (an edit being applied) goes on past the lease."""
+        """Once the query has ended and before its lease is released: the run stops what it does
+        beside its batches (an edit being applied in this process finishes first; one on a
+        Connect server stops at its commit, when the lease is no longer its query's)."""
         return None
 
     @abstractmethod
@@ -201,13 +202,15 @@ class StateLayout(ABC):
         spec: FunctionSpec | None,
         engine: str,
         request: str | None = None,
+        before_commit: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """A DELETE (``kind`` "delete") or UPDATE ("update": ``assignments``, column -> SQL
         expression) of the keys whose state matches ``where`` (SQL over ``read``'s columns), by
         the holder of the checkpoint's lease between batches; ``spec``: the function's
         registration, when registered (how its attributes are stored); ``request``: the queued
-        request it applies, recorded in its commit (``applied_edit``). Afterwards no file of the
-        checkpoint holds the old state. Returns the audit (``state_edits.AUDIT_COLUMNS``)."""
+        request it applies, recorded in its commit (``applied_edit``); ``before_commit``: called
+        just before the commit (it raises to stop the edit there, nothing committed). Afterwards no
+        file of the checkpoint holds the old state. Returns the audit (``state_edits.AUDIT_COLUMNS``)."""
         raise CheckpointError(
             f"{kind.upper()} of keyed state is not built yet for engine '{engine}' (checkpoint {checkpoint!r}); it "
             "works on checkpoints of engine 'bulk'"

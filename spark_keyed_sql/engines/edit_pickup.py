@@ -2,9 +2,11 @@
 a checkpoint's lease — a running query between two batches, or an edit's caller that took it —
 applies the pending requests in order through the engine's layout, each committed as a version
 of its own that records the request, then answers each. A request whose commit already exists
-(its writer died before answering) is answered from that commit, not applied again; a refused
-one (a wrong column, a value its column cannot hold) is answered with the error and changes
-nothing. The query itself never fails because of an edit."""
+(its writer died before answering) is answered from that commit, not applied again — all such
+first, before any other is applied (a newer erase removes the commits before it). A refused one
+(a wrong column, a value its column cannot hold) is answered with the error and changes nothing.
+A writer that finds the lease is no longer its own stops before committing, leaving the request
+pending. The query itself never fails because of an edit."""
 
 from __future__ import annotations
 
@@ -21,9 +23,14 @@ from ..state.edit_queue import EditAnswer, EditQueue, EditRequest
 from ..state.reader import pick_operator
 from .base import StateLayout
 
-__all__ = ["apply_pending"]
+__all__ = ["LeaseNotHeld", "apply_pending"]
 
 log = logging.getLogger(__name__)
+
+
+class LeaseNotHeld(Exception):
+    """The writer applying queued edits no longer holds the checkpoint's lease: it stops, the
+    request stays pending for the lease's next holder."""
 
 
 def apply_pending(
@@ -33,31 +40,49 @@ def apply_pending(
     engine: str,
     spec_of: Callable[[str], FunctionSpec | None],
     before: Callable[[], None] | None = None,
+    still_mine: Callable[[], bool] | None = None,
 ) -> int:
     """Apply and answer the checkpoint's pending edit requests (the caller holds the lease, and
     no batch runs meanwhile); ``before``: called once before the first edit writes (a running
-    query's compaction joined). Returns how many were answered."""
+    query's compaction joined); ``still_mine``: does the caller still hold the lease (asked
+    before each edit and again just before its commit). Returns how many were answered."""
     queue = EditQueue(checkpoint, spark)
     pending = queue.pending()
     if not pending:
         return 0
-    meta = read_metadata(checkpoint, spark)
-    ready = False
-    for request in pending:
+    waiting = []
+    for request in pending:  # first those already committed: a newer edit would remove their commit
         applied = layout.applied_edit(spark, checkpoint, request.id)
-        if applied is not None:
-            log.info(
-                "checkpoint %s: edit request %s was committed at batch %s; answered",
-                checkpoint,
-                request.id,
-                applied.get("batch_id"),
-            )
-            queue.answer_with(request, EditAnswer(applied))
+        if applied is None:
+            waiting.append(request)
             continue
+        log.info(
+            "checkpoint %s: edit request %s was committed at batch %s; answered",
+            checkpoint,
+            request.id,
+            applied.get("batch_id"),
+        )
+        queue.answer_with(request, EditAnswer(applied))
+    meta = read_metadata(checkpoint, spark) if waiting else None
+    ready = False
+
+    def confirm() -> None:
+        if still_mine is not None and not still_mine():
+            raise LeaseNotHeld(f"checkpoint {checkpoint!r}: the lease is no longer this writer's")
+
+    for request in waiting:
+        try:
+            confirm()
+        except LeaseNotHeld:
+            log.info("checkpoint %s: lease gone; %d edit request(s) left pending", checkpoint, len(waiting))
+            break
         if not ready and before is not None:
             before()
             ready = True
-        queue.answer_with(request, _apply(spark, checkpoint, layout, engine, spec_of, meta, request))
+        answer = _apply(spark, checkpoint, layout, engine, spec_of, meta, request, confirm)
+        if answer is None:
+            break  # the lease went: pending for its next holder
+        queue.answer_with(request, answer)
     return len(pending)
 
 
@@ -69,7 +94,9 @@ def _apply(
     spec_of: Callable[[str], FunctionSpec | None],
     meta: Any,
     request: EditRequest,
-) -> EditAnswer:
+    confirm: Callable[[], None],
+) -> EditAnswer | None:
+    """The request applied and its answer; None when the lease went before its commit."""
     try:
         _, op = pick_operator(meta, request.function, checkpoint)
         audit = layout.edit(
@@ -82,17 +109,18 @@ def _apply(
             spec_of(request.function),
             engine,
             request=request.id,
+            before_commit=confirm,
         )
         return EditAnswer(audit)
-    except KeyedSQLError as exc:  # refused before anything was written
-        return EditAnswer(None, str(exc))
+    except LeaseNotHeld:
+        return None
     except Exception as exc:  # noqa: BLE001 - answered, never the query's failure
         applied = layout.applied_edit(spark, checkpoint, request.id)
-        if applied is not None:  # it failed after its commit (removing the history): done
-            log.warning(
-                "checkpoint %s: edit request %s committed; tidying after it failed: %s", checkpoint, request.id, exc
-            )
+        if applied is not None:  # committed (by this writer before it failed, or by another): done
+            log.warning("checkpoint %s: edit request %s is committed; it failed after: %s", checkpoint, request.id, exc)
             return EditAnswer(applied)
+        if isinstance(exc, KeyedSQLError):  # refused before anything was written
+            return EditAnswer(None, str(exc))
         log.warning("checkpoint %s: edit request %s failed, nothing changed: %s", checkpoint, request.id, exc)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return EditAnswer(

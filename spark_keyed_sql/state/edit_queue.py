@@ -9,8 +9,9 @@ it (so a request is applied once, whatever crashes), then answers (``<id>.answer
 audit, or the error that refused it). The caller reads the answer and removes both files.
 
 A request holds its predicate, which may name the keys to erase: it lives only while pending.
-An answer holds counts only. Answers nobody collected (their caller gone) are removed after a
-day."""
+An answer holds counts only, or the refusal's message, which may quote the predicate: refusals
+nobody collected (their caller gone) are removed after ten minutes, other answers after a day;
+a request file left unreadable (its caller killed while writing it) after ten minutes."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ log = logging.getLogger(__name__)
 EDITS_DIR = "edits"
 _REQUEST = ".request.json"
 _ANSWER = ".answer.json"
-_ANSWER_KEPT_MS = 24 * 3600 * 1000
+_ANSWER_KEPT_MS = 24 * 3600 * 1000  # an answer nobody collected
+_REFUSAL_KEPT_MS = 10 * 60 * 1000  # a refusal nobody collected (its message may quote the predicate)
+_UNREADABLE_KEPT_MS = 10 * 60 * 1000  # a request created but never written (its caller killed)
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ class EditQueue:
         self.fs.mkdirs(self.dir)
         path = self.request_path(request.id)
         self.fs.create_text(path, request.to_json())
+        self.sweep_refusals()  # on an idle checkpoint too
         return path
 
     def answer(self, request_id: str) -> EditAnswer | None:
@@ -155,8 +159,16 @@ class EditQueue:
             except FileNotFoundError:
                 continue  # withdrawn meanwhile
             except (ValueError, TypeError, KeyError) as exc:
-                # created but not yet written (local file systems), or not a request: passed over
-                log.warning("checkpoint %s: edit request %s unreadable, passed over (%s)", self.checkpoint, name, exc)
+                # created but not yet written (local file systems), or not a request: passed over,
+                # and removed once old (its caller was killed while writing it)
+                path = join(self.dir, name)
+                if self._older_than(path, _UNREADABLE_KEPT_MS):
+                    self.fs.delete(path, recursive=False)
+                    log.warning("checkpoint %s: edit request %s unreadable for long; removed", self.checkpoint, name)
+                else:
+                    log.warning(
+                        "checkpoint %s: edit request %s unreadable, passed over (%s)", self.checkpoint, name, exc
+                    )
         self._sweep(names)
         return out
 
@@ -166,15 +178,30 @@ class EditQueue:
         crash_point("edit_answered")
         self.fs.delete(self.request_path(request.id), recursive=False)
 
+    def sweep_refusals(self) -> None:
+        """Refusals older than ten minutes, and other answers older than a day, whose caller
+        never came for them."""
+        if self.fs.is_dir(self.dir):
+            self._sweep(self.fs.list(self.dir))
+
     def _sweep(self, names: list[str]) -> None:
-        """Answers older than a day whose caller never came for them."""
-        now = int(time.time() * 1000)
         for name in names:
             if not name.endswith(_ANSWER):
                 continue
             path = join(self.dir, name)
-            try:
-                if now - self.fs.modified_ms(path) > _ANSWER_KEPT_MS:
-                    self.fs.delete(path, recursive=False)
-            except FileNotFoundError:
-                continue
+            if self._older_than(path, _REFUSAL_KEPT_MS) and (
+                self._older_than(path, _ANSWER_KEPT_MS) or self._is_refusal(path)
+            ):
+                self.fs.delete(path, recursive=False)
+
+    def _is_refusal(self, path: str) -> bool:
+        try:
+            return EditAnswer.from_json(self.fs.read_text(path)).error is not None
+        except (FileNotFoundError, ValueError, TypeError):
+            return False
+
+    def _older_than(self, path: str, ms: int) -> bool:
+        try:
+            return int(time.time() * 1000) - self.fs.modified_ms(path) > ms
+        except FileNotFoundError:
+            return False

@@ -78,6 +78,7 @@ class SnapshotStore:
         self.root = join(checkpoint, BULK_DIR)
         self._seen: dict[str, CommitRecord] = {}  # commit files never change once created
         self._trimmed: set[str] = set()  # committed attempt directories already cut down to what commits read
+        self._markers: dict[str, BaseMarker] = {}  # whole base markers read (one never changes)
 
     # ------------------------------------------------------------------ paths
     def path(self, rel: str) -> str:
@@ -211,15 +212,20 @@ class SnapshotStore:
         out = []
         for name in self.fs.list(d):
             if name.endswith(".json") and name[: -len(".json")].isdigit():
-                try:
-                    marker = BaseMarker.from_json(self.fs.read_text(join(d, name)))
-                except OSError:
-                    marker = None
+                marker = self._markers.get(name)
+                if marker is None:
+                    try:
+                        marker = BaseMarker.from_json(self.fs.read_text(join(d, name)))
+                    except OSError:
+                        marker = None
                 if marker is None:
                     log.warning("checkpoint %s: base marker %s is not whole; passed over", self.checkpoint, name)
                     continue
+                self._markers[name] = marker  # a whole marker never changes
                 out.append(marker)
-        erased = max((c.erased_before for c in self.commits() if c.erased_before is not None), default=None)
+        # the commits as last listed (a step lists them first); listed now if never
+        seen = list(self._seen.values()) if self._seen else self.commits()
+        erased = max((c.erased_before for c in seen if c.erased_before is not None), default=None)
         if erased is not None:
             out = [b for b in out if b.version >= erased]
         return sorted(out, key=lambda b: b.version)
@@ -334,6 +340,7 @@ class SnapshotStore:
             if name.endswith(".json"):
                 if markers and not any(u.startswith(f"{top}/{name[:-5]}-") for u in used):
                     self.fs.delete(join(self.root, top, name), recursive=False)
+                    self._markers.pop(name, None)
                 continue
             head = name.split("-", 1)[0]
             if not head.isdigit() or int(head) > latest:

@@ -14,9 +14,11 @@ import pytest
 from conftest import spark_lacks
 
 from spark_keyed_sql import KeyedSQL, StatefulFunction
+from spark_keyed_sql import state_edits as state_edits_module
 from spark_keyed_sql.api.errors import KeyedSQLError
 from spark_keyed_sql.engines.bulk import erase as erase_module
 from spark_keyed_sql.engines.bulk.local_store import cache_root, store_dir
+from spark_keyed_sql.state import edit_queue as edit_queue_module
 from spark_keyed_sql.state import snapshots as snapshots_module
 from spark_keyed_sql.state.filesystems import filesystem
 from spark_keyed_sql.state.lock import CheckpointLock
@@ -237,23 +239,32 @@ def test_an_update_the_type_cannot_hold_is_refused_naming_column_and_key_before_
 
 # ---------------------------------------------------------------------------- crash points
 @pytest.mark.parametrize(
-    "point, after", [("erase_written", False), ("erase_committed", True), ("erase_removing", True)]
+    "point, after",
+    [
+        ("edit_queued", False),
+        ("erase_written", False),
+        ("erase_committed", True),
+        ("erase_removing", True),
+        ("edit_answered", True),
+    ],
 )
 def test_a_kill_at_each_point_leaves_before_or_after_and_a_rerun_finishes(
     spark, kb, tmp_path, monkeypatch, point, after
 ):
     src, cp, out, batches = _checkpoint_with_history(spark, kb, tmp_path)
-    monkeypatch.setattr(erase_module, "crash_point", _kill_at(point))
-    monkeypatch.setattr(snapshots_module, "crash_point", _kill_at(point))
+    modules = (erase_module, snapshots_module, state_edits_module, edit_queue_module)
+    for module in modules:
+        monkeypatch.setattr(module, "crash_point", _kill_at(point))
     with pytest.raises(Killed):
         kb.delete_state(cp, where=f"user_id = '{ERASED}'")
-    monkeypatch.setattr(erase_module, "crash_point", lambda name: None)
-    monkeypatch.setattr(snapshots_module, "crash_point", lambda name: None)
+    for module in modules:
+        monkeypatch.setattr(module, "crash_point", lambda name: None)
     assert _state(kb, cp) == _oracle(batches, erased_after=1 if after else None)
     assert len(_requests(cp)) == 1  # the killed call's request: still pending (or committed, not yet answered)
     again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")  # applies (or answers) the pending one first
     assert again["keys_matched"] == 0
     assert _requests(cp) == [] and _erase_commits(spark, cp) == 1  # the killed request applied exactly once
+    _answered_once(cp, batch_id=2)
     roots = [cp, _cache_dir(spark, cp)]
     assert _files_holding(roots, ERASED.encode()) == [] and _files_holding(roots, SECRET.encode()) == []
     batches.append(_rows(2))
@@ -265,6 +276,25 @@ def test_a_kill_at_each_point_leaves_before_or_after_and_a_rerun_finishes(
 def _requests(cp):
     d = os.path.join(cp, "edits")
     return sorted(n for n in os.listdir(d) if n.endswith(".request.json")) if os.path.isdir(d) else []
+
+
+def _answers(cp):
+    """The answers left in the queue (their callers never collected them), as written."""
+    d = os.path.join(cp, "edits")
+    out = []
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if name.endswith(".answer.json"):
+            with open(os.path.join(d, name)) as f:
+                out.append(json.load(f))
+    return out
+
+
+def _answered_once(cp, batch_id: int) -> None:
+    """The killed caller's request, answered by the next lease holder: it erased the one key at
+    ``batch_id`` (applied again, it would have matched nothing and said so)."""
+    (answer,) = _answers(cp)
+    assert answer["error"] is None, answer
+    assert answer["audit"]["keys_matched"] == 1 and answer["audit"]["batch_id"] == batch_id, answer
 
 
 def _erase_commits(spark, cp) -> int:
@@ -469,6 +499,7 @@ ks.delete_state({cp!r}, where="user_id = '{ERASED}'")
     again = kb.delete_state(cp, where=f"user_id = '{ERASED}'")  # takes the lease over, applies the pending one first
     assert again["keys_matched"] == 0
     assert _requests(cp) == [] and _erase_commits(spark, cp) == 1
+    _answered_once(cp, batch_id=2)
     roots = [cp, _cache_dir(spark, cp)]
     assert _files_holding(roots, ERASED.encode()) == [] and _files_holding(roots, SECRET.encode()) == []
     batches.append(_rows(2))

@@ -16,6 +16,7 @@ from test_erase import (
     SECRET,
     SQL,
     Notes,
+    _answered_once,
     _batch,
     _cache_dir,
     _erase_commits,
@@ -186,6 +187,7 @@ ks.delete_state({cp!r}, where="user_id = '{ERASED}'", timeout=240)
     ran = kr.run(SQL.format(src=src), checkpoint=cp, output=out)  # takes the lease over, applies the queue
     assert ran["batches"] == 0 and _state(kr, cp) == _oracle(batches, erased_after=1)
     assert _requests(cp) == [] and _erase_commits(spark, cp) == 1 and _gone(spark, cp)
+    _answered_once(cp, batch_id=2)  # the killed stream's caller never came for it
     batches.append(_rows(2))
     _batch(spark, src, batches[-1])
     kr.run(SQL.format(src=src), checkpoint=cp, output=out)

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
@@ -80,6 +81,7 @@ def edit_state(
     assignments: tuple[tuple[str, str], ...],
     spec: FunctionSpec | None,
     request: str | None = None,
+    before_commit: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """The edit, committed as a version of its own; ``request``: the queued request it applies
     (recorded in that commit, with the audit's counts). Returns the audit."""
@@ -138,6 +140,8 @@ def edit_state(
     next_timer = written.select(F.min(F.array_min(F.col(TIMERS)))).first()[0] if TIMERS in written.columns else None
     spark_batches = [c.spark_batch for c in store.commits() if c.spark_batch is not None]
     before = _files(fs, store.root)
+    if before_commit is not None:
+        before_commit()  # e.g. the writer's lease confirmed (raises: nothing committed)
     # 2. the commit: from here on the edit has taken effect and the older history is not read
     store.commit(
         dataclasses.replace(

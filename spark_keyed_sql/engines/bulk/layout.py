@@ -297,12 +297,13 @@ class BulkLayout(StateLayout):
         spec: FunctionSpec | None,
         engine: str,
         request: str | None = None,
+        before_commit: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         from .erase import edit_state  # (it builds on this module)
 
         if op is None:
             raise CheckpointError(f"checkpoint {checkpoint!r} has no spark-keyed-sql metadata; nothing to edit")
-        return edit_state(spark, checkpoint, op, kind, where, assignments, spec, request)
+        return edit_state(spark, checkpoint, op, kind, where, assignments, spec, request, before_commit)
 
     def applied_edit(self, spark: SparkSession, checkpoint: str, request: str) -> dict[str, Any] | None:
         from .erase import finish_erase

@@ -52,13 +52,14 @@ class ServerStep:
         self._stream: BulkStream | None = None
         self._failed: BaseException | None = None
         self._owner: str | None = None
+        self._superseded = False
 
     def __getstate__(self) -> dict[str, Any]:
         keep = ("args", "session_id", "pump_s", "edit_poll_s")
         return {k: self.__dict__[k] for k in keep}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _stream=None, _failed=None, _owner=None)
+        self.__dict__.update(state, _stream=None, _failed=None, _owner=None, _superseded=False)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         if self._failed is not None:
@@ -73,9 +74,11 @@ class ServerStep:
             # the lease this batch runs under (its client's): the worker may outlive its query, so
             # the threads beside the steps work only while that lease is still the checkpoint's
             self._owner = (lock_holder(a.checkpoint, batch_df.sparkSession) or {}).get("owner")
+            self._stream.lease_guard = self._holds_lease  # an edit commits only under it
+            active = lambda: not self._superseded  # noqa: E731 - until another holds the lease
             if self.pump_s is not None:
-                self._stream.pump_timers(self.pump_s, lambda: True, self._fail, self._holds_lease)
-            self._stream.poll_edits(self.edit_poll_s, lambda: True, self._holds_lease)  # queued edits, between batches
+                self._stream.pump_timers(self.pump_s, active, self._fail, self._holds_lease)
+            self._stream.poll_edits(self.edit_poll_s, active, self._holds_lease)  # queued edits, between batches
         self._stream(batch_df, batch_id)
 
     def _holds_lease(self) -> bool:
@@ -85,6 +88,8 @@ class ServerStep:
             holder = lock_holder(self.args.checkpoint, self._stream.driver)
         except Exception:  # noqa: BLE001 - unreadable now: not this time
             return False
+        if holder and holder.get("owner") != self._owner:
+            self._superseded = True  # another writer holds it: this worker's threads end
         return bool(holder) and holder.get("owner") == self._owner
 
     def _fail(self, exc: BaseException, what: str) -> None:

@@ -19,6 +19,7 @@ of batches; a batch itself never reads the checkpoint's state unless a partition
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import threading
@@ -164,6 +165,10 @@ class BulkStream:
         self.on_commit = on_commit
         self.lock = threading.Lock()  # foreachBatch, the timer pump and queued edits never step at once
         self.closed = False  # the query ended: no edit is applied any more (its lease goes)
+        # the batches this process committed, the newest 10,000 (an erase hides older ones)
+        self.committed: collections.deque[CommitRecord] = collections.deque(maxlen=10_000)
+        # on a Connect server: is the lease still the one this query's batches ran under
+        self.lease_guard: Callable[[], bool] | None = None
         self.codec = StateRowCodec(plan.spec)
         self.out_schema = output_schema(source_schema, plan)
         n = len(plan.key_columns)
@@ -244,10 +249,19 @@ class BulkStream:
                 "bulk",
                 lambda name: self.plan.spec if name == self.function else None,
                 before,
+                self._still_mine,
             )
         except Exception as exc:  # noqa: BLE001 - an edit never fails the query; tried again at the next look
             log.warning("checkpoint %s: queued edits not applied yet (tried again): %s", self.checkpoint, exc)
             return 0
+
+    def _still_mine(self) -> bool:
+        """Does this query still hold the checkpoint's lease (asked before an edit commits)?"""
+        try:
+            check_lease(self.qualified)
+        except KeyedSQLError:
+            return False
+        return self.lease_guard is None or self.lease_guard()
 
     def edit_poll_s(self) -> float:
         return parse_interval_ms(self.driver.conf.get(EDIT_POLL_CONF, None) or EDIT_POLL_DEFAULT) / 1000
@@ -532,6 +546,7 @@ class BulkStream:
         """Make the version visible (one create of its commit file), then tidy up, maybe start a
         compaction, and report the batch."""
         commit = self.store.commit(record)
+        self.committed.append(commit)
         self.store.cleanup(keep_bases=self.compactor.running)
         self.compactor.maybe_start(commit)
         log.debug("committed version %d of %s: %s", commit.version, self.checkpoint, commit.metrics)

@@ -120,7 +120,12 @@ class BulkStreamRun(StreamRun):
                 self.job.progress(c.progress())
 
     def _new_commits(self) -> list[CommitRecord]:
-        return [c for c in self.stream.store.commits() if c.version > self.version_before]
+        """The versions committed since the run started: those this process committed (an edit
+        between batches removes the commits before it from the checkpoint) and those listed now
+        (a Connect server's)."""
+        by_version = {c.version: c for c in self.stream.committed}
+        by_version.update({c.version: c for c in self.stream.store.commits() if c.version > self.version_before})
+        return [by_version[v] for v in sorted(by_version)]
 
     def summary(self) -> dict[str, Any]:
         new = self._new_commits()
