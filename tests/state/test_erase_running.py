@@ -83,6 +83,11 @@ def test_a_delete_on_a_running_stream_is_applied_by_it_at_a_batch_boundary(spark
         assert _requests(cp) == [] and _erase_commits(spark, cp) == 1
         assert _state(kr, cp) == _oracle(batches, erased_after=1)
         assert _gone(spark, cp)
+        for older in (0, 1):  # the history before the erase: said to be erased, not shown
+            with pytest.raises(Exception, match="history before batch 2 was erased"):
+                kr.read_state(cp, batch_id=older)
+        with pytest.raises(Exception, match="history before batch 2 was erased"):
+            kr.read_state_changes(cp, from_batch=0).collect()
         batches.append(_rows(2))
         _batch(spark, src, batches[-1])
         q.processAllAvailable()

@@ -230,3 +230,35 @@ def test_unreachable_checkpoint_is_named(spark, ks, viewfs_root, where):
     with pytest.raises(KeyedSQLError, match=where.replace(".", r"\.")):
         ks.run(QUERY.format(src=f"parquet.`{place.uri('in')}`", extra=""), checkpoint=where, output=place.uri("out"))
     assert not place.local("out").exists()
+
+
+@pytest.mark.notyet("tws", raises=CheckpointError, reason="DELETE of keyed state is built for engine 'bulk' only")
+def test_delete_on_a_running_stream_on_viewfs(spark, ks, viewfs_root):
+    """The request queue, the running query's pickup and the erase all go through Spark's file
+    system layer: the key is gone from every file of the mounted checkpoint, and the query
+    continues with it afresh."""
+    ks.register("vfs_tally", VfsTally, returns=RETURNS)
+    place = new_place(viewfs_root, f"vfs-erase-{ks.default_engine}")
+    src, cp, sink = place.uri("in"), place.uri("cp"), place.uri("out")
+    first, second = make_events(40, 2, seed=161), make_events(40, 1, seed=162, start_second=60_000)
+    write_parquet(spark, first, src)
+    spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("vfs_erase_live")
+    q = ks.start(QUERY.format(src="vfs_erase_live", extra=""), checkpoint=cp, sink=sink, trigger="1 second")
+    try:
+        q.processAllAvailable()
+        victim = sorted(states(first))[0]
+        audit = ks.delete_state(cp, where=f"user_id = '{victim}'", timeout=120)
+        assert audit["keys_matched"] == 1 and q.isActive
+        assert {r.user_id for r in ks.read_state(cp).collect()} == set(states(first)) - {victim}
+        needle = victim.encode()
+        holding = [p for p in place.local("cp").rglob("*") if p.is_file() and needle in p.read_bytes()]
+        assert holding == []
+        write_parquet(spark, second, src)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    want = states(first)
+    want.pop(victim)
+    after = states(second, start=want)
+    assert {r.user_id: (r.n, round(r.total, 6)) for r in ks.read_state(cp).collect()} == after
+    assert_nothing_written_on_the_side(place)
