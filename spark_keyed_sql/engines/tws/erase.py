@@ -1,0 +1,222 @@
+"""DELETE of keyed state on a stopped transformWithState checkpoint (Spark >= 4.2): Spark's own
+``StateRewriter`` reads every column family of the last committed state (value, list, map,
+timer and TTL families, all keyed by the grouping key), drops the matched keys' rows, and
+writes them as a fresh RocksDB snapshot of the next version (no file shared with the older
+versions); the offset and commit logs get one more batch (a copy of the last: no new input),
+and then every older state version and every SST file the new snapshot does not name is
+removed.
+
+Steps, and what a crash at each leaves:
+1. ``offsets/N+1`` = ``offsets/N``. A crash here: Spark reruns batch N+1 with no new input
+   (an empty batch) from the old state — the state before the edit; the request stays pending.
+2. the rewrite: ``state/<op>/<p>/<N+2>.zip`` for every partition. A crash here leaves those
+   files, which the next attempt (or Spark's empty batch N+1, which writes the same version)
+   replaces — the state before the edit.
+3. ``commits/N+1`` = ``commits/N``: the edit takes effect (one create).
+4. ``tws_erased.json`` records the batch before which the history was erased (and the
+   request), then the older versions' files go. A crash here leaves files no version reads;
+   the next edit finishes removing them.
+
+UPDATE is not built on this engine (its state is Spark's encoded rows): refused, naming the
+way around (ks.migrate_state with a transform into a bulk checkpoint).
+
+WORK IN PROGRESS (branch tws-erase): not wired into TwsLayout.edit yet, no tests beyond the
+spike in the closing note of 2026-11-27."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ...state.checkpoint import CheckpointError, OperatorRecord
+from ...state.filesystems import filesystem
+from ...state.fs import join
+
+__all__ = ["ERASED_FILE", "edit_state", "erased_before"]
+
+log = logging.getLogger(__name__)
+
+ERASED_FILE = "tws_erased.json"
+_REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
+
+
+def _batches(fs: Any, d: str) -> list[int]:
+    return sorted(int(f) for f in fs.list(d) if f.isdigit()) if fs.exists(d) else []
+
+
+def erased_before(spark: SparkSession, checkpoint: str) -> int | None:
+    try:
+        return int(json.loads(filesystem(spark).read_text(join(checkpoint, ERASED_FILE)))["before"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class _KeyFilter:
+    """The rewriter's transform (a py4j ``scala.Function1``): its frame of every column family's
+    rows without the matched keys (a broadcast anti join on ``partition_key``: no shuffle, so
+    each row stays in the partition whose store it is written to)."""
+
+    def __init__(self, spark: SparkSession, matched: DataFrame, key_fields: list[str]):
+        self.spark, self.matched, self.key_fields = spark, matched, key_fields
+        self.error: BaseException | None = None
+
+    def apply(self, jdf: Any) -> Any:
+        try:
+            df = DataFrame(jdf, self.spark)
+            cond = None
+            for i, f in enumerate(self.key_fields):
+                e = F.col("partition_key")[f].eqNullSafe(F.col(f"__m{i}"))
+                cond = e if cond is None else cond & e
+            return df.join(F.broadcast(self.matched), on=cond, how="left_anti")._jdf
+        except BaseException as exc:  # noqa: BLE001 - raised again by the caller, after the JVM returns
+            self.error = exc
+            raise
+
+    class Java:
+        implements = ["scala.Function1"]
+
+
+def edit_state(
+    spark: SparkSession,
+    checkpoint: str,
+    op: OperatorRecord,
+    kind: str,
+    where: str,
+    read: Callable[[], DataFrame],
+    request: str | None = None,
+    before_commit: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    started = time.time()
+    what = f"{kind.upper()} of keyed state (checkpoint {checkpoint!r}, function '{op.function}', engine 'tws')"
+    if kind != "delete":
+        raise CheckpointError(
+            f"{what}: UPDATE is not built on engine 'tws' (its state is Spark's encoded rows); DELETE the keys, or "
+            "migrate the state into a bulk checkpoint with ks.migrate_state(..., transform=...)"
+        )
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    try:
+        jvm.java.lang.Class.forName(_REWRITER)
+    except Exception:  # noqa: BLE001 - this Spark has no state rewriter
+        raise CheckpointError(
+            f"{what}: needs Spark 4.2 or newer (its state rewriter); this session's Spark has none"
+        ) from None
+    fs = filesystem(spark)
+    commits, offsets = _batches(fs, join(checkpoint, "commits")), _batches(fs, join(checkpoint, "offsets"))
+    if not commits:
+        raise CheckpointError(f"{what}: the checkpoint holds no committed batch yet")
+    n = commits[-1]
+    if offsets and offsets[-1] > n:
+        raise CheckpointError(
+            f"{what}: batch {offsets[-1]} was started and not committed; run the query once (ks.run) to finish it, "
+            "then the DELETE"
+        )
+    state = read()
+    keys = list(op.keys)
+    try:
+        matched = state.where(F.coalesce(F.expr(where).cast("boolean"), F.lit(False))).select(
+            *[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)]
+        )
+        matched.schema  # noqa: B018 - a wrong name fails here, before anything is written
+    except Exception as exc:  # noqa: BLE001
+        raise CheckpointError(f"{what}: WHERE {where}: {str(exc).strip().splitlines()[0]}") from None
+    found = matched.count()
+    audit: dict[str, Any] = {
+        "operation": kind,
+        "checkpoint": checkpoint,
+        "function": op.function,
+        "keys_matched": found,
+        "state_rows": found,
+        "versions_rewritten": 0,
+        "files_removed": 0,
+        "batch_id": None,
+        "output_batches": [],
+        "seconds": 0.0,
+    }
+    if found == 0:
+        audit["seconds"] = round(time.time() - started, 3)
+        return audit
+    # 1. one more batch in the offset log: the last one again (no new input)
+    fs.copy(join(checkpoint, "offsets", str(n)), join(checkpoint, "offsets", str(n + 1)))
+    # 2. the state without the matched keys, as version n + 2 (Spark's state version = batch + 1)
+    key_fields = [f"__ks_k{i}" for i in range(len(keys))]
+    transform = _KeyFilter(spark, matched.localCheckpoint(), key_fields)
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[attr-defined]
+    some, none = jvm.scala.Some, jvm.scala.Option.empty()
+    rewriter = jvm.org.apache.spark.sql.execution.streaming.state.StateRewriter(
+        spark._jsparkSession,  # type: ignore[attr-defined]
+        n,
+        n + 1,
+        fs.qualify(checkpoint, "checkpoint"),
+        spark._jsc.hadoopConfiguration(),  # type: ignore[attr-defined]
+        none,
+        some(transform),
+        none,
+    )
+    rewriter.run()
+    if transform.error is not None:
+        raise transform.error
+    if before_commit is not None:
+        before_commit()
+    # 3. the commit: the edit takes effect
+    fs.copy(join(checkpoint, "commits", str(n)), join(checkpoint, "commits", str(n + 1)))
+    # 4. the history before it: recorded as erased, then removed
+    fs.create_text(join(checkpoint, ERASED_FILE), json.dumps({"before": n + 1, "request": request}), overwrite=True)
+    removed = _purge(fs, join(checkpoint, "state"), n + 2)
+    audit.update(
+        versions_rewritten=len(commits),
+        files_removed=removed,
+        batch_id=n + 1,
+        seconds=round(time.time() - started, 3),
+    )
+    log.info("%s: %d key(s) erased at batch %d; %d file(s) removed", what, found, n + 1, removed)
+    return audit
+
+
+def _purge(fs: Any, state_root: str, version: int) -> int:
+    """In every partition directory under ``state_root``: remove the files of versions before
+    ``version`` and the SST files its snapshot does not name. Returns the files removed."""
+    removed = 0
+    for op_dir in fs.list(state_root):
+        for part in fs.list(join(state_root, op_dir)):
+            d = join(state_root, op_dir, part)
+            if not part.isdigit() or not fs.is_dir(d):
+                continue
+            names = fs.list(d)
+            snapshot = f"{version}.zip"
+            if snapshot not in names:
+                continue  # not rewritten (e.g. another store of the operator): left as it is
+            keep = _snapshot_files(fs.read_bytes(join(d, snapshot)))
+            for name in names:
+                head = name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
+                if head.isdigit() and int(head) < version:
+                    removed += fs.delete(join(d, name), recursive=False)
+            sst_dir = join(d, "SSTs")
+            if fs.exists(sst_dir):
+                for name in fs.list(sst_dir):
+                    if name.lstrip(".").removesuffix(".crc") not in keep:
+                        removed += fs.delete(join(sst_dir, name), recursive=False)
+    return removed
+
+
+def _snapshot_files(data: bytes) -> set[str]:
+    """The SST / log file names a RocksDB snapshot zip's ``metadata`` names."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        text = z.read("metadata").decode("utf-8")
+    lines = text.splitlines()
+    meta = json.loads(lines[-1] if lines and lines[0].startswith("v") else text)
+    out = set()
+    for entry in meta.get("sstFiles", []) + meta.get("logFiles", []):
+        out.add(str(entry.get("dfsSstFileName") or entry.get("dfsLogFileName") or ""))
+    return out
