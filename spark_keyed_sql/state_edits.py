@@ -176,6 +176,15 @@ class _Waiting:
             except KeyedSQLError:
                 holder = None
             log.debug("%s of keyed state on %s: lease not taken (%s)", self.edit.verb, self.edit.checkpoint, exc)
+            if not self.layout.edits_running and holder:  # no running query of this engine applies it
+                self.queue.collect(self.request.id)  # withdrawn: nothing would ever pick it up
+                who = holder.get("query") or "a query"
+                raise CheckpointError(
+                    f"{self.edit.verb} of keyed state on checkpoint {self.edit.checkpoint!r}: engine '{self.engine}' "
+                    f"applies it on a stopped query only (Spark runs its batches), and {who} (process "
+                    f"{holder.get('pid')} on {holder.get('host')}) holds the checkpoint: stop it, then run the "
+                    f"{self.edit.verb} again"
+                ) from None
             if holder and holder != self.holder:
                 log.info(
                     "%s of keyed state on %s queued (request %s): waiting for %s (process %s on %s) to apply it at "

@@ -142,6 +142,7 @@ class StateLayout(ABC):
     checkpoint's metadata (None for a checkpoint written by plain Spark)."""
 
     edits_state: ClassVar[bool] = False  # DELETE / UPDATE of keyed state (``edit``) built
+    edits_running: ClassVar[bool] = True  # a running query applies a queued edit at a batch boundary
 
     @abstractmethod
     def read(

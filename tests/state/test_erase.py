@@ -11,7 +11,6 @@ import json
 import os
 
 import pytest
-from conftest import spark_lacks
 
 from spark_keyed_sql import KeyedSQL, StatefulFunction
 from spark_keyed_sql import state_edits as state_edits_module
@@ -432,19 +431,6 @@ def test_the_cli_deletes_and_updates(spark, kb, tmp_path, capsys):
     assert "erased 1 key(s)" in capsys.readouterr().out
     assert cli.main(["state", "update", cp, "--set", "total", "--where", "true"]) == 2
     assert "--set takes COLUMN=EXPR" in capsys.readouterr().err
-
-
-@pytest.mark.skipif(spark_lacks("tws") is not None, reason=str(spark_lacks("tws")))
-def test_a_tws_checkpoint_is_refused_naming_the_engine(spark, tmp_path):
-    ks = KeyedSQL(spark, engine="tws")
-    ks.register("erase_notes", Notes, returns="n int, total double")
-    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
-    _batch(spark, src, _rows(0))
-    ks.run(SQL.format(src=src), checkpoint=cp, output=out)
-    before = _all_bytes(cp)
-    with pytest.raises(KeyedSQLError, match="not built yet for engine 'tws'"):
-        ks.sql(f"DELETE FROM keyed_state('{cp}') WHERE user_id = '{ERASED}'")
-    assert _all_bytes(cp) == before
 
 
 # ---------------------------------------------------------------------------- a real SIGKILL

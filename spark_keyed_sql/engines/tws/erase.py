@@ -20,8 +20,8 @@ Steps, and what a crash at each leaves:
 UPDATE is not built on this engine (its state is Spark's encoded rows): refused, naming the
 way around (ks.migrate_state with a transform into a bulk checkpoint).
 
-WORK IN PROGRESS (branch tws-erase): not wired into TwsLayout.edit yet, no tests beyond the
-spike in the closing note of 2026-11-27."""
+A crash between 3 and the record in 4 leaves the edit done but unrecorded: its request is
+applied again and matches no key (the answer then says 0 keys)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.filesystems import filesystem
 from ...state.fs import join
 
-__all__ = ["ERASED_FILE", "edit_state", "erased_before"]
+__all__ = ["ERASED_FILE", "applied", "edit_state", "erased_before"]
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +52,25 @@ def _batches(fs: Any, d: str) -> list[int]:
     return sorted(int(f) for f in fs.list(d) if f.isdigit()) if fs.exists(d) else []
 
 
-def erased_before(spark: SparkSession, checkpoint: str) -> int | None:
+def _record(spark: SparkSession, checkpoint: str) -> dict[str, Any]:
     try:
-        return int(json.loads(filesystem(spark).read_text(join(checkpoint, ERASED_FILE)))["before"])
-    except FileNotFoundError:
+        d = json.loads(filesystem(spark).read_text(join(checkpoint, ERASED_FILE)))
+        return d if isinstance(d, dict) else {}
+    except (FileNotFoundError, ValueError, TypeError):
+        return {}
+
+
+def erased_before(spark: SparkSession, checkpoint: str) -> int | None:
+    before = _record(spark, checkpoint).get("before")
+    return int(before) if isinstance(before, int) else None
+
+
+def applied(spark: SparkSession, checkpoint: str, request: str) -> dict[str, Any] | None:
+    """The audit of the erase that applied ``request`` (the newest one's only), else None."""
+    d = _record(spark, checkpoint)
+    if d.get("request") != request or not isinstance(d.get("audit"), dict):
         return None
-    except (ValueError, KeyError, TypeError):
-        return None
+    return dict(d["audit"]) | {"checkpoint": checkpoint, "files_removed": 0, "seconds": None}
 
 
 class _KeyFilter:
@@ -172,7 +184,9 @@ def edit_state(
     # 3. the commit: the edit takes effect
     fs.copy(join(checkpoint, "commits", str(n)), join(checkpoint, "commits", str(n + 1)))
     # 4. the history before it: recorded as erased, then removed
-    fs.create_text(join(checkpoint, ERASED_FILE), json.dumps({"before": n + 1, "request": request}), overwrite=True)
+    counts = {k: audit[k] for k in ("operation", "function", "keys_matched", "state_rows")}
+    record = {"before": n + 1, "request": request, "audit": counts | {"batch_id": n + 1, "output_batches": []}}
+    fs.create_text(join(checkpoint, ERASED_FILE), json.dumps(record), overwrite=True)
     removed = _purge(fs, join(checkpoint, "state"), n + 2)
     audit.update(
         versions_rewritten=len(commits),

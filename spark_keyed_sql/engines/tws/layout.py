@@ -85,6 +85,50 @@ def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
 
 
 class TwsLayout(StateLayout):
+    edits_state = True  # DELETE on a stopped query, Spark 4.2+ (erase.py); UPDATE refused there
+    edits_running = False  # Spark runs the batches: no boundary this project can apply an edit at
+
+    def edit(
+        self,
+        spark: SparkSession,
+        checkpoint: str,
+        op: OperatorRecord | None,
+        kind: str,
+        where: str,
+        assignments: tuple[tuple[str, str], ...],
+        spec: Any,
+        engine: str,
+        request: str | None = None,
+        before_commit: Any = None,
+    ) -> dict[str, Any]:
+        from ...state.checkpoint import read_metadata
+        from .erase import edit_state
+
+        if op is None:
+            raise CheckpointError(f"checkpoint {checkpoint!r} has no spark-keyed-sql metadata; nothing to edit")
+        meta = read_metadata(checkpoint, spark)
+        index = [o.function for o in meta.operators].index(op.function) if meta else 0
+        return edit_state(
+            spark,
+            checkpoint,
+            op,
+            kind,
+            where,
+            lambda: self.read(spark, checkpoint, index, op, None),
+            request,
+            before_commit,
+        )
+
+    def applied_edit(self, spark: SparkSession, checkpoint: str, request: str) -> dict[str, Any] | None:
+        from .erase import applied
+
+        return applied(spark, checkpoint, request)
+
+    def erased_before(self, spark: SparkSession, checkpoint: str) -> int | None:
+        from .erase import erased_before
+
+        return erased_before(spark, checkpoint)
+
     def batch_range(
         self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None
     ) -> tuple[int, int]:
@@ -96,6 +140,12 @@ class TwsLayout(StateLayout):
     ) -> DataFrame:
         info = _operator_info(spark, checkpoint, op_index)
         batch = info.maxBatchId if batch_id is None else int(batch_id)
+        erased = self.erased_before(spark, checkpoint)
+        if erased is not None and batch < erased:
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r}: the state history before batch {erased} was erased (a DELETE of "
+                f"keyed_state); batch {batch} cannot be read. Batches from {erased} on can"
+            )
         if not info.minBatchId <= batch <= info.maxBatchId:
             raise CheckpointError(
                 f"checkpoint {checkpoint!r} keeps batches {info.minBatchId}..{info.maxBatchId}; batch {batch} is not "
