@@ -61,6 +61,22 @@ def test_delete_on_a_stopped_tws_checkpoint_erases_and_the_query_continues_once(
     assert again["keys_matched"] == 0 and again["batch_id"] is None
 
 
+def test_an_empty_batch_a_crashed_delete_left_is_taken_over(spark, kt, tmp_path):
+    """A DELETE killed after it added its empty batch to the offset log (before the rewrite and
+    the commit): the state is the old one; the next DELETE takes the batch over and finishes."""
+    src, cp, out, batches = _history(spark, kt, tmp_path, runs=2)
+    with open(f"{cp}/offsets/1") as f, open(f"{cp}/offsets/2", "w") as g:
+        g.write(f.read())
+    assert _state(kt, cp) == _oracle(batches)
+    audit = kt.delete_state(cp, where=f"user_id = '{ERASED}'")
+    assert audit["keys_matched"] == 1 and audit["batch_id"] == 2
+    assert _state(kt, cp) == _oracle(batches, erased_after=1)
+    batches.append(_rows(2))
+    _batch(spark, src, batches[-1])
+    kt.run(SQL.format(src=src), checkpoint=cp, output=out)
+    assert _state(kt, cp) == _oracle(batches, erased_after=1)
+
+
 def test_update_on_tws_is_refused_and_writes_nothing(spark, kt, tmp_path):
     _, cp, _, _ = _history(spark, kt, tmp_path, runs=1)
     before = _all_bytes(cp)

@@ -36,6 +36,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ...runtime.connect import is_connect
 from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.filesystems import filesystem
 from ...state.fs import join
@@ -115,6 +116,11 @@ def edit_state(
             f"{what}: UPDATE is not built on engine 'tws' (its state is Spark's encoded rows); DELETE the keys, or "
             "migrate the state into a bulk checkpoint with ks.migrate_state(..., transform=...)"
         )
+    if is_connect(spark):
+        raise CheckpointError(
+            f"{what}: not built through Spark Connect (Spark's state rewriter is a JVM class the client cannot "
+            "reach); run the DELETE from a classic session"
+        )
     jvm = spark._jvm  # type: ignore[attr-defined]
     try:
         jvm.java.lang.Class.forName(_REWRITER)
@@ -127,7 +133,13 @@ def edit_state(
     if not commits:
         raise CheckpointError(f"{what}: the checkpoint holds no committed batch yet")
     n = commits[-1]
-    if offsets and offsets[-1] > n:
+    offset_n = join(checkpoint, "offsets", str(n))
+    ours = (
+        offsets
+        and offsets[-1] == n + 1
+        and fs.read_text(join(checkpoint, "offsets", str(n + 1))) == fs.read_text(offset_n)
+    )  # an earlier DELETE's empty batch, left by a crash before its commit: taken over
+    if offsets and offsets[-1] > n and not ours:
         raise CheckpointError(
             f"{what}: batch {offsets[-1]} was started and not committed; run the query once (ks.run) to finish it, "
             "then the DELETE"
@@ -157,25 +169,34 @@ def edit_state(
     if found == 0:
         audit["seconds"] = round(time.time() - started, 3)
         return audit
-    # 1. one more batch in the offset log: the last one again (no new input)
-    fs.copy(join(checkpoint, "offsets", str(n)), join(checkpoint, "offsets", str(n + 1)))
-    # 2. the state without the matched keys, as version n + 2 (Spark's state version = batch + 1)
     key_fields = [f"__ks_k{i}" for i in range(len(keys))]
     transform = _KeyFilter(spark, matched.localCheckpoint(), key_fields)
     from pyspark.java_gateway import ensure_callback_server_started
 
     ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[attr-defined]
     some, none = jvm.scala.Some, jvm.scala.Option.empty()
-    rewriter = jvm.org.apache.spark.sql.execution.streaming.state.StateRewriter(
-        spark._jsparkSession,  # type: ignore[attr-defined]
-        n,
-        n + 1,
-        fs.qualify(checkpoint, "checkpoint"),
-        spark._jsc.hadoopConfiguration(),  # type: ignore[attr-defined]
-        none,
-        some(transform),
-        none,
-    )
+    try:
+        rewriter = jvm.org.apache.spark.sql.execution.streaming.state.StateRewriter(
+            spark._jsparkSession,  # type: ignore[attr-defined]
+            n,
+            n + 1,
+            fs.qualify(checkpoint, "checkpoint"),
+            spark._jsc.hadoopConfiguration(),  # type: ignore[attr-defined]
+            none,
+            some(transform),
+            none,
+        )
+    except Exception as exc:  # noqa: BLE001 - another Spark's rewriter: said, nothing written
+        raise CheckpointError(
+            f"{what}: this Spark's state rewriter takes other arguments than Spark 4.3's (tested): "
+            f"{str(exc).strip().splitlines()[0]}; nothing was written"
+        ) from None
+    # 1. one more batch in the offset log: the last one again (no new input)
+    if not ours:
+        fs.copy(offset_n, join(checkpoint, "offsets", str(n + 1)))
+    # 2. the state without the matched keys, as version n + 2 (Spark's state version = batch + 1),
+    # over what a crashed attempt may have left of it
+    _remove_version(fs, join(checkpoint, "state"), n + 2)
     rewriter.run()
     if transform.error is not None:
         raise transform.error
@@ -196,6 +217,18 @@ def edit_state(
     )
     log.info("%s: %d key(s) erased at batch %d; %d file(s) removed", what, found, n + 1, removed)
     return audit
+
+
+def _remove_version(fs: Any, state_root: str, version: int) -> None:
+    """The files of state ``version`` in every partition directory (a crashed attempt's)."""
+    for op_dir in fs.list(state_root):
+        for part in fs.list(join(state_root, op_dir)):
+            d = join(state_root, op_dir, part)
+            if part.isdigit() and fs.is_dir(d):
+                for name in fs.list(d):
+                    head = name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
+                    if head == str(version):
+                        fs.delete(join(d, name), recursive=False)
 
 
 def _purge(fs: Any, state_root: str, version: int) -> int:
