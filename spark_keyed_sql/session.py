@@ -17,7 +17,7 @@ from .compat.pandas_warning import preload_quietly, quietly
 from .engines import AUTO, require_engine
 from .engines import choose as choose_engine
 from .engines.settings import ROCKSDB_PROVIDER, SESSION_SETTINGS, configure_session
-from .engines.state_tables import read_state, read_state_changes
+from .engines.state_tables import read_broadcast, read_state, read_state_changes
 from .runtime.clock import session_offset_ms
 from .runtime.connect import is_connect
 from .runtime.plan import dataframe_plan
@@ -248,9 +248,15 @@ class KeyedSQL:
 
     # ------------------------------------------------------------------ state as tables
     @quietly
-    def read_state(self, checkpoint: str, function: str | None = None, batch_id: int | None = None) -> DataFrame:
+    def read_state(
+        self, checkpoint: str, function: str | None = None, batch_id: int | None = None, *, broadcast: str | None = None
+    ) -> DataFrame:
         """One row per key of the checkpoint's state: key columns, one column per state
-        variable / attribute, and ``batch_id``. ``batch_id`` reads an older committed batch."""
+        variable / attribute, and ``batch_id``. ``batch_id`` reads an older committed batch.
+        ``broadcast="rates"`` reads that broadcast input's state instead: its key column(s),
+        value column(s), ``valid_from`` when versioned by event time, and ``batch_id``."""
+        if broadcast is not None:
+            return read_broadcast(self.spark, checkpoint, broadcast, function, batch_id)
         return read_state(self.spark, checkpoint, function, batch_id)
 
     @quietly

@@ -12,7 +12,8 @@ from .api.errors import KeyedSQLError
 from .api.intervals import parse_ttl_ms
 from .api.state import StateKind
 from .api.values import to_user
-from .runtime.columns import parse_order_list
+from .runtime.broadcast import BroadcastInput, BroadcastState
+from .runtime.columns import parse_column_list, parse_order_list
 from .runtime.key_rows import rows_builder
 from .runtime.keys import sort_rows
 from .runtime.output import rows_as_dicts
@@ -112,6 +113,9 @@ class KeyedTester:
         inputs: Iterable[str] | None = None,
         time_mode: str | None = None,
         schema: Any = None,
+        broadcast: Mapping[str, Iterable[Mapping[str, Any]]] | None = None,
+        broadcast_key: str | list[str] | None = None,
+        event_time: str | None = None,
         **kwargs: Any,
     ):
         name = getattr(cls, "__name__", type(cls).__name__)  # a pyspark StatefulProcessor may be an instance
@@ -138,8 +142,46 @@ class KeyedTester:
         # the rows' column types (Arrow): from schema=, else inferred from the first values seen
         self._types: dict[str, Any] = _schema_types(schema, self.spec.name) if schema is not None else {}
         self._schema_given = schema is not None
+        # broadcast inputs (runtime/broadcast.py): name -> its BroadcastInput, and their state
+        self._broadcast_key = parse_column_list(broadcast_key, "broadcast_key") if broadcast_key else None
+        self._event_time = event_time
+        self._broadcasts: dict[str, BroadcastInput] = {}
+        self._broadcast_state = BroadcastState()
+        if broadcast is not None:
+            if not isinstance(broadcast, Mapping):
+                raise KeyedSQLError(
+                    f"KeyedTester({self.spec.name}): broadcast= takes {{'<input>': [row dicts]}}, "
+                    f"got {type(broadcast).__name__}"
+                )
+            for bname, brows in broadcast.items():
+                self.broadcast(bname, brows)
         if initial_state is not None:
             self._seed(initial_state)
+
+    def broadcast(self, name: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Broadcast rows of input ``name`` (each a dict; its first column is the key unless
+        ``broadcast_key=`` names it), applied before the next ``run`` as a batch's are: in order
+        of ``event_time`` (versioned), then their values; an ``on_broadcast`` hook runs for each."""
+        rows = [dict(r.asDict() if hasattr(r, "asDict") else r) for r in rows]
+        b = self._broadcasts.get(name)
+        if b is None:
+            if not rows:
+                b = None
+            else:
+                names = list(rows[0])
+                key = [k for k in (self._broadcast_key or []) if k in names] or names[:1]
+                time = self._event_time if self._event_time in names else None
+                b = self._broadcasts[name] = BroadcastInput(name, 0, tuple((n, n) for n in names), tuple(key), time)
+        if b is None:
+            self._broadcast_state.declare(name, versioned=False)  # (no rows yet: an empty mapping)
+        else:
+            hook = None
+            if getattr(self.spec.cls, "on_broadcast", None) is not None:
+                hook = self.spec.instantiate()
+                hook.ctx.call.broadcasts = self._broadcast_state
+            self._broadcast_state.apply([b], {name: rows}, hook, function=self.spec.name)
+        for runner in self._runners.values():
+            runner.use_broadcasts(self._broadcast_state, self._event_time)
 
     # ------------------------------------------------------------------ helpers
     def _runner(self, keyed: bool, several: bool = False) -> KeyedRunner:
@@ -148,6 +190,8 @@ class KeyedTester:
             names = (self.inputs or ["input"]) if several else None  # (a function learns its input names per row)
             runner = KeyedRunner(self.spec, self._order, keyed, names)
             runner.column_types = self._types  # (shared: columns inferred later reach every runner)
+            if self._broadcasts or self._broadcast_state.tables:
+                runner.use_broadcasts(self._broadcast_state, self._event_time)
             self._runners[slot] = runner
         return self._runners[slot]
 

@@ -54,7 +54,18 @@ class KeyCall:
     """The key a runner is running, re-pointed by the runtime at each key (one per runner, not
     one per key): ``self.ctx`` reads it. The runtime's side of ``self.ctx``."""
 
-    __slots__ = ("key", "keyed", "timers", "clear", "processing_ms", "watermark_ms", "cleared", "input")
+    __slots__ = (
+        "key",
+        "keyed",
+        "timers",
+        "clear",
+        "processing_ms",
+        "watermark_ms",
+        "cleared",
+        "input",
+        "broadcasts",
+        "as_of_ms",
+    )
 
     def __init__(self) -> None:
         self.key: Any = None
@@ -65,6 +76,9 @@ class KeyCall:
         self.watermark_ms: int | None = None
         self.cleared = False  # clear_state() was called since the last row began
         self.input: str | None = None  # the named input the row came from (several inputs)
+        # the query's broadcast state (runtime/broadcast.BroadcastState; None: no broadcast input)
+        self.broadcasts: Any = None
+        self.as_of_ms: int | None = None  # the time broadcast state is read as of (versioned: the row's event time)
 
     @property
     def active(self) -> bool:
@@ -109,6 +123,20 @@ class KeyContext:
         """The named input (table argument) the current row came from, when a function has
         several inputs; None for one input, and in ``on_timer``."""
         return self._call.input
+
+    def broadcast(self, name: str, as_of: Any = None) -> Any:
+        """A broadcast input's state (``broadcast => '<name>'``): a read-only mapping from its
+        ``broadcast_key`` to the latest row (or its one value column). With ``event_time`` it is
+        the state as of the current row's event time (in ``on_timer``, the timer's time);
+        ``as_of=`` (a datetime or epoch milliseconds) reads it as of another time. Inside
+        ``on_broadcast`` it is writable."""
+        states = self._call.broadcasts
+        if states is None:
+            raise StateAccessError(
+                f"self.ctx.broadcast({name!r}): this query has no broadcast input; name one with "
+                f"broadcast => '{name}' (and {name} => TABLE(...)) in the table-function call"
+            )
+        return states.view(name, as_of if as_of is not None else self._call.as_of_ms)
 
     @property
     def is_keyed(self) -> bool:

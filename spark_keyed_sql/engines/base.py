@@ -63,6 +63,8 @@ class Capabilities:
     # read under the name it was stored by (``stored`` in the layout record), nothing rewritten;
     # a type change by a declared converter is then refused (the bulk engine rewrites its state)
     keeps_state_names: bool = False
+    # broadcast inputs on a stream (each micro-batch's broadcast rows applied by the driver)
+    broadcast_streams: bool = False
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,12 @@ class StateLayout(ABC):
     def erased_before(self, spark: SparkSession, checkpoint: str) -> int | None:
         """The batch before which a DELETE / UPDATE erased the state history (None: never)."""
         return None
+
+    def read_broadcast(self, spark: SparkSession, checkpoint: str, name: str, batch_id: int | None) -> DataFrame:
+        """``read_state(..., broadcast=name)``: a broadcast input's state as the checkpoint keeps it."""
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r} keeps no broadcast state: broadcast inputs on a stream run on engine 'bulk'"
+        )
 
 
 class Engine(ABC):

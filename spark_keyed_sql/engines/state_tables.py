@@ -11,7 +11,7 @@ from ..state.reader import pick_operator, state_changes
 from . import LEGACY_ENGINE, get_engine
 from .base import Engine
 
-__all__ = ["read_state", "read_state_changes"]
+__all__ = ["read_broadcast", "read_state", "read_state_changes"]
 
 
 def _locate(spark: SparkSession, checkpoint: str, function: str | None) -> tuple[int, dict | None, Engine]:
@@ -30,6 +30,14 @@ def read_state(
     attribute, and ``batch_id`` (the newest committed batch, or ``batch_id``)."""
     op_index, op, engine = _locate(spark, checkpoint, function)
     return engine.layout.read(spark, checkpoint, op_index, op, batch_id)
+
+
+def read_broadcast(
+    spark: SparkSession, checkpoint: str, name: str, function: str | None = None, batch_id: int | None = None
+) -> DataFrame:
+    """A broadcast input's state kept in the checkpoint (``read_state(..., broadcast=name)``)."""
+    _, _, engine = _locate(spark, checkpoint, function)
+    return engine.layout.read_broadcast(spark, checkpoint, name, batch_id)
 
 
 def read_state_changes(

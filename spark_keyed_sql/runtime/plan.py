@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.errors import SchemaError
+from .broadcast import BroadcastInput
 from .columns import parse_column_list, parse_order_list
 from .keys import OrderSpec
 from .spark_frames import column_ddl
@@ -61,6 +62,24 @@ class KeyedPlan:
     # source column -> its Spark type (DDL), for a KeyedProcessor's rows as PySpark types them
     # (runtime/spark_frames.py); set by the engine's caller from the source's schema
     arg_types: dict[str, str] | None = None
+    # broadcast inputs (runtime/broadcast.py): their rows are the source rows whose
+    # broadcast_column holds their index; an engine takes them out before the keyed rows run and
+    # ships broadcast_state (BroadcastState, built by the driver) with the program
+    broadcasts: list[BroadcastInput] | None = None
+    broadcast_column: str | None = None
+    broadcast_state: Any = None
+
+    @property
+    def event_time_name(self) -> str | None:
+        """The event time's name in the event dict (None: no event time, or not in the event)."""
+        if self.event_time is None:
+            return None
+        maps = [i.event_map for i in self.inputs] if self.inputs else [tuple(zip(self.event_names, self.arg_columns))]
+        for m in maps:
+            for n, c in m:
+                if c == self.event_time:
+                    return n
+        return None
 
     def use_schema(self, schema: Any) -> None:
         """Take the argument columns' Spark types from the source's (pyspark) schema."""

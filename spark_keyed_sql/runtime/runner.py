@@ -84,6 +84,25 @@ class KeyedRunner(KeyLifecycle):
         # a KeyedProcessor's rows columns (source column, or event name) -> Arrow type, to type
         # them as PySpark does (runtime/spark_frames.py); a column not here: from its values
         self.column_types: dict[str, Any] = {}
+        self._execute: Any = None  # execute as the row loops call it (use_broadcasts: the row's time first)
+
+    def use_broadcasts(self, state: Any, event_time_name: str | None) -> None:
+        """The query's broadcast state (runtime/broadcast.py), read through ``self.ctx.broadcast``;
+        with versioned state (``event_time``), each row reads it as of the row's event time
+        (``event_time_name``: that column's name in the event dict)."""
+        self.call.broadcasts = state
+        versioned = state is not None and any(t.versioned for t in state.tables.values())
+        if not versioned or event_time_name is None or self.layout is None:
+            return
+        execute, call, name = self.instance.execute, self.call, event_time_name
+        from ..api.context import to_epoch_ms
+
+        def execute_at(event: dict) -> Any:
+            t = event.get(name)
+            call.as_of_ms = to_epoch_ms(t) if t is not None else None
+            return execute(event)
+
+        self._execute = execute_at
 
     def _types(self, columns: list[str]) -> list[Any]:
         return [self.column_types.get(c) for c in columns]
@@ -144,7 +163,7 @@ class KeyedRunner(KeyLifecycle):
         self._begin(key, binding, processing_ms, watermark_ms)
         held = False
         try:
-            self._row_loop(events, src0, self.instance.execute, out, src, self, self.call, key, inputs)
+            self._row_loop(events, src0, self._execute or self.instance.execute, out, src, self, self.call, key, inputs)
             held = hold
             if not held:
                 self._end(key, binding)
@@ -197,7 +216,7 @@ class KeyedRunner(KeyLifecycle):
                 ends,
                 columns,
                 names,
-                instance.execute,
+                self._execute or instance.execute,
                 out,
                 src,
                 self,
@@ -375,6 +394,8 @@ class KeyedRunner(KeyLifecycle):
         self.held = False
         try:
             ts = from_epoch_ms(expiry_ms)
+            if self._execute is not None:
+                self.call.as_of_ms = expiry_ms  # (versioned broadcast state: as of the timer's time)
             out = self._call(key, lambda: f"timer {ts.isoformat()}", self.instance.on_timer, key, ts)
             self.held = self._hold_or_end(key, binding, hold)
             return out

@@ -10,7 +10,7 @@ __all__ = ["explain_text", "format_plan"]
 
 
 def _arguments(s: KeyedStep) -> str:
-    if s.plan.inputs:  # several named inputs: each with the columns its rows carry
+    if s.plan.inputs or s.plan.broadcasts:  # named inputs: each with the columns its rows carry
         return f"    inputs:    {'; '.join(s.arguments)}"
     return f"    arguments: {', '.join(s.arguments) or '(none)'}"
 

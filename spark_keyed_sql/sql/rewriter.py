@@ -23,6 +23,7 @@ from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
 from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
+from ..runtime.broadcast import BroadcastInput
 from ..runtime.clock import session_offset_ms
 from ..runtime.keys import OrderSpec
 from ..runtime.plan import KeyedPlan, PlanInput
@@ -282,12 +283,28 @@ class _Planner:
         )
         plan.absent_attributes, plan.stored_names = self._evolution(call, engine)
         inputs = group.args.get("inputs")
+        broadcast = group.args.get("broadcast") or []
         if inputs:
             internal = dict(zip(call.arg_names, args))
             plan.inputs = [PlanInput(name, tuple((n, internal[c]) for n, c in m)) for name, m in inputs]
             plan.input_column = internal[INPUT_COLUMN]
-            if call.spec.kind is FunctionKind.PROCESSOR:
+            if broadcast:
+                plan.broadcasts = [
+                    BroadcastInput(name, index, tuple((n, internal[c]) for n, c in m), key, time, order)
+                    for name, index, m, key, time, order in broadcast
+                ]
+                plan.broadcast_column = plan.input_column
+            if len(plan.inputs) == 1:  # one keyed input beside broadcast ones: its events as one input's
+                only = plan.inputs[0]
+                plan.inputs, plan.arg_columns, plan.arg_names = None, only.columns, only.names
+            elif call.spec.kind is FunctionKind.PROCESSOR:
                 check_process_inputs(call.spec, [i.name for i in plan.inputs], f"{call.where}")
+            if broadcast and source.df.isStreaming and not engine.capabilities.broadcast_streams:
+                raise KeyedQueryError(
+                    f"{call.where}: broadcast inputs on a stream run on engine 'bulk' under ks.start / ks.run (the "
+                    f"driver applies each micro-batch's broadcast rows before its keyed rows); engine '{engine.name}' "
+                    "runs its batches inside Spark's operator, out of the driver's reach: use engine => 'bulk'"
+                )
         columns = [f"{quoted(k)} AS {quoted(n)}" for k, n in zip(keys, call.key_names)]
         columns += [quoted(r) for r in call.returns]
         columns += [f"{quoted(c)} AS {quoted(p)}" for c, p in zip(through, outer.passthrough)]
@@ -307,7 +324,12 @@ class _Planner:
             keys=[f"{render(k)} AS {n}" for k, n in zip(call.key_exprs, call.key_names)],
             arguments=[f"{render(a)} AS {n}" for a, n in zip(call.arg_exprs, call.arg_names)]
             if not inputs
-            else [f"{name}: {', '.join(n for n, _ in m)}" for name, m in inputs],
+            else [f"{name}: {', '.join(n for n, _ in m)}" for name, m in inputs]
+            + [
+                f"{name} (broadcast by {', '.join(key)}{', versioned by ' + time if time else ''}): "
+                f"{', '.join(n for n, _ in m)}"
+                for name, _, m, key, time, _ in broadcast
+            ],
             order=[render(o) for o in group.args.get("order") or []],
             options=call.options | ({"ttl": render(ttl)} if ttl is not None else {}),
             engine=engine,

@@ -16,7 +16,13 @@ function with one state per key: their rows are brought together (``UNION ALL``)
 of the input each came from, the columns they share (key, ``order_by``, ``event_time``) once and
 each input's other columns apart; the keyed step's plan learns, per input, which columns make
 its rows (``KeyedGroup``'s ``inputs``). Within a batch a key's rows go in ``order_by`` order,
-rows of one position in the order of the inputs."""
+rows of one position in the order of the inputs.
+
+Inputs named in ``broadcast => 'rates'`` (``broadcast_key => 'currency'``: their key column, by
+default their first) are not keyed: their rows join the union after the keyed inputs' (the key,
+and the order_by / event_time columns they lack, NULL), and ``KeyedGroup``'s ``broadcast`` says
+which input index each has and which of its columns are key, time and order; the engines take
+those rows out before the keyed ones run (``runtime/broadcast.py``)."""
 
 from __future__ import annotations
 
@@ -37,7 +43,17 @@ __all__ = ["INPUT_COLUMN", "TABLE_CALL_ARGUMENTS", "expand_table_calls", "input_
 
 # the named arguments of the table-function form (besides the named inputs); string literals,
 # but initial_state, which is TABLE(...) like an input; and WITH STATE's OPTIONS (any literal)
-TABLE_CALL_ARGUMENTS = ("key", "order_by", "event_time", "watermark", "ttl", "initial_state", *sorted(KNOWN_OPTIONS))
+TABLE_CALL_ARGUMENTS = (
+    "key",
+    "order_by",
+    "event_time",
+    "watermark",
+    "ttl",
+    "initial_state",
+    "broadcast",
+    "broadcast_key",
+    *sorted(KNOWN_OPTIONS),
+)
 INPUT_COLUMN = "__ks_input"  # the index of the input a row came from (several inputs)
 
 Schema = Callable[[exp.Expression], list[tuple[str, str]]]  # a FROM item -> (column, Spark type) pairs
@@ -220,14 +236,26 @@ def _check_shared(
     return schemas
 
 
+def _shared_value(lower: dict[str, tuple[str, str]], c: str, type_: str) -> exp.Expression:
+    """A shared column of one input in the union: as it is, cast to the keyed inputs' type (a
+    broadcast input's time column of another type), or NULL where the input lacks it."""
+    if c.lower() not in lower:
+        return exp.cast(exp.Null(), type_)
+    name, own_type = lower[c.lower()]
+    value = exp.column(name, quoted=True)
+    return value if _compatible(own_type, type_) else exp.cast(value, type_)
+
+
 def _union(inputs: list[tuple[str, exp.Expression]], sources, schemas, shared: list[str]):
     """The inputs' rows together: ``shared`` columns once, the input's index, each input's
-    other columns apart (NULL in the others' rows); and per input, (its column, union column)."""
+    other columns apart (NULL in the others' rows); and per input, (its column, union column).
+    A shared column an input lacks (a broadcast input's key) is NULL of the first input's type."""
     lowered = [{c.lower(): (c, t) for c, t in cols} for cols in schemas]
     own = [[(c, t) for c, t in cols if c.lower() not in {s.lower() for s in shared}] for cols in schemas]
+    shared_type = {c: lowered[0][c.lower()][1] for c in shared}
     selects = []
     for j, (src, lower) in enumerate(zip(sources, lowered)):
-        items: list[exp.Expression] = [exp.column(lower[c.lower()][0], quoted=True).as_(c, quoted=True) for c in shared]
+        items: list[exp.Expression] = [_shared_value(lower, c, shared_type[c]).as_(c, quoted=True) for c in shared]
         items.append(exp.Literal.number(j).as_(INPUT_COLUMN, quoted=True))
         for i, cols in enumerate(own):
             for c, t in cols:
@@ -238,7 +266,7 @@ def _union(inputs: list[tuple[str, exp.Expression]], sources, schemas, shared: l
     for s in selects[1:]:
         union = exp.union(union, s, distinct=False)
     maps = [
-        [(lower[c.lower()][0], c) for c in shared] + [(c, input_column(i, c)) for c, _ in own[i]]
+        [(lower[c.lower()][0], c) for c in shared if c.lower() in lower] + [(c, input_column(i, c)) for c, _ in own[i]]
         for i, lower in enumerate(lowered)
     ]
     return union, maps
@@ -272,20 +300,35 @@ def _expand(table: exp.Table, call: exp.Anonymous, schema: Schema | None) -> exp
         *([(event_time, "event_time")] if event_time else []),
     ]:
         shared.setdefault(column, argument)
-    several = len(c.inputs) > 1
-    names = [f"__ks_{fn}_{n}" if n is not None else f"__ks_{fn}_input" for n, _ in c.inputs]
-    sources = [_source(fn, arg, alias) for (_, arg), alias in zip(c.inputs, names)]
+    broadcast = _broadcast_inputs(c)
+    keyed_inputs = [i for i in c.inputs if i[0] not in broadcast]
+    inputs = keyed_inputs + [i for i in c.inputs if i[0] in broadcast]  # keyed first: index = position
+    several = len(inputs) > 1
+    names = [f"__ks_{fn}_{n}" if n is not None else f"__ks_{fn}_input" for n, _ in inputs]
+    sources = [_source(fn, arg, alias) for (_, arg), alias in zip(inputs, names)]
     if several and schema is None:
         raise _error(f"{fn}: several inputs need the session to read their columns", call)
-    schemas = _check_shared(fn, c.inputs, sources, shared, schema, c.nodes) if schema is not None else []
+    schemas = []
+    if schema is not None:
+        schemas = _check_shared(fn, keyed_inputs, sources[: len(keyed_inputs)], shared, schema, c.nodes)
+        schemas += [schema(src) for src in sources[len(keyed_inputs) :]]
     if several:
-        union, maps = _union(c.inputs, sources, schemas, list(shared))  # type: ignore[arg-type]
+        union, maps = _union(inputs, sources, schemas, list(shared))  # type: ignore[arg-type]
         source: exp.Expression = exp.Subquery(
             this=union, alias=exp.TableAlias(this=exp.to_identifier(f"__ks_{fn}_inputs"))
         )
         # ties in the order: the order of the inputs
         group.set("order", [*(order or []), exp.Ordered(this=exp.column(INPUT_COLUMN, quoted=True), desc=False)])
-        group.set("inputs", [(n, m) for (n, _), m in zip(c.inputs, maps)])
+        n = len(keyed_inputs)
+        group.set("inputs", [(name, m) for (name, _), m in zip(keyed_inputs, maps)])
+        if broadcast:
+            group.set(
+                "broadcast",
+                [
+                    _broadcast_of(c, name, n + j, maps[n + j], schemas[n + j], inputs[n + j][1], event_time, order)
+                    for j, (name, _) in enumerate(inputs[n:])
+                ],
+            )
     else:
         source = sources[0]
     select = exp.select(*[k.copy() for k in key_columns], exp.Column(this=exp.Star(), table=exp.to_identifier(fn)))
@@ -293,6 +336,60 @@ def _expand(table: exp.Table, call: exp.Anonymous, schema: Schema | None) -> exp
     select.set("group", group)
     alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(fn))
     return exp.Subquery(this=select, alias=alias.copy())
+
+
+def _broadcast_inputs(c: _Call) -> set[str | None]:
+    """The inputs ``broadcast => '...'`` names (checked: named inputs, one keyed input left)."""
+    text = c.named.get("broadcast")
+    if text is None:
+        if c.named.get("broadcast_key") is not None:
+            raise _error(f"{c.fn}: broadcast_key => '...' goes with broadcast => '<input>'", c.nodes["broadcast_key"])
+        return set()
+    names = c.columns("broadcast")
+    given = {n.lower(): n for n, _ in c.inputs if n is not None}
+    unknown = [b for b in names if b.lower() not in given]
+    if unknown or not names:
+        raise _error(
+            f"{c.fn}: broadcast => {text!r} names {', '.join(map(repr, unknown)) or 'no input'}; a broadcast input is "
+            f"a named input of the call ({', '.join(given.values()) or 'none here: name them, rates => TABLE(...)'})",
+            c.nodes["broadcast"],
+        )
+    chosen = {given[b.lower()] for b in names}
+    if len(chosen) >= len(c.inputs):
+        raise _error(
+            f"{c.fn}: every input is a broadcast input; at least one input must be keyed", c.nodes["broadcast"]
+        )
+    return set(chosen)
+
+
+def _broadcast_of(
+    c: _Call,
+    name: str | None,
+    index: int,
+    event_map: list[tuple[str, str]],
+    columns: list[tuple[str, str]],
+    arg: exp.Expression,
+    event_time: str | None,
+    order: list[exp.Ordered] | None,
+) -> tuple:
+    """A broadcast input's entry in ``KeyedGroup.broadcast``: (name, input index, event map, key
+    columns, event-time column or None, order_by columns it has), by its own column names."""
+    own = {col.lower(): col for col, _ in columns}
+    wanted = c.columns("broadcast_key") if c.named.get("broadcast_key") else []
+    key = [own[k.lower()] for k in wanted if k.lower() in own]
+    if wanted and not key:
+        raise _error(
+            f"{c.fn}: broadcast input {name!r} has none of the broadcast_key column(s) {', '.join(wanted)} (its "
+            f"columns: {', '.join(col for col, _ in columns)})",
+            c.nodes.get("broadcast_key", arg),
+        )
+    if not key:
+        key = [columns[0][0]]
+    time = own.get(event_time.lower()) if event_time else None
+    ordered = tuple(own[o.this.name.lower()] for o in order or [] if o.this.name.lower() in own)
+    if len(key) == len(columns):
+        raise _error(f"{c.fn}: broadcast input {name!r} has only its key column(s); it needs a value column", arg)
+    return (name, index, tuple(event_map), tuple(key), time, ordered)
 
 
 def expand_table_calls(

@@ -89,6 +89,9 @@ class CommitRecord:
     # a queued DELETE / UPDATE request this version applied: its id and audit (counts only), so
     # the request is applied once and answered even if its writer died before answering
     edit: Mapping[str, Any] | None = None
+    # the query's broadcast state as of this version (runtime/broadcast.py): a directory, relative
+    # to bulk/, holding state.json; None: no broadcast input
+    broadcast: str | None = None
     format: int = COMMIT_FORMAT
 
     # ------------------------------------------------------------------ derived
@@ -112,7 +115,11 @@ class CommitRecord:
     @property
     def files(self) -> set[str]:
         """Every directory (relative to bulk/) this version's state is read from."""
-        return ({self.base} if self.base else set()) | {d for _, d in self.delta_dirs}
+        return (
+            ({self.base} if self.base else set())
+            | {d for _, d in self.delta_dirs}
+            | ({self.broadcast} if self.broadcast else set())
+        )
 
     def token(self, part: int) -> str:
         """The token of the local store state that holds state partition ``part`` as of this
@@ -185,6 +192,7 @@ class CommitRecord:
                 watermark_policy=d.get("watermark_policy"),
                 erased_before=None if d.get("erased_before") is None else int(d["erased_before"]),
                 edit=dict(d["edit"]) if d.get("edit") else None,
+                broadcast=d.get("broadcast"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise damaged_commit(where, f"{type(exc).__name__}: {exc}") from None

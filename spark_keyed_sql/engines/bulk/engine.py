@@ -15,6 +15,7 @@ from ...api.errors import SchemaError
 from ...runtime.clock import now_ms
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
+from ..broadcast_rows import take_broadcasts
 from .layout import BulkLayout
 from .program import BulkProgram, combine, hash_ordered
 from .stream import BulkStreamRun
@@ -29,6 +30,7 @@ class BulkEngine(Engine):
         batch_timers=True,
         ordered_stream_output=True,
         migration_target=True,
+        broadcast_streams=True,
     )
     layout = BulkLayout()
 
@@ -39,6 +41,8 @@ class BulkEngine(Engine):
                 "use engine='tws' with ks.apply, or a SQL statement with ks.start / ks.run"
             )
         schema = output_schema(df.schema, plan)
+        if plan.broadcasts:  # the broadcast rows to the driver, their state into the program
+            df, plan, _ = take_broadcasts(df, plan)
         shipped = dataclasses.replace(plan, initial_state=None)
         # a one-shot batch has a processing time too (the query's, as Spark's batch has one):
         # current_processing_time() and processing-time timers work as they do in the tester

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...runtime.broadcast import BroadcastState
 from ...runtime.spec import FunctionSpec
 from ...state.attributes import AttributeLayout
 from ...state.checkpoint import CheckpointError, MigrationError, OperatorRecord, read_metadata
@@ -24,6 +25,7 @@ from ...state.filesystems import filesystem
 from ...state.fs import join
 from ...state.snapshots import KEY_PREFIX, STATE_PREFIX, SnapshotStore, state_column_names
 from ..base import Position, StateLayout
+from ..broadcast_rows import BROADCAST_FILE, broadcast_frame
 from .partitioning import PART, part_column
 from .state_row import ATTRS_EXP, HAS_ATTRS, TIMERS, StateRowCodec, exp_column
 
@@ -263,6 +265,18 @@ class BulkLayout(StateLayout):
         keys = [F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(op.keys)]
         cols = [F.col(c).alias(n) for c, n in state_column_names(df.columns).items()]
         return df.select(*keys, *cols, F.lit(commit.version).cast("long").alias("batch_id"))
+
+    def read_broadcast(self, spark: SparkSession, checkpoint: str, name: str, batch_id: int | None) -> DataFrame:
+        store, commit = self._commit(spark, checkpoint, batch_id)
+        if not commit.broadcast:
+            raise CheckpointError(
+                f"checkpoint {checkpoint!r} keeps no broadcast state (batch {commit.version}): its query has no "
+                "broadcast input"
+            )
+        text = store.fs.read_bytes(join(store.path(commit.broadcast), BROADCAST_FILE)).decode()
+        return broadcast_frame(
+            spark, BroadcastState.from_json(text), name, commit.version, f"read_state({checkpoint!r}, broadcast=...)"
+        )
 
     def batch_range(
         self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None

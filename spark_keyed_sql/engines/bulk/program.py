@@ -60,6 +60,8 @@ class KeyPass:
         end_of_input: bool,
     ):
         self.plan, self.runner = plan, runner
+        if plan.broadcast_state is not None:
+            runner.use_broadcasts(plan.broadcast_state, plan.event_time_name)
         self.now, self.watermark_ms, self.late_watermark_ms, self.end_of_input = (
             now_ms,
             watermark_ms,

@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 from ...api.errors import KeyedSQLError
 from ...api.intervals import parse_interval_ms
 from ...compat.pandas_warning import quietly
+from ...runtime.broadcast import BroadcastState
 from ...runtime.clock import now_ms
 from ...runtime.connect import default_parallelism
 from ...runtime.faults import crash_point
@@ -46,6 +47,7 @@ from ...state.lock import check_lease
 from ...state.snapshots import KEY_PREFIX, SnapshotStore
 from ..background import Retrying
 from ..base import output_schema
+from ..broadcast_rows import BROADCAST_FILE, take_broadcasts
 from ..edit_pickup import apply_pending
 from .compaction import Compactor
 from .feeding import plan_feeds
@@ -89,6 +91,8 @@ class StepPlan:
     late_watermark_ms: int | None  # rows at or before this are late (Spark's rule)
     initial: DataFrame | None  # INITIAL STATE rows staged before batch 0
     program: IncrementalProgram
+    # the broadcast state this version commits (a directory relative to bulk/; None: none)
+    broadcast: str | None = None
 
     @property
     def rel(self) -> str:
@@ -361,6 +365,8 @@ class BulkStream:
         check_lease(self.qualified)  # nor does a writer that may no longer hold the checkpoint start one
         spark = batch_df.sparkSession
         plan = self.plan_version(spark)
+        if self.plan.broadcasts:
+            batch_df = self.take_broadcasts(batch_df, plan)
         jobs = self.run_jobs(batch_df, plan)
         totals = TaskStats.total(list(jobs.stats.values()))
         if only_if_timers and not totals.timers_fired and not totals.changed and not self._watermark_moved(plan.prev):
@@ -401,6 +407,31 @@ class BulkStream:
             cache_dir=self.cache_dir,
         )
         return StepPlan(prev, version, attempt, started, now, wm, late_wm, initial, program)
+
+    def take_broadcasts(self, batch_df: DataFrame, plan: StepPlan) -> DataFrame:
+        """The batch's broadcast rows applied by the driver to the broadcast state the previous
+        version committed (kept once per query, in the checkpoint), before the batch's keyed
+        rows; the state rides with the program to every task. Returns the keyed rows."""
+        prev = plan.prev.broadcast if plan.prev is not None else None
+        state = (
+            BroadcastState.from_json(self.fs.read_bytes(join(self.store.path(prev), BROADCAST_FILE)).decode())
+            if prev
+            else None
+        )
+        if state is not None:
+            state.prune(plan.late_watermark_ms)  # a versioned read is never older than a row still taken
+        keyed, shipped, applied = take_broadcasts(batch_df, self.plan, state)
+        plan.program = dataclasses.replace(
+            plan.program, plan=dataclasses.replace(plan.program.plan, broadcast_state=shipped.broadcast_state)
+        )
+        if applied or prev is None:
+            rel = f"{plan.rel}/broadcast"
+            self.fs.mkdirs(self.store.path(rel))
+            self.fs.create_text(join(self.store.path(rel), BROADCAST_FILE), shipped.broadcast_state.to_json())
+            plan.broadcast = rel
+        else:
+            plan.broadcast = prev
+        return keyed
 
     def _continue_from(self, spark: SparkSession, latest: CommitRecord | None) -> CommitRecord | None:
         """The commit a step continues from: the last one, or, when the class's state layout
@@ -526,6 +557,7 @@ class BulkStream:
             evict_watermark_ms=plan.watermark_ms,
             input_watermarks_ms=input_wms,
             watermark_policy=self.watermark_policy,
+            broadcast=plan.broadcast,
             next_timer_ms=totals.next_timer_ms,
             next_expiry_ms=totals.next_expiry_ms,
             metrics=BatchMetrics(

@@ -24,6 +24,7 @@ from ...compat.features import Feature, features
 from ...compat.quirks import ensure_state_store_coordinator
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
+from ..broadcast_rows import take_broadcasts
 from ..dataframe_stream import DataFrameStreamRun
 from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
 from .layout import TwsLayout
@@ -83,6 +84,8 @@ class TransformWithStateEngine(Engine):
                 "batch query; the engine choice picks one that fires them at end of input"
             )
         schema = output_schema(df.schema, plan)
+        if plan.broadcasts:  # (a one-shot batch: a stream with broadcast inputs is refused when planned)
+            df, plan, _ = take_broadcasts(df, plan)
         # TTL is applied by the runner's binding; timers need a Spark time mode, and Spark allows
         # one per operator: event time when the query names one, else processing time. A stream
         # with an event time runs in event time even without timers: only then does Spark's

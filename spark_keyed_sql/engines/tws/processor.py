@@ -200,6 +200,8 @@ class KeyedStatefulProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.runner = KeyedRunner(self.plan.spec, self.plan.order, self.plan.keyed, self.plan.input_names)
+        if self.plan.broadcast_state is not None:
+            self.runner.use_broadcasts(self.plan.broadcast_state, self.plan.event_time_name)
         self.runner.column_types = arrow_types(self.plan.arg_types)
         self.attr_var = None
         self.attr_fill: list[tuple[int, str, Any]] = []

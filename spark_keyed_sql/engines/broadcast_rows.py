@@ -1,0 +1,131 @@
+"""A keyed step's broadcast inputs, taken out of its source by the driver: their rows collected
+(at most the limit, else a clear error), applied to the query's broadcast state in their order
+(``runtime/broadcast.py``), and the state shipped with the plan; the keyed rows go on as before.
+Both engines' one-shot batches and the bulk engine's micro-batches call ``take_broadcasts``."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..api.errors import KeyedSQLError
+from ..runtime.broadcast import (
+    BROADCAST_MAX_ROWS_CONF,
+    TIME_MS,
+    BroadcastState,
+    BroadcastTooLarge,
+    broadcast_limit,
+)
+from ..runtime.plan import KeyedPlan
+
+__all__ = [
+    "BROADCAST_FILE",
+    "broadcast_frame",
+    "broadcast_hook",
+    "broadcast_types",
+    "collect_broadcasts",
+    "keyed_rows",
+    "take_broadcasts",
+]
+
+log = logging.getLogger(__name__)
+
+BROADCAST_FILE = "state.json"  # in a bulk version's broadcast directory
+
+
+def keyed_rows(df: DataFrame, plan: KeyedPlan) -> DataFrame:
+    """``df`` without the broadcast inputs' rows (they come after the keyed inputs' indexes)."""
+    assert plan.broadcasts and plan.broadcast_column
+    first = min(b.index for b in plan.broadcasts)
+    return df.filter(F.col(plan.broadcast_column) < F.lit(first))
+
+
+def broadcast_types(df: DataFrame, plan: KeyedPlan) -> dict[str, dict[str, str]]:
+    """Each broadcast input's columns' Spark types (DDL), by its own column names."""
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    return {b.name: {n: types[c] for n, c in b.event_map if c in types} for b in plan.broadcasts or []}
+
+
+def collect_broadcasts(df: DataFrame, plan: KeyedPlan, limit: int) -> dict[str, list[dict[str, Any]]]:
+    """Each broadcast input's rows in ``df`` as dicts by its own column names (its event time
+    also as epoch milliseconds, TIME_MS); more than ``limit`` rows is refused."""
+    assert plan.broadcasts and plan.broadcast_column
+    out: dict[str, list[dict[str, Any]]] = {}
+    for b in plan.broadcasts:
+        cols = [F.col(c).alias(n) for n, c in b.event_map]
+        if b.time is not None:
+            cols.append(F.unix_millis(F.col(dict(b.event_map)[b.time]).cast("timestamp")).alias(TIME_MS))
+        rows = df.filter(F.col(plan.broadcast_column) == F.lit(b.index)).select(*cols).limit(limit + 1).collect()
+        if len(rows) > limit:
+            raise BroadcastTooLarge(
+                f"broadcast input '{b.name}' of {plan.spec.name} has more than {limit:,} rows in one batch, above the "
+                f"limit of {limit:,} ({BROADCAST_MAX_ROWS_CONF}): a broadcast input is sent to every task; join a "
+                "table this large to the keyed rows instead (or raise the limit)"
+            )
+        out[b.name] = [r.asDict(recursive=True) for r in rows]
+    return out
+
+
+def broadcast_hook(plan: KeyedPlan) -> Any:
+    """An instance whose ``on_broadcast`` keeps the broadcast state, or None (the default rule)."""
+    cls = plan.spec.cls
+    if getattr(cls, "on_broadcast", None) is None:
+        return None
+    inst = plan.spec.instantiate()
+    return inst
+
+
+def take_broadcasts(
+    df: DataFrame, plan: KeyedPlan, state: BroadcastState | None = None
+) -> tuple[DataFrame, KeyedPlan, int]:
+    """The keyed rows of ``df`` and ``plan`` carrying the broadcast state after ``df``'s
+    broadcast rows (applied to ``state``, the state before, when given); and how many applied."""
+    spark = df.sparkSession
+    limit = broadcast_limit(spark)
+    rows = collect_broadcasts(df, plan, limit)
+    state = state if state is not None else BroadcastState()
+    hook = broadcast_hook(plan)
+    if hook is not None:
+        hook.ctx.call.broadcasts = state
+    applied = state.apply(
+        plan.broadcasts or [], rows, hook, function=plan.spec.name, limit=limit, types=broadcast_types(df, plan)
+    )
+    log.debug("%s: %d broadcast rows applied (%s)", plan.spec.name, applied, ", ".join(rows))
+    return keyed_rows(df, plan), dataclasses.replace(plan, broadcast_state=state), applied
+
+
+def broadcast_frame(spark: Any, state: BroadcastState, name: str, batch_id: int, where: str) -> DataFrame:
+    """``read_state(..., broadcast=name)``: one row per kept version of each key: the key
+    column(s), the value column(s) (a hook's own values as JSON in ``value``), ``valid_from``
+    (versioned state: the event time it holds from) and ``batch_id``."""
+    if name not in state.tables:
+        known = ", ".join(sorted(state.tables)) or "none"
+        raise KeyedSQLError(f"{where}: no broadcast input named {name!r} (it keeps: {known})")
+    meta = state.columns.get(name, {})
+    keys, values = list(meta.get("key") or ["key"]), list(meta.get("value") or ["value"])
+    types = meta.get("types") or {}
+    hook = bool(meta.get("hook"))
+    if hook:
+        values = ["value"]
+    versioned = state.tables[name].versioned
+    ddl = [f"`{k}` {types.get(k, 'string')}" for k in keys]
+    ddl += [f"`{v}` {'string' if hook else types.get(v, 'string')}" for v in values]
+    ddl += (["valid_from timestamp"] if versioned else []) + ["batch_id bigint"]
+    rows = []
+    for key, t, value in state.rows(name):
+        kv = list(key) if isinstance(key, tuple) and len(keys) > 1 else [key]
+        if hook:
+            vv = [json.dumps(value, default=str, sort_keys=True)]
+        elif len(values) == 1 and not isinstance(value, dict):
+            vv = [value]
+        else:
+            vv = [value.get(v) for v in values]
+        at = [dt.datetime.fromtimestamp(t / 1000, tz=dt.timezone.utc)] if versioned else []
+        rows.append(tuple(kv + vv + at + [batch_id]))
+    return spark.createDataFrame(rows, ", ".join(ddl))

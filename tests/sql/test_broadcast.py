@@ -1,0 +1,395 @@
+"""Broadcast inputs (``broadcast => 'rates'``): one non-keyed table every key reads, against
+plain-Python oracles written here: the rates as of a batch (every broadcast row before the
+batch's keyed rows, a NULL value removing its key), versioned by event time (a keyed row sees
+the rates as of its own time), rules added and removed at run time through ``on_broadcast``;
+one-shot batches on every engine and at several partition counts, incremental ``ks.run`` with a
+restart between a broadcast update and the rows it affects, a SIGKILL mid-run, read_state of the
+broadcast state, KeyedTester, EXPLAIN KEYED and the errors."""
+
+import datetime as dt
+import os
+import random
+
+import pytest
+
+from spark_keyed_sql import KeyedSQL, KeyedSQLError, KeyedTester, StatefulFunction
+
+PAYMENTS = "user_id string, ts timestamp, currency string, amount double"
+RATES = "currency string, ts timestamp, rate double"
+T0 = dt.datetime(2024, 3, 1)
+
+
+def _t(minutes: int) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minutes)
+
+
+class Spend(StatefulFunction):
+    """The contract's example: each payment converted at the rate the broadcast table holds."""
+
+    returns = "ts timestamp, eur double, total_eur double"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total_eur = 0.0
+
+    def execute(self, event):
+        rate = self.ctx.broadcast("rates").get(event["currency"])
+        if rate is None:  # a currency without a rate (never given, or removed)
+            return None
+        eur = round(event["amount"] * rate, 6)
+        self.total_eur = round(self.total_eur + eur, 6)
+        return {"ts": event["ts"], "eur": eur, "total_eur": self.total_eur}
+
+
+class Alerts(StatefulFunction):
+    """Flink's broadcast-state pattern: rules added and removed at run time (``on_broadcast``
+    keeps them), matched against each key's running total."""
+
+    returns = "ts timestamp, rule string"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = 0.0
+
+    def on_broadcast(self, name, row):
+        rules = self.ctx.broadcast(name)
+        if row["op"] == "add":
+            rules[row["rule_id"]] = row["threshold"]
+        elif row["rule_id"] in rules:
+            del rules[row["rule_id"]]
+
+    def execute(self, event):
+        self.total += event["amount"]
+        rules = self.ctx.broadcast("rules")
+        return [(event["ts"], r) for r in sorted(rules) if self.total > rules[r]]
+
+
+# ------------------------------------------------------------------ oracles (plain Python)
+def _rates_after(rates):
+    """Every rate row applied in time order (ties: by value); a NULL rate removes its currency."""
+    m = {}
+    for cur, _ts, rate in sorted(rates, key=lambda r: (r[1], repr(r[2]))):
+        if rate is None:
+            m.pop(cur, None)
+        else:
+            m[cur] = rate
+    return m
+
+
+def _rate_as_of(rates, cur, t):
+    """The rate of ``cur`` as of time ``t``: the last row of it at or before ``t``."""
+    found = None
+    for c, ts, rate in sorted(rates, key=lambda r: (r[1], repr(r[2]))):
+        if c == cur and ts <= t:
+            found = rate
+    return found
+
+
+def _spend_oracle(batches, versioned):
+    """``batches``: [(payments, rates)] in run order. Returns the output rows (user, ts, eur, total)."""
+    seen_rates, totals, out = [], {}, []
+    for payments, rates in batches:
+        seen_rates = seen_rates + rates
+        now = _rates_after(seen_rates)
+        for user, ts, cur, amount in sorted(payments, key=lambda p: (p[0], p[1])):
+            rate = _rate_as_of(seen_rates, cur, ts) if versioned else now.get(cur)
+            if rate is None:
+                continue
+            eur = round(amount * rate, 6)
+            totals[user] = round(totals.get(user, 0.0) + eur, 6)
+            out.append((user, ts, eur, totals[user]))
+    return sorted(out)
+
+
+def _random_batch(rng, n_users, minutes, first_minute=0):
+    payments = []
+    for u in range(n_users):
+        ts = rng.sample(range(first_minute, first_minute + minutes), rng.randint(1, 5))
+        for m in ts:
+            payments.append((f"u{u}", _t(m), rng.choice(["USD", "GBP", "JPY", "CHF"]), float(rng.randint(1, 50))))
+    rates = []
+    for m in rng.sample(range(first_minute, first_minute + minutes), 6):
+        cur = rng.choice(["USD", "GBP", "JPY"])
+        rates.append((cur, _t(m), None if rng.random() < 0.2 else round(rng.uniform(0.5, 1.5), 3)))
+    return payments, rates
+
+
+def _rows(df):
+    return sorted((r["user_id"], r["ts"], r["eur"], r["total_eur"]) for r in df.collect())
+
+
+def _query(payments, rates, *, versioned=False, extra=""):
+    times = ", event_time => 'ts', watermark => '1 day'" if versioned else ""
+    return (
+        f"SELECT * FROM bc_spend(payments => TABLE({payments}), rates => TABLE({rates}), key => 'user_id', "
+        f"order_by => 'ts'{times}, broadcast => 'rates', broadcast_key => 'currency'{extra})"
+    )
+
+
+@pytest.fixture(scope="module")
+def kb(spark):
+    ks = KeyedSQL(spark, engine="bulk")
+    ks.register("bc_spend", Spend)
+    ks.register("bc_alerts", Alerts)
+    return ks
+
+
+# ------------------------------------------------------------------ one-shot batches
+@pytest.mark.parametrize("versioned", [False, True])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_one_shot_matches_the_oracle_on_every_engine(spark, ks, versioned, seed):
+    """Rates changing within the batch: without event time every rate row applies before the
+    keyed rows (the newest rate of each currency, a NULL removing it); with it each payment
+    converts at the rate as of its own time."""
+    ks.register("bc_spend", Spend)
+    payments, rates = _random_batch(random.Random(seed), 6, 60)
+    spark.createDataFrame(payments, PAYMENTS).createOrReplaceTempView("bc_payments")
+    spark.createDataFrame(rates, RATES).createOrReplaceTempView("bc_rates")
+    got = _rows(ks.sql(_query("bc_payments", "bc_rates", versioned=versioned)))
+    expected = _spend_oracle([(payments, rates)], versioned)
+    assert got == expected
+    # the data tells versioned and latest apart
+    assert expected != _spend_oracle([(payments, rates)], not versioned)
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 7])
+def test_another_partition_count_gives_the_same_answer(spark, kb, partitions):
+    payments, rates = _random_batch(random.Random(5), 12, 90)
+    spark.createDataFrame(payments, PAYMENTS).createOrReplaceTempView("bc_payments_p")
+    spark.createDataFrame(rates, RATES).createOrReplaceTempView("bc_rates_p")
+    sql = _query("bc_payments_p", "bc_rates_p", versioned=True, extra=f", state_partitions => {partitions}")
+    assert _rows(kb.sql(sql)) == _spend_oracle([(payments, rates)], True)
+
+
+def test_explain_keyed_shows_the_broadcast_input(spark, kb):
+    spark.createDataFrame([], PAYMENTS).createOrReplaceTempView("bc_payments_e")
+    spark.createDataFrame([], RATES).createOrReplaceTempView("bc_rates_e")
+    text = kb.explain(_query("bc_payments_e", "bc_rates_e", versioned=True))
+    assert "rates (broadcast by currency, versioned by ts): ts, currency, rate" in text
+    assert "payments: user_id, ts, currency, amount" in text
+
+
+# ------------------------------------------------------------------ ks.run: incremental, restarts
+def _append(spark, rows, schema, path):
+    if rows:
+        spark.createDataFrame(rows, schema).coalesce(1).write.mode("append").parquet(path)
+
+
+def test_ks_run_reads_broadcast_files_incrementally_and_keeps_the_state_across_restarts(spark, kb, tmp_path):
+    """Three runs over Parquet directories (each run a restart): a rates-only run between the
+    rates' update and the payments it affects; rates changing within and between runs. The
+    output and the broadcast state the checkpoint keeps match the versioned oracle."""
+    p_dir, r_dir, cp, out = (str(tmp_path / d) for d in ("payments", "rates", "cp", "out"))
+    rng = random.Random(11)
+    first = _random_batch(rng, 5, 30)
+    rates_only = ([], [("USD", _t(31), 2.0), ("GBP", _t(31), None), ("CHF", _t(32), 1.1)])
+    after = (_random_batch(rng, 5, 30, first_minute=33)[0], [("USD", _t(45), 3.0)])
+    batches = [first, rates_only, after]
+    # the data exercises what the runs are for: a removal and a rate that only a later run gives
+    assert any(r[2] is None for r in first[1] + rates_only[1])
+    assert any(p[2] == "CHF" for p in after[0])
+    sql = _query(f"parquet.`{p_dir}`", f"parquet.`{r_dir}`", versioned=True)
+    applied = []
+    for payments, rates in batches:
+        _append(spark, payments, PAYMENTS, p_dir)
+        _append(spark, rates, RATES, r_dir)
+        applied.append(kb.run(sql, checkpoint=cp, output=out)["input_rows"])
+    assert applied == [len(b[0]) for b in batches]  # only new payment files each run
+    assert _rows(spark.read.parquet(out)) == _spend_oracle(batches, True)
+    # the broadcast state kept once in the checkpoint: every version of each currency
+    kept = sorted(
+        (r["currency"], r["valid_from"].replace(tzinfo=None), r["rate"])
+        for r in kb.read_state(cp, broadcast="rates").collect()
+    )
+    all_rates = [r for b in batches for r in b[1]]
+    expected = sorted(
+        (c, ts, rate)
+        for c, ts, rate in all_rates
+        if rate is not None and _rate_as_of(all_rates, c, ts) == rate  # (a row replaced at its own time is not kept)
+    )
+    assert [(c, r) for c, _, r in kept] == [(c, r) for c, _, r in expected]
+
+
+def test_ks_run_unversioned_rates_apply_before_the_batchs_rows(spark, kb, tmp_path):
+    p_dir, r_dir, cp, out = (str(tmp_path / d) for d in ("payments", "rates", "cp", "out"))
+    batches = [
+        ([("a", _t(1), "USD", 10.0)], [("USD", _t(5), 0.5), ("USD", _t(2), 0.9)]),  # the later row (by ts) wins
+        ([("a", _t(2), "USD", 10.0), ("b", _t(3), "GBP", 1.0)], [("GBP", _t(6), 1.2), ("USD", _t(7), None)]),
+        ([("b", _t(4), "GBP", 2.0)], []),
+    ]
+    sql = _query(f"parquet.`{p_dir}`", f"parquet.`{r_dir}`")
+    for payments, rates in batches:
+        _append(spark, payments, PAYMENTS, p_dir)
+        _append(spark, rates, RATES, r_dir)
+        kb.run(sql, checkpoint=cp, output=out)
+    got = _rows(spark.read.parquet(out))
+    assert got == _spend_oracle(batches, False)
+    assert [r[0] for r in got] == ["a", "b", "b"]  # a's second payment: USD was removed before it
+    state = {r["currency"]: r["rate"] for r in kb.read_state(cp, broadcast="rates").collect()}
+    assert state == {"GBP": 1.2}
+
+
+def test_rules_added_and_removed_at_run_time(spark, kb, tmp_path):
+    """on_broadcast keeps the rules (a removal by an 'op' column); each payment is matched
+    against the rules in force; the checkpoint keeps them for the next run."""
+    p_dir, r_dir, cp, out = (str(tmp_path / d) for d in ("payments", "rules", "cp", "out"))
+    rules_schema = "rule_id string, op string, threshold double, ts timestamp"
+    runs = [
+        ([("a", _t(1), "EUR", 30.0), ("b", _t(1), "EUR", 5.0)], [("big", "add", 20.0, _t(0))]),
+        ([("a", _t(2), "EUR", 1.0), ("b", _t(2), "EUR", 30.0)], [("small", "add", 4.0, _t(1))]),
+        ([("a", _t(3), "EUR", 1.0), ("b", _t(3), "EUR", 1.0)], [("big", "remove", None, _t(2))]),
+    ]
+    sql = (
+        f"SELECT * FROM bc_alerts(payments => TABLE(parquet.`{p_dir}`), rules => TABLE(parquet.`{r_dir}`), "
+        "key => 'user_id', order_by => 'ts', broadcast => 'rules', broadcast_key => 'rule_id')"
+    )
+    for payments, rules in runs:
+        _append(spark, payments, PAYMENTS, p_dir)
+        _append(spark, rules, rules_schema, r_dir)
+        kb.run(sql, checkpoint=cp, output=out)
+    got = sorted((r["user_id"], r["ts"], r["rule"]) for r in spark.read.parquet(out).collect())
+    # the oracle
+    rules, totals, expected = {}, {}, []
+    for payments, new_rules in runs:
+        for rid, op, th, _ in sorted(new_rules, key=lambda r: r[3]):
+            if op == "add":
+                rules[rid] = th
+            else:
+                rules.pop(rid, None)
+        for user, ts, _, amount in payments:
+            totals[user] = totals.get(user, 0.0) + amount
+            expected += [(user, ts, r) for r in sorted(rules) if totals[user] > rules[r]]
+    assert got == sorted(expected)
+    assert ("a", _t(3), "big") not in got and ("a", _t(2), "big") in got  # removed at run time
+    kept = [(r["rule_id"], r["value"]) for r in kb.read_state(cp, broadcast="rules").collect()]
+    assert kept == [("small", "4.0")]
+
+
+def test_a_sigkill_mid_run_loses_nothing_and_applies_nothing_twice(spark, kb, tmp_path):
+    """A run SIGKILLed after its state was written (before the sink and the commit), then run
+    again: the output holds each payment once, converted by the rates of its batch, and the
+    broadcast state is the oracle's."""
+    from state.test_erase import killed_at
+
+    p_dir, r_dir, cp, out = (str(tmp_path / d) for d in ("payments", "rates", "cp", "out"))
+    first = ([("a", _t(1), "USD", 10.0)], [("USD", _t(0), 0.5)])
+    second = ([("a", _t(5), "USD", 10.0), ("b", _t(6), "USD", 4.0)], [("USD", _t(4), 0.25)])
+    sql = _query(f"parquet.`{p_dir}`", f"parquet.`{r_dir}`", versioned=True)
+    _append(spark, first[0], PAYMENTS, p_dir)
+    _append(spark, first[1], RATES, r_dir)
+    kb.run(sql, checkpoint=cp, output=out)
+    _append(spark, second[0], PAYMENTS, p_dir)
+    _append(spark, second[1], RATES, r_dir)
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = f"""
+import os, sys
+os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())
+sys.path[:0] = [{tests!r}, {os.path.join(tests, "sql")!r}]
+from spark_keyed_sql import KeyedSQL
+from spark_keyed_sql.local import local_session
+from test_broadcast import Spend
+ks = KeyedSQL(local_session("killed"), engine="bulk")
+ks.register("bc_spend", Spend)
+ks.run({sql!r}, checkpoint={cp!r}, output={out!r})
+"""
+    killed_at("state_written", code, tmp_path)
+    kb.run(sql, checkpoint=cp, output=out)
+    assert _rows(spark.read.parquet(out)) == _spend_oracle([first, second], True)
+    kept = sorted((r["currency"], r["rate"]) for r in kb.read_state(cp, broadcast="rates").collect())
+    assert kept == [("USD", 0.25), ("USD", 0.5)]
+
+
+# ------------------------------------------------------------------ KeyedTester
+def test_keyed_tester_takes_broadcast_rows():
+    t = KeyedTester(Spend, broadcast={"rates": [{"currency": "USD", "rate": 0.5}, {"currency": "GBP", "rate": 2.0}]})
+    assert [r["total_eur"] for r in t.run([{"ts": _t(1), "currency": "USD", "amount": 4.0}], key="a")] == [2.0]
+    t.broadcast("rates", [{"currency": "USD", "rate": None}, {"currency": "CHF", "rate": 3.0}])
+    rows = [{"ts": _t(2), "currency": c, "amount": 1.0} for c in ("USD", "GBP", "CHF")]
+    assert [r["total_eur"] for r in t.run(rows, key="a")] == [4.0, 7.0]  # USD removed: no row
+
+
+def test_keyed_tester_versioned_by_event_time_and_on_broadcast():
+    t = KeyedTester(
+        Spend,
+        broadcast={"rates": [{"currency": "USD", "ts": _t(0), "rate": 1.0}, {"currency": "USD", "ts": _t(5), "rate": 2.0}]},
+        event_time="ts",
+    )
+    out = t.run([{"ts": _t(m), "currency": "USD", "amount": 1.0} for m in (1, 5, 9)], key="a")
+    assert [r["eur"] for r in out] == [1.0, 2.0, 2.0]
+    a = KeyedTester(Alerts, broadcast={"rules": [{"rule_id": "r1", "op": "add", "threshold": 1.0}]})
+    assert a.run([{"ts": _t(1), "amount": 2.0}], key="x") == [{"ts": _t(1), "rule": "r1"}]
+
+
+# ------------------------------------------------------------------ errors
+class _Bad(StatefulFunction):
+    returns = "n int"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def on_broadcast(self, name, row):
+        self.n += 1  # per-key state: refused
+
+    def execute(self, event):
+        return None
+
+
+class _Writes(StatefulFunction):
+    returns = "n int"
+
+    def execute(self, event):
+        self.ctx.broadcast("rates")["USD"] = 1.0
+
+
+@pytest.mark.parametrize(
+    "sql, cls, message",
+    [
+        ("rates => TABLE(bc_rates_x), broadcast => 'fx'", Spend, "broadcast => 'fx' names 'fx'"),
+        ("rates => TABLE(bc_rates_x), broadcast => 'rates', broadcast_key => 'code'", Spend, "none of the broadcast_key"),
+        ("broadcast => 'payments'", Spend, "every input is a broadcast input"),
+        ("rates => TABLE(bc_rates_x), broadcast => 'rates'", _Bad, "must not touch per-key state"),
+        ("rates => TABLE(bc_rates_x), broadcast => 'rates'", _Writes, "is read-only here"),
+        ("rates => TABLE(bc_rates_x), broadcast_key => 'currency'", Spend, "goes with broadcast =>"),
+    ],
+)
+def test_errors_name_what_is_wrong(spark, kb, sql, cls, message):
+    kb.register("bc_err", cls)
+    spark.createDataFrame([("a", _t(1), "USD", 1.0)], PAYMENTS).createOrReplaceTempView("bc_payments_x")
+    spark.createDataFrame([("USD", _t(0), 1.0)], RATES).createOrReplaceTempView("bc_rates_x")
+    with pytest.raises(KeyedSQLError, match=message):
+        kb.sql(
+            f"SELECT * FROM bc_err(payments => TABLE(bc_payments_x), {sql}, key => 'user_id', order_by => 'ts')"
+        ).collect()
+
+
+def test_a_broadcast_input_above_the_limit_is_refused_naming_size_and_limit(spark, kb):
+    spark.createDataFrame([("a", _t(1), "USD", 1.0)], PAYMENTS).createOrReplaceTempView("bc_payments_l")
+    spark.createDataFrame([(f"C{i}", _t(0), 1.0) for i in range(5)], RATES).createOrReplaceTempView("bc_rates_l")
+    spark.conf.set("spark.keyedsql.broadcastMaxRows", "3")
+    try:
+        with pytest.raises(KeyedSQLError, match=r"broadcast input 'rates' of bc_spend has more than 3 rows.*limit of 3"):
+            kb.sql(_query("bc_payments_l", "bc_rates_l")).collect()
+    finally:
+        spark.conf.unset("spark.keyedsql.broadcastMaxRows")
+
+
+def test_a_function_reading_a_broadcast_it_was_not_given(spark, kb):
+    kb.register("bc_alone", Spend)
+    spark.createDataFrame([("a", _t(1), "USD", 1.0)], PAYMENTS).createOrReplaceTempView("bc_payments_n")
+    with pytest.raises(KeyedSQLError, match="this query has no broadcast input"):
+        kb.sql("SELECT * FROM bc_alone(TABLE(bc_payments_n), key => 'user_id')").collect()
+
+
+def test_a_stream_on_tws_with_a_broadcast_input_is_refused(spark, tmp_path):
+    from conftest import spark_lacks
+
+    if spark_lacks("tws"):
+        pytest.skip(spark_lacks("tws"))
+    ks = KeyedSQL(spark, engine="tws")
+    ks.register("bc_spend", Spend)
+    p_dir, r_dir = str(tmp_path / "p"), str(tmp_path / "r")
+    _append(spark, [("a", _t(1), "USD", 1.0)], PAYMENTS, p_dir)
+    _append(spark, [("USD", _t(0), 1.0)], RATES, r_dir)
+    with pytest.raises(KeyedSQLError, match="broadcast inputs on a stream run on engine 'bulk'"):
+        ks.run(_query(f"parquet.`{p_dir}`", f"parquet.`{r_dir}`"), checkpoint=str(tmp_path / "cp"), output="memory:x")
