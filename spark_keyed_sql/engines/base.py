@@ -75,6 +75,7 @@ class Position:
     version: int
     spark_batch: int | None
     watermark_ms: int | None
+    broadcast: str | None = None  # the broadcast state there (runtime/broadcast.py JSON; None: none)
 
 
 @dataclass

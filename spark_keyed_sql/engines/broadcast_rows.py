@@ -89,13 +89,17 @@ def take_broadcasts(
     spark = df.sparkSession
     limit = broadcast_limit(spark)
     rows = collect_broadcasts(df, plan, limit)
-    state = state if state is not None else BroadcastState()
     hook = broadcast_hook(plan)
-    if hook is not None:
+    types = broadcast_types(df, plan)
+    if state is None:  # the first batch: from initial_broadcast's rows, if given
+        state = BroadcastState()
+        if hook is not None:
+            hook.ctx.call.broadcasts = state
+        if plan.broadcast_seed:
+            state.apply(plan.broadcasts or [], plan.broadcast_seed, hook, function=plan.spec.name, types=types)
+    elif hook is not None:
         hook.ctx.call.broadcasts = state
-    applied = state.apply(
-        plan.broadcasts or [], rows, hook, function=plan.spec.name, limit=limit, types=broadcast_types(df, plan)
-    )
+    applied = state.apply(plan.broadcasts or [], rows, hook, function=plan.spec.name, limit=limit, types=types)
     log.debug("%s: %d broadcast rows applied (%s)", plan.spec.name, applied, ", ".join(rows))
     return keyed_rows(df, plan), dataclasses.replace(plan, broadcast_state=state), applied
 

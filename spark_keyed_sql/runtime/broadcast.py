@@ -55,6 +55,7 @@ BROADCAST_MAX_ROWS_CONF = "spark.keyedsql.broadcastMaxRows"
 # task's program; past this many rows a join of the table to the keyed rows is the better plan
 BROADCAST_MAX_ROWS = 100_000
 
+
 class _Gone:
     """A version that removed its key: one object in every process (pickled by name)."""
 

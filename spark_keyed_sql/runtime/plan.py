@@ -68,6 +68,8 @@ class KeyedPlan:
     broadcasts: list[BroadcastInput] | None = None
     broadcast_column: str | None = None
     broadcast_state: Any = None
+    # initial_broadcast => TABLE(...): rows per broadcast input applied before the first batch's
+    broadcast_seed: dict[str, list[dict[str, Any]]] | None = None
 
     @property
     def event_time_name(self) -> str | None:

@@ -17,13 +17,20 @@ from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from sqlglot import exp
 
 from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
 from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
-from ..runtime.broadcast import BroadcastInput
+from ..runtime.broadcast import (
+    BROADCAST_MAX_ROWS_CONF,
+    TIME_MS,
+    BroadcastInput,
+    BroadcastTooLarge,
+    broadcast_limit,
+)
 from ..runtime.clock import session_offset_ms
 from ..runtime.keys import OrderSpec
 from ..runtime.plan import KeyedPlan, PlanInput
@@ -294,6 +301,10 @@ class _Planner:
                     for name, index, m, key, time, order in broadcast
                 ]
                 plan.broadcast_column = plan.input_column
+                if group.args.get("initial_broadcast") is not None:
+                    plan.broadcast_seed = self._broadcast_seed(
+                        group.args["initial_broadcast"], plan.broadcasts, call.where, source.ctes
+                    )
             if len(plan.inputs) == 1:  # one keyed input beside broadcast ones: its events as one input's
                 only = plan.inputs[0]
                 plan.inputs, plan.arg_columns, plan.arg_names = None, only.columns, only.names
@@ -361,6 +372,54 @@ class _Planner:
                 "rows; output_mode 'update' needs OPTIONS (engine = 'tws')"
             )
         return mode.capitalize()
+
+    def _broadcast_seed(
+        self, source: exp.Expression, inputs: list[BroadcastInput], where: str, ctes: exp.With | None
+    ) -> dict[str, list[dict[str, Any]]]:
+        """``initial_broadcast => TABLE(...)``'s rows, per broadcast input, by its column names:
+        a read_state(..., broadcast=...) table seeds as is (``valid_from`` is the time column;
+        ``batch_id`` is dropped); with several broadcast inputs a ``broadcast`` column names each
+        row's. Applied before the first batch, as the input's own rows are."""
+        q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
+        if ctes is not None:
+            q.set("with_", ctes.copy())
+        df = self.spark.sql(render(q))
+        lower = {c.lower(): c for c in df.columns}
+        several = len(inputs) > 1
+        if several and "broadcast" not in lower:
+            raise KeyedQueryError(
+                f"initial_broadcast of {where}: with several broadcast inputs ({', '.join(b.name for b in inputs)}) "
+                f"the table needs a column 'broadcast' naming each row's input (columns: {', '.join(df.columns)})"
+            )
+        limit = broadcast_limit(self.spark)
+        seed: dict[str, list[dict[str, Any]]] = {}
+        for b in inputs:
+            missing = [k for k in b.key if k.lower() not in lower]
+            if missing:
+                raise KeyedQueryError(
+                    f"initial_broadcast of {where}: broadcast input '{b.name}' is keyed by {', '.join(b.key)}; the "
+                    f"table lacks {', '.join(missing)} (columns: {', '.join(df.columns)})"
+                )
+            cols = []
+            for n in b.names:
+                if n.lower() in lower:
+                    cols.append(F.col(quoted(lower[n.lower()])).alias(n))
+                elif n == b.time and "valid_from" in lower:
+                    cols.append(F.col("valid_from").alias(n))
+                else:
+                    cols.append(F.lit(None).alias(n))
+            rows = df.filter(F.col(quoted(lower["broadcast"])) == b.name) if several else df
+            rows = rows.select(*cols)
+            if b.time is not None:
+                rows = rows.withColumn(TIME_MS, F.unix_millis(F.col(quoted(b.time)).cast("timestamp")))
+            got = rows.limit(limit + 1).collect()
+            if len(got) > limit:
+                raise BroadcastTooLarge(
+                    f"initial_broadcast of {where}: more than {limit:,} rows for '{b.name}', above the limit "
+                    f"({BROADCAST_MAX_ROWS_CONF})"
+                )
+            seed[b.name] = [r.asDict(recursive=True) for r in got]
+        return seed
 
     def _initial_state(
         self,

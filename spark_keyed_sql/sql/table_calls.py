@@ -52,6 +52,7 @@ TABLE_CALL_ARGUMENTS = (
     "initial_state",
     "broadcast",
     "broadcast_key",
+    "initial_broadcast",
     *sorted(KNOWN_OPTIONS),
 )
 INPUT_COLUMN = "__ks_input"  # the index of the input a row came from (several inputs)
@@ -115,6 +116,7 @@ class _Call:
         self.named: dict[str, str] = {}
         self.nodes: dict[str, exp.Expression] = {}  # argument -> its value (for positions)
         self.initial: exp.Expression | None = None
+        self.initial_broadcast: exp.Expression | None = None  # seeds the broadcast state
         self.options: list[KeyedOption] = []  # WITH STATE's OPTIONS given as arguments
         for arg in call.expressions:
             self._take(arg)
@@ -141,6 +143,15 @@ class _Call:
             if not _is_table_arg(value):
                 raise _error(f"{fn}: initial_state takes TABLE(<table or subquery>) of key and state columns", value)
             self.initial = value
+            return
+        if low == "initial_broadcast":
+            if not _is_table_arg(value):
+                raise _error(
+                    f"{fn}: initial_broadcast takes TABLE(<table or subquery>) of a broadcast input's rows "
+                    "(e.g. a saved read_state(..., broadcast=...) table)",
+                    value,
+                )
+            self.initial_broadcast = value
             return
         if _is_table_arg(value):
             if any(n is None for n, _ in self.inputs) or low in {(n or "").lower() for n, _ in self.inputs}:
@@ -301,6 +312,8 @@ def _expand(table: exp.Table, call: exp.Anonymous, schema: Schema | None) -> exp
     ]:
         shared.setdefault(column, argument)
     broadcast = _broadcast_inputs(c)
+    if c.initial_broadcast is not None and not broadcast:
+        raise _error(f"{fn}: initial_broadcast seeds a broadcast input; name one with broadcast => '...'", call)
     keyed_inputs = [i for i in c.inputs if i[0] not in broadcast]
     inputs = keyed_inputs + [i for i in c.inputs if i[0] in broadcast]  # keyed first: index = position
     several = len(inputs) > 1
@@ -321,6 +334,8 @@ def _expand(table: exp.Table, call: exp.Anonymous, schema: Schema | None) -> exp
         group.set("order", [*(order or []), exp.Ordered(this=exp.column(INPUT_COLUMN, quoted=True), desc=False)])
         n = len(keyed_inputs)
         group.set("inputs", [(name, m) for (name, _), m in zip(keyed_inputs, maps)])
+        if c.initial_broadcast is not None:
+            group.set("initial_broadcast", _source(fn, c.initial_broadcast, f"__ks_{fn}_initial_broadcast"))
         if broadcast:
             group.set(
                 "broadcast",

@@ -311,7 +311,9 @@ def test_keyed_tester_takes_broadcast_rows():
 def test_keyed_tester_versioned_by_event_time_and_on_broadcast():
     t = KeyedTester(
         Spend,
-        broadcast={"rates": [{"currency": "USD", "ts": _t(0), "rate": 1.0}, {"currency": "USD", "ts": _t(5), "rate": 2.0}]},
+        broadcast={
+            "rates": [{"currency": "USD", "ts": _t(0), "rate": 1.0}, {"currency": "USD", "ts": _t(5), "rate": 2.0}]
+        },
         event_time="ts",
     )
     out = t.run([{"ts": _t(m), "currency": "USD", "amount": 1.0} for m in (1, 5, 9)], key="a")
@@ -346,7 +348,11 @@ class _Writes(StatefulFunction):
     "sql, cls, message",
     [
         ("rates => TABLE(bc_rates_x), broadcast => 'fx'", Spend, "broadcast => 'fx' names 'fx'"),
-        ("rates => TABLE(bc_rates_x), broadcast => 'rates', broadcast_key => 'code'", Spend, "none of the broadcast_key"),
+        (
+            "rates => TABLE(bc_rates_x), broadcast => 'rates', broadcast_key => 'code'",
+            Spend,
+            "none of the broadcast_key",
+        ),
         ("broadcast => 'payments'", Spend, "every input is a broadcast input"),
         ("rates => TABLE(bc_rates_x), broadcast => 'rates'", _Bad, "must not touch per-key state"),
         ("rates => TABLE(bc_rates_x), broadcast => 'rates'", _Writes, "is read-only here"),
@@ -368,7 +374,9 @@ def test_a_broadcast_input_above_the_limit_is_refused_naming_size_and_limit(spar
     spark.createDataFrame([(f"C{i}", _t(0), 1.0) for i in range(5)], RATES).createOrReplaceTempView("bc_rates_l")
     spark.conf.set("spark.keyedsql.broadcastMaxRows", "3")
     try:
-        with pytest.raises(KeyedSQLError, match=r"broadcast input 'rates' of bc_spend has more than 3 rows.*limit of 3"):
+        with pytest.raises(
+            KeyedSQLError, match=r"broadcast input 'rates' of bc_spend has more than 3 rows.*limit of 3"
+        ):
             kb.sql(_query("bc_payments_l", "bc_rates_l")).collect()
     finally:
         spark.conf.unset("spark.keyedsql.broadcastMaxRows")
@@ -393,3 +401,42 @@ def test_a_stream_on_tws_with_a_broadcast_input_is_refused(spark, tmp_path):
     _append(spark, [("USD", _t(0), 1.0)], RATES, r_dir)
     with pytest.raises(KeyedSQLError, match="broadcast inputs on a stream run on engine 'bulk'"):
         ks.run(_query(f"parquet.`{p_dir}`", f"parquet.`{r_dir}`"), checkpoint=str(tmp_path / "cp"), output="memory:x")
+
+
+# ------------------------------------------------------------------ seeding and migration
+def test_initial_broadcast_seeds_the_state_and_migrate_state_carries_it(spark, kb, tmp_path):
+    """A saved read_state(..., broadcast=) table seeds a new query's broadcast state
+    (``initial_broadcast => TABLE(...)``, before its first batch); migrate_state carries the
+    broadcast state into the new checkpoint, whose next run converts by it."""
+    p_dir, r_dir, p2_dir, r2_dir = (str(tmp_path / d) for d in ("p", "r", "p2", "r2"))
+    cp, cp_seeded, cp_migrated = (str(tmp_path / d) for d in ("cp", "cp_seeded", "cp_migrated"))
+    rates = [("USD", _t(0), 0.5), ("GBP", _t(0), 2.0), ("USD", _t(10), 0.25)]
+    _append(spark, [("a", _t(1), "USD", 4.0)], PAYMENTS, p_dir)
+    _append(spark, rates, RATES, r_dir)
+    sql = _query(f"parquet.`{p_dir}`", f"parquet.`{r_dir}`", versioned=True)
+    kb.run(sql, checkpoint=cp, output=str(tmp_path / "out"))
+    kb.read_state(cp, broadcast="rates").createOrReplaceTempView("bc_saved_rates")
+    # a new query: its rates directory has no row yet, the saved state seeds it
+    later = [("b", _t(5), "USD", 4.0), ("b", _t(11), "USD", 4.0), ("c", _t(12), "GBP", 1.0)]
+    _append(spark, later, PAYMENTS, p2_dir)
+    spark.createDataFrame([], RATES).write.parquet(r2_dir)
+    seeded = _query(
+        f"parquet.`{p2_dir}`",
+        f"parquet.`{r2_dir}`",
+        versioned=True,
+        extra=", initial_broadcast => TABLE(bc_saved_rates)",
+    )
+    kb.run(seeded, checkpoint=cp_seeded, output=str(tmp_path / "out_seeded"))
+    expected = _spend_oracle([(later, rates)], True)
+    assert _rows(spark.read.parquet(str(tmp_path / "out_seeded"))) == expected
+    # migrate: the broadcast state goes with the keyed state
+    kb.migrate_state(cp, cp_migrated)
+
+    def kept(c):
+        return sorted((r["currency"], r["rate"]) for r in kb.read_state(c, broadcast="rates").collect())
+
+    assert kept(cp_migrated) == kept(cp) == sorted((c, r) for c, _, r in rates)
+    _append(spark, [("a", _t(20), "GBP", 1.0)], PAYMENTS, p_dir)
+    kb.run(sql, checkpoint=cp_migrated, output=str(tmp_path / "out_migrated"))
+    got = _rows(spark.read.parquet(str(tmp_path / "out_migrated")))
+    assert got == [("a", _t(20), 2.0, 4.0)]  # a's total carried (4.0 * 0.5), GBP's rate carried (2.0)

@@ -287,11 +287,15 @@ class BulkLayout(StateLayout):
         return versions[0], versions[-1]
 
     def position(self, spark: SparkSession, checkpoint: str, op: OperatorRecord) -> Position:
-        latest = SnapshotStore(checkpoint, spark).latest()
+        store = SnapshotStore(checkpoint, spark)
+        latest = store.latest()
         if latest is None:
             raise MigrationError(f"checkpoint {checkpoint!r} holds no committed state to migrate")
         commits = [int(f) for f in filesystem(spark).list(join(checkpoint, "commits")) if f.isdigit()]
-        return Position(latest.version, max(commits) if commits else None, latest.watermark_ms)
+        broadcast = None
+        if latest.broadcast:  # carried by a migration as it is
+            broadcast = store.fs.read_bytes(join(store.path(latest.broadcast), BROADCAST_FILE)).decode()
+        return Position(latest.version, max(commits) if commits else None, latest.watermark_ms, broadcast)
 
     def timers(self, spark: SparkSession, checkpoint: str, op: OperatorRecord, version: int) -> DataFrame | None:
         store = SnapshotStore(checkpoint, spark)
@@ -365,6 +369,11 @@ class BulkLayout(StateLayout):
         store = SnapshotStore(checkpoint, spark)
         n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
         marker, next_timer = _write_base(spark, store, snapshot, len(keys), position.version, n)
+        broadcast = None
+        if position.broadcast is not None:
+            broadcast = f"steps/{position.version}-migrated/broadcast"
+            store.fs.mkdirs(store.path(broadcast))
+            store.fs.create_text(join(store.path(broadcast), BROADCAST_FILE), position.broadcast, overwrite=True)
         before_commit()
         store.commit(
             CommitRecord(
@@ -385,6 +394,7 @@ class BulkLayout(StateLayout):
                 next_timer_ms=next_timer,
                 next_expiry_ms=None,
                 metrics=BatchMetrics(state_rows=marker.rows),
+                broadcast=broadcast,
             )
         )
         return {"keys": marker.rows, "partitions": n}
