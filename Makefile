@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: bench-erase demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
+.PHONY: bench-broadcast bench-erase demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
 
 # .venv: the reference pair (this Python, the newest PySpark the `spark` extra allows)
 $(STAMP): pyproject.toml
@@ -75,6 +75,11 @@ bench-rounds: check-java $(STAMP)
 # (ERASE_ARGS="--keys 1000000 --erase 1000 --rounds 2") -> BENCHMARKS.md
 bench-erase: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/erase.py $(ERASE_ARGS)
+
+# what a 10,000-row broadcast input adds to W1 at 100k keys (bulk), side by side with W1 and a
+# join (BROADCAST_ARGS="--keys 100000 --table 10000 --rounds 3") -> BENCHMARKS.md
+bench-broadcast: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/broadcast.py $(BROADCAST_ARGS)
 
 # W1 and W2 at 100k keys on the oldest and the newest Spark, side by side -> BENCHMARKS.md
 # (VERSIONS_ARGS="--spark 3.5,4.0,4.3 --repeat 3")

@@ -91,6 +91,51 @@ def clicks_for_sessions(rng: random.Random) -> list[dict]:
     return sorted(rows, key=lambda r: r["ts"])
 
 
+CURRENCIES = ("USD", "GBP", "JPY", "CHF")
+
+
+def payments(rng: random.Random) -> list[dict]:
+    rows = []
+    for i in range(150):
+        t = T0 + dt.timedelta(seconds=rng.randrange(0, 6 * 3600))
+        rows.append(
+            {
+                "payment_id": f"p{i:03d}",
+                "customer_id": f"c{rng.randrange(8)}",
+                "currency": rng.choice(CURRENCIES),
+                "amount": round(rng.uniform(1, 300), 2),
+                "ts": _fmt(t),
+            }
+        )
+    return sorted(rows, key=lambda r: (r["ts"], r["payment_id"]))
+
+
+def fx_rates(rng: random.Random) -> list[dict]:
+    """Rates to EUR changing during the day: USD, GBP and JPY known from before the first
+    payment, CHF only from 10:00, JPY withdrawn (an empty rate) at 13:00."""
+    start = {"USD": 0.92, "GBP": 1.17, "JPY": 0.0062}
+    rows = [{"currency": c, "rate": r, "ts": _fmt(T0 - dt.timedelta(hours=1))} for c, r in start.items()]
+    for c, r in start.items():
+        for _v in range(3):
+            t = T0 + dt.timedelta(seconds=rng.randrange(0, 6 * 3600))
+            rows.append({"currency": c, "rate": round(r * rng.uniform(0.95, 1.05), 5), "ts": _fmt(t)})
+    rows.append({"currency": "CHF", "rate": 1.05, "ts": _fmt(T0 + dt.timedelta(hours=2))})
+    rows.append({"currency": "JPY", "rate": "", "ts": _fmt(T0 + dt.timedelta(hours=5))})
+    return sorted(rows, key=lambda r: (r["ts"], r["currency"]))
+
+
+def fraud_rules() -> list[dict]:
+    """Rules added and removed during the day (Flink's broadcast-state pattern)."""
+    h = lambda n: _fmt(T0 + dt.timedelta(hours=n))  # noqa: E731
+    return [
+        {"rule_id": "large_amount", "op": "add", "kind": "amount", "threshold": 400.0, "ts": h(0)},
+        {"rule_id": "big_spender", "op": "add", "kind": "total", "threshold": 1500.0, "ts": h(1)},
+        {"rule_id": "large_amount", "op": "add", "kind": "amount", "threshold": 300.0, "ts": h(2)},
+        {"rule_id": "big_spender", "op": "remove", "kind": "", "threshold": "", "ts": h(3)},
+        {"rule_id": "medium_amount", "op": "add", "kind": "amount", "threshold": 200.0, "ts": h(4)},
+    ]
+
+
 def write(out_dir: str) -> list[str]:
     rng = random.Random(2026)
     imps, clicks = ads(rng)
@@ -105,6 +150,8 @@ def write(out_dir: str) -> list[str]:
         "customers": customers,
         "clicks": clicks_for_sessions(rng),
     }
+    more = random.Random(46)  # (its own generator: the files above stay as they were)
+    tables |= {"payments": payments(more), "fx_rates": fx_rates(more), "fraud_rules": fraud_rules()}
     os.makedirs(out_dir, exist_ok=True)
     written = []
     for name, rows in tables.items():

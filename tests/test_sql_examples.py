@@ -205,6 +205,62 @@ def test_event_time_sessions(spark):
     assert run_example(spark, "sessions/event_time_sessions.sql") == event_time_sessions_oracle()
 
 
+def _as_of(changes, t):
+    """The rows of ``changes`` (dicts with ``ts``) at or before ``t``, in time order."""
+    return [c for c in sorted(changes, key=lambda c: c["ts"]) if c["ts"] <= t]
+
+
+def test_currency_conversion(spark):
+    """Each payment at the rate of its currency as of its time (an empty rate withdraws it)."""
+    rates = load("fx_rates")
+    expected, totals = [], defaultdict(float)
+    for p in sorted(load("payments"), key=lambda p: (p["customer_id"], p["ts"], p["payment_id"])):
+        rate = None
+        for r in _as_of([r for r in rates if r["currency"] == p["currency"]], p["ts"]):
+            rate = float(r["rate"]) if r["rate"] else None
+        if rate is None:
+            continue
+        eur = round(float(p["amount"]) * rate, 2)
+        totals[p["customer_id"]] = round(totals[p["customer_id"]] + eur, 2)
+        expected.append((p["customer_id"], p["payment_id"], p["ts"], eur, totals[p["customer_id"]]))
+    got = run_example(spark, "flink/currency_conversion.sql")
+    assert got == expected
+    # the data shows what the example is for: payments skipped for want of a rate, rates changing
+    assert 0 < len(got) < len(load("payments"))
+    assert (
+        len(
+            {
+                round(e / float(p["amount"]), 5)
+                for (_, pid, _, e, _) in got
+                for p in load("payments")
+                if p["payment_id"] == pid and p["currency"] == "USD"
+            }
+        )
+        > 1
+    )
+
+
+def test_rules_engine(spark):
+    """Each transaction against the rules in force at its time (added, changed, removed)."""
+    changes = load("fraud_rules")
+    expected, totals = [], defaultdict(float)
+    for tx in sorted(load("transactions"), key=lambda t: (t["customer_id"], t["ts"])):
+        rules = {}
+        for c in _as_of(changes, tx["ts"]):
+            if c["op"] == "remove":
+                rules.pop(c["rule_id"], None)
+            else:
+                rules[c["rule_id"]] = (c["kind"], float(c["threshold"]))
+        amount = float(tx["amount"])
+        totals[tx["customer_id"]] = round(totals[tx["customer_id"]] + amount, 2)
+        for rule_id, (kind, threshold) in sorted(rules.items()):
+            if (amount if kind == "amount" else totals[tx["customer_id"]]) > threshold:
+                expected.append((tx["customer_id"], tx["tx_id"], tx["ts"], rule_id))
+    got = run_example(spark, "flink/rules_engine.sql")
+    assert got == sorted(expected, key=lambda r: (r[0], r[2], r[1], r[3]))
+    assert {r[3] for r in got} == {"large_amount", "big_spender", "medium_amount"}
+
+
 # ------------------------------------------------------------------ the CLI itself
 def _cli(*args, cwd=ROOT):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)

@@ -248,6 +248,26 @@ class BroadcastView(Mapping):
     __setitem__ = __delitem__ = _readonly  # type: ignore[assignment]
 
 
+class _ReadOnly(dict):
+    """An unversioned input's read view: a dict (its reads run in C) that refuses changes."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str, values: dict[Any, Any]):
+        super().__init__(values)
+        self._name = name
+
+    def _readonly(self, *a: Any, **k: Any) -> Any:
+        raise StateAccessError(
+            f"self.ctx.broadcast('{self._name}') is read-only here; an on_broadcast(self, name, row) hook keeps it"
+        )
+
+    __setitem__ = __delitem__ = pop = popitem = clear = update = setdefault = __ior__ = _readonly  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<broadcast '{self._name}': {len(self)} keys>"
+
+
 class _Writable(BroadcastView, MutableMapping):
     """``self.ctx.broadcast(name)`` inside ``on_broadcast``: changes are versions at the row's time."""
 
@@ -270,10 +290,22 @@ class BroadcastState:
         # name -> what read_state shows of it: key columns, value columns, Spark types, kept by a hook
         self.columns: dict[str, dict[str, Any]] = columns or {}
         self.writing: tuple[str, int | None] | None = None  # (name, time) while on_broadcast runs
+        # an unversioned table's read view: a read-only proxy of {key: value}, made on first read
+        # (the per-row path: one dict lookup for the view, one in C for the value)
+        self._proxies: dict[str, Any] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"tables": self.tables, "columns": self.columns}
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        self.tables, self.columns, self.writing, self._proxies = d["tables"], d["columns"], None, {}
 
     # ------------------------------------------------------------------ reads (workers)
-    def view(self, name: str, as_of: Any = None) -> BroadcastView:
+    def view(self, name: str, as_of: Any = None) -> Mapping[Any, Any]:
         """What ``self.ctx.broadcast(name, as_of=)`` returns."""
+        proxy = self._proxies.get(name)
+        if proxy is not None and self.writing is None:
+            return proxy
         table = self.tables.get(name)
         if table is None:
             known = ", ".join(sorted(self.tables)) or "none"
@@ -286,6 +318,9 @@ class BroadcastState:
                     f"on_broadcast for '{self.writing[0]}' may change only that input's state, not '{name}'"
                 )
             return _Writable(name, table, self.writing[1])
+        if not table.versioned:
+            proxy = self._proxies[name] = _ReadOnly(name, {k: vs[-1][1] for k, vs in table.versions.items()})
+            return proxy
         return BroadcastView(name, table, to_epoch_ms(as_of) if as_of is not None else None)
 
     def rows(self, name: str) -> list[tuple[Any, int | None, Any]]:
@@ -315,6 +350,7 @@ class BroadcastState:
         ``on_broadcast`` keeps the state instead; ``types``: each input's Spark column types (DDL),
         for read_state. Returns the rows applied."""
         applied = 0
+        self._proxies.clear()
         for b in inputs:
             table = self.tables.setdefault(b.name, _Table(b.time is not None))
             self.columns[b.name] = {
@@ -348,6 +384,7 @@ class BroadcastState:
 
     def _call_hook(self, hook: Any, b: BroadcastInput, row: dict, t: int | None, function: str) -> None:
         before = _attributes(hook)
+        self._proxies.clear()
         self.writing = (b.name, t)
         try:
             hook.on_broadcast(b.name, dict(row))
@@ -371,6 +408,7 @@ class BroadcastState:
             )
 
     def prune(self, below_ms: int | None) -> None:
+        self._proxies.clear()
         if below_ms is not None:
             for t in self.tables.values():
                 t.prune(below_ms)

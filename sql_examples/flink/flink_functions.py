@@ -1,6 +1,6 @@
 """The Flink keyed-state guide's examples as registered KeyedProcessors."""
 
-from spark_keyed_sql import KeyedProcessor, ListState, MapState, ValueState
+from spark_keyed_sql import KeyedProcessor, ListState, MapState, StatefulFunction, ValueState
 
 
 class LatestTransaction(KeyedProcessor):
@@ -51,3 +51,52 @@ class EnrichTransactions(KeyedProcessor):
         self.spend.put(tx["merchant"], total)
         c = self.customer.get()
         return (tx["tx_id"], float(tx["amount"]), tx["merchant"], c["name"], c["tier"], total)
+
+
+class SpendInEur(StatefulFunction):
+    """Each payment in EUR at the rate as of the payment: the rates are a broadcast input
+    versioned by event time (Kafka Streams' versioned table lookups), so a rate that changes
+    during the day converts only the payments after it; a currency without a rate then (not
+    given yet, or withdrawn by an empty rate) leaves the payment out."""
+
+    returns = "payment_id string, ts timestamp, eur double, total_eur double"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total_eur = 0.0
+
+    def execute(self, payment):
+        rate = self.ctx.broadcast("rates").get(payment["currency"])
+        if rate is None:
+            return None
+        eur = round(payment["amount"] * rate, 2)
+        self.total_eur = round(self.total_eur + eur, 2)
+        return {"payment_id": payment["payment_id"], "ts": payment["ts"], "eur": eur, "total_eur": self.total_eur}
+
+
+class FraudRules(StatefulFunction):
+    """Flink's broadcast-state pattern: rules added, changed and removed at run time (kept by
+    ``on_broadcast``) matched against each customer's transactions: ``amount`` rules against the
+    transaction, ``total`` rules against the customer's running total (per-key state)."""
+
+    returns = "tx_id string, ts timestamp, rule string"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = 0.0
+
+    def on_broadcast(self, name, row):
+        rules = self.ctx.broadcast(name)
+        if row["op"] == "remove":
+            rules.pop(row["rule_id"], None)
+        else:
+            rules[row["rule_id"]] = {"kind": row["kind"], "threshold": row["threshold"]}
+
+    def execute(self, tx):
+        self.total = round(self.total + tx["amount"], 2)
+        out = []
+        for rule_id, rule in sorted(self.ctx.broadcast("rules").items()):
+            value = tx["amount"] if rule["kind"] == "amount" else self.total
+            if value > rule["threshold"]:
+                out.append((tx["tx_id"], tx["ts"], rule_id))
+        return out
