@@ -29,6 +29,7 @@ import base64
 import bisect
 import datetime as _dt
 import decimal
+import functools
 import json
 import logging
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -101,15 +102,15 @@ class BroadcastInput:
     def names(self) -> list[str]:
         return [n for n, _ in self.event_map]
 
-    @property
+    @functools.cached_property
     def value_columns(self) -> list[str]:
         """The columns that make a row's value: all but the key, time and order columns."""
         skip = {*self.key, *([self.time] if self.time else []), *self.order}
         return [n for n in self.names if n not in skip]
 
     def key_of(self, row: Mapping[str, Any]) -> Any:
-        values = tuple(row[k] for k in self.key)
-        return values[0] if len(values) == 1 else values
+        key = self.key
+        return row[key[0]] if len(key) == 1 else tuple(row[k] for k in key)
 
     def value_of(self, row: Mapping[str, Any]) -> Any:
         """The row's value (its one value column, else the row), or _GONE when every value
@@ -129,10 +130,6 @@ class BroadcastInput:
                 f"{_shown(row)}; versioned broadcast rows need one"
             )
         return to_epoch_ms(t)
-
-    def sort_key(self, row: Mapping[str, Any]) -> tuple:
-        """The order rows of one time apply in: the order_by columns, then the values themselves."""
-        return (tuple(_nulls_first(row[c]) for c in self.order), _canonical(row))
 
 
 def _nulls_first(v: Any) -> tuple:
@@ -367,8 +364,7 @@ class BroadcastState:
                 if b.time is not None and t is None:
                     b.time_of(row)  # (raises: a versioned row without its time)
                 timed.append((t, row))
-            timed.sort(key=lambda tr: (tr[0] if tr[0] is not None else 0, *b.sort_key(tr[1])))
-            for t, row in timed:
+            for t, row in _in_order(b, timed, by_value=hook is not None):
                 if hook is not None:
                     self._call_hook(hook, b, row, t, function)
                 else:
@@ -446,6 +442,30 @@ class BroadcastState:
 
     def copy(self) -> BroadcastState:
         return BroadcastState.from_json(self.to_json())
+
+
+def _in_order(b: BroadcastInput, timed: list[tuple[int | None, dict]], by_value: bool) -> list[tuple[int | None, dict]]:
+    """Rows in the order they apply: time, the order_by columns, then (a total order, for
+    rows that tie) their values. Without a hook rows of different keys do not affect each
+    other, so only each key's rows are ordered (most keys have one: no sort, no repr)."""
+    order = b.order
+
+    def full(tr: tuple[int | None, dict]) -> tuple:
+        row = tr[1]
+        return (tr[0] or 0, tuple(_nulls_first(row[c]) for c in order), _canonical(row))
+
+    if by_value:  # a hook sees every row: one order of all of them
+        return sorted(timed, key=full)
+    by_key: dict[Any, list[tuple[int | None, dict]]] = {}
+    key_of = b.key_of
+    for tr in timed:
+        by_key.setdefault(key_of(tr[1]), []).append(tr)
+    out: list[tuple[int | None, dict]] = []
+    for rows in by_key.values():
+        if len(rows) > 1:
+            rows.sort(key=full)
+        out += rows
+    return out
 
 
 def _attributes(instance: Any) -> dict[str, Any]:

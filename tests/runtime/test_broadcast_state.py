@@ -1,0 +1,96 @@
+"""The broadcast state on its own (no Spark): rows apply in one order whatever order they come
+in (time, order_by columns, then values), versioned reads, NULL removals, pruning below a
+watermark, the checkpoint's JSON copy, and the read-only views."""
+
+import datetime as dt
+import decimal
+import pickle
+import random
+
+import pytest
+
+from spark_keyed_sql import KeyedSQLError
+from spark_keyed_sql.runtime.broadcast import BroadcastInput, BroadcastState
+
+RATES = BroadcastInput("rates", 1, (("currency", "c"), ("ts", "t"), ("rate", "r")), ("currency",), time="ts")
+LATEST = BroadcastInput("rates", 1, (("currency", "c"), ("seq", "s"), ("rate", "r")), ("currency",), order=("seq",))
+
+
+def _rows():
+    return [
+        {"currency": "USD", "ts": dt.datetime(2024, 1, 1, 0, 5), "rate": 0.9},
+        {"currency": "USD", "ts": dt.datetime(2024, 1, 1, 0, 1), "rate": 0.8},
+        {"currency": "USD", "ts": dt.datetime(2024, 1, 1, 0, 5), "rate": 0.7},  # a tie at 0:05: by value
+        {"currency": "GBP", "ts": dt.datetime(2024, 1, 1, 0, 2), "rate": 1.2},
+        {"currency": "GBP", "ts": dt.datetime(2024, 1, 1, 0, 4), "rate": None},  # removed from 0:04
+    ]
+
+
+def _epoch(minutes):
+    return int((dt.datetime(2024, 1, 1, 0, minutes) - dt.datetime(1970, 1, 1)).total_seconds() * 1000)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_versioned_reads_do_not_depend_on_arrival_order(seed):
+    rows = _rows()
+    random.Random(seed).shuffle(rows)
+    s = BroadcastState()
+    s.apply([RATES], {"rates": rows})
+    at = {m: dict(s.view("rates", _epoch(m))) for m in (0, 1, 3, 4, 5, 9)}
+    # the oracle: per time, the rows at or before it; a tie at one time: the larger repr last
+    assert at == {
+        0: {},
+        1: {"USD": 0.8},
+        3: {"USD": 0.8, "GBP": 1.2},
+        4: {"USD": 0.8},
+        5: {"USD": 0.9},  # repr '0.9' > '0.7': applied last
+        9: {"USD": 0.9},
+    }
+
+
+def test_unversioned_applies_by_order_column_then_value_and_null_removes():
+    rows = [
+        {"currency": "USD", "seq": 2, "rate": 0.5},
+        {"currency": "USD", "seq": 1, "rate": 0.9},
+        {"currency": "JPY", "seq": 1, "rate": 0.006},
+        {"currency": "JPY", "seq": 3, "rate": None},
+    ]
+    for seed in range(4):
+        random.Random(seed).shuffle(rows)
+        s = BroadcastState()
+        s.apply([LATEST], {"rates": rows})
+        assert dict(s.view("rates")) == {"USD": 0.5}
+
+
+def test_json_copy_keeps_types_and_versions_and_pickles_without_its_views():
+    s = BroadcastState()
+    row = {"currency": "X", "ts": dt.datetime(2024, 1, 1), "rate": decimal.Decimal("1.25")}
+    s.apply([RATES], {"rates": [row]})
+    back = BroadcastState.from_json(s.to_json())
+    assert back.view("rates", _epoch(0))["X"] == decimal.Decimal("1.25")
+    assert back.rows("rates") == s.rows("rates")
+    s.view("rates")  # (a versioned view: nothing cached; an unversioned one is cached)
+    assert pickle.loads(pickle.dumps(back)).rows("rates") == s.rows("rates")
+
+
+def test_prune_keeps_what_a_read_at_or_after_the_watermark_sees():
+    s = BroadcastState()
+    s.apply([RATES], {"rates": _rows()})
+    before = {m: dict(s.view("rates", _epoch(m))) for m in (4, 5, 9)}
+    s.prune(_epoch(4))
+    assert {m: dict(s.view("rates", _epoch(m))) for m in (4, 5, 9)} == before
+    assert len(s.rows("rates")) == 2  # USD at 0:01 (still seen at 0:04) and 0:05; GBP gone
+
+
+def test_views_are_read_only_and_a_missing_input_is_named():
+    s = BroadcastState()
+    s.apply([LATEST], {"rates": [{"currency": "USD", "seq": 1, "rate": 1.0}]})
+    with pytest.raises(KeyedSQLError, match="read-only"):
+        s.view("rates")["USD"] = 2.0
+    with pytest.raises(KeyedSQLError, match=r"no broadcast input of that name \(this query has: rates\)"):
+        s.view("fx")
+
+
+def test_a_versioned_row_without_its_time_is_refused():
+    with pytest.raises(KeyedSQLError, match="a row has no ts"):
+        BroadcastState().apply([RATES], {"rates": [{"currency": "USD", "ts": None, "rate": 1.0}]})
