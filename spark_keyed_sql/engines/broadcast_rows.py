@@ -61,15 +61,33 @@ def collect_broadcasts(df: DataFrame, plan: KeyedPlan, limit: int) -> dict[str, 
         cols = [F.col(c).alias(n) for n, c in b.event_map]
         if b.time is not None:
             cols.append(F.unix_millis(F.col(dict(b.event_map)[b.time]).cast("timestamp")).alias(TIME_MS))
-        rows = df.filter(F.col(plan.broadcast_column) == F.lit(b.index)).select(*cols).limit(limit + 1).collect()
+        picked = df.filter(F.col(plan.broadcast_column) == F.lit(b.index)).select(*cols)
+        # one job when Spark's own estimate says the rows are few (a limit scans partitions in
+        # rounds: a job each); else at most limit + 1 rows reach the driver
+        rows = picked.collect() if _estimated_small(picked, limit) else picked.limit(limit + 1).collect()
         if len(rows) > limit:
             raise BroadcastTooLarge(
                 f"broadcast input '{b.name}' of {plan.spec.name} has more than {limit:,} rows in one batch, above the "
                 f"limit of {limit:,} ({BROADCAST_MAX_ROWS_CONF}): a broadcast input is sent to every task; join a "
                 "table this large to the keyed rows instead (or raise the limit)"
             )
-        out[b.name] = [r.asDict(recursive=True) for r in rows]
+        names = picked.columns
+        nested = any(f.dataType.typeName() in ("struct", "array", "map") for f in picked.schema.fields)
+        out[b.name] = [r.asDict(recursive=True) for r in rows] if nested else [dict(zip(names, r)) for r in rows]
     return out
+
+
+_BYTES_PER_ROW = 1024  # what a broadcast row may take, for the estimate below
+
+
+def _estimated_small(df: DataFrame, limit: int) -> bool:
+    """Does Spark's optimizer estimate ``df`` at no more than ``limit`` rows' worth of bytes?
+    (Classic sessions; False where the estimate cannot be read.)"""
+    try:
+        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+    except Exception:  # noqa: BLE001 - Connect, or another Spark's internals: the bounded path
+        return False
+    return size <= limit * _BYTES_PER_ROW
 
 
 def broadcast_hook(plan: KeyedPlan) -> Any:
