@@ -308,6 +308,8 @@ class _Planner:
             if len(plan.inputs) == 1:  # one keyed input beside broadcast ones: its events as one input's
                 only = plan.inputs[0]
                 plan.inputs, plan.arg_columns, plan.arg_names = None, only.columns, only.names
+                # (and no tie-break by input: its rows are all of one input, the column not sorted or shipped)
+                plan.order = [o for o in plan.order if o.column != plan.input_column]
             elif call.spec.kind is FunctionKind.PROCESSOR:
                 check_process_inputs(call.spec, [i.name for i in plan.inputs], f"{call.where}")
             if broadcast and source.df.isStreaming and not engine.capabilities.broadcast_streams:
