@@ -48,6 +48,18 @@ class RemindAfterSeen(Remind):
         return ("seen",) if first else None
 
 
+class Scaled(StatefulFunction):
+    """A running total of ``value`` times the factor a broadcast input holds for 'all'."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = 0.0
+
+    def execute(self, e):
+        self.total = round(self.total + e["value"] * self.ctx.broadcast("factors")["all"], 6)
+        return (e["seq"], self.total)
+
+
 def rows(df):
     return sorted(map(list, df.collect()))
 
@@ -134,6 +146,24 @@ def main(url: str, root: str, tier: str = "full") -> None:
     q.stop()
     out["erase_matched"] = [stopped["keys_matched"], running["keys_matched"]]
     out["erase_state"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(f"{w}/cp").collect())
+
+    # a broadcast input through Connect: a one-shot batch, then ks.run twice with the factor
+    # changed between the runs (the second run's rows at the new factor; the state on the server)
+    ks.register("scaled", Scaled, returns="seq bigint, total double")
+    w = f"{root}/work/broadcast"
+    spark.createDataFrame([("all", 2.0)], "name string, factor double").write.parquet(f"{w}/factors")
+    scaled_sql = (
+        f"SELECT user_id, seq, total FROM scaled(events => TABLE(parquet.`{w}/src`), "
+        f"factors => TABLE(parquet.`{w}/factors`), key => 'user_id', order_by => 'seq', broadcast => 'factors')"
+    )
+    add_part(spark, root, "a", f"{w}/src")
+    out["broadcast_batch"] = rows(ks.sql(scaled_sql))
+    ks.run(scaled_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
+    spark.createDataFrame([("all", 3.0)], "name string, factor double").write.mode("append").parquet(f"{w}/factors")
+    add_part(spark, root, "b", f"{w}/src")
+    ks.run(scaled_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
+    out["broadcast_run"] = rows(spark.read.parquet(f"{w}/out"))
+    out["broadcast_state"] = rows(ks.read_state(f"{w}/cp", broadcast="factors").select("name", "factor"))
 
     if tier != "full":
         print("RESULT " + json.dumps(out, default=str))

@@ -47,3 +47,16 @@ def test_connect_smoke_runs_state_and_batch_under_a_server_only_mount(tmp_path):
     want = {u: [u, n, t] for u, n, t in all_state if u not in (first, second)}
     want.update({u: [u, n, t] for u, n, t in b_state if u == first})
     assert got["erase_state"] == sorted(want.values())
+
+    # a broadcast input: part a at factor 2 (one-shot and the first run), part b at factor 3
+    def scaled(parts):
+        out, totals = [], {}
+        for df, factor in parts:
+            for r in df.sort_values("seq").itertuples():
+                totals[r.user_id] = round(totals.get(r.user_id, 0.0) + r.value * factor, 6)
+                out.append([r.user_id, int(r.seq), totals[r.user_id]])
+        return sorted(out)
+
+    assert got["broadcast_batch"] == scaled([(frames["a"], 2.0)])
+    assert got["broadcast_run"] == scaled([(frames["a"], 2.0), (frames["b"], 3.0)])
+    assert got["broadcast_state"] == [["all", 3.0]]
