@@ -265,10 +265,11 @@ def test_rules_added_and_removed_at_run_time(spark, kb, tmp_path):
     assert kept == [("small", "4.0")]
 
 
-def test_a_sigkill_mid_run_loses_nothing_and_applies_nothing_twice(spark, kb, tmp_path):
-    """A run SIGKILLed after its state was written (before the sink and the commit), then run
-    again: the output holds each payment once, converted by the rates of its batch, and the
-    broadcast state is the oracle's."""
+@pytest.mark.parametrize("point", ["state_written", "after_sink"])
+def test_a_sigkill_mid_run_loses_nothing_and_applies_nothing_twice(spark, kb, tmp_path, point):
+    """A run SIGKILLed after its state (and broadcast state) was written, before or after the
+    sink, before the commit; then run again: the output holds each payment once, converted by
+    the rates of its batch, and the broadcast state is the oracle's."""
     from state.test_erase import killed_at
 
     p_dir, r_dir, cp, out = (str(tmp_path / d) for d in ("payments", "rates", "cp", "out"))
@@ -292,11 +293,34 @@ ks = KeyedSQL(local_session("killed"), engine="bulk")
 ks.register("bc_spend", Spend)
 ks.run({sql!r}, checkpoint={cp!r}, output={out!r})
 """
-    killed_at("state_written", code, tmp_path)
+    killed_at(point, code, tmp_path)
     kb.run(sql, checkpoint=cp, output=out)
     assert _rows(spark.read.parquet(out)) == _spend_oracle([first, second], True)
     kept = sorted((r["currency"], r["rate"]) for r in kb.read_state(cp, broadcast="rates").collect())
     assert kept == [("USD", 0.25), ("USD", 0.5)]
+
+
+def test_ks_start_applies_each_micro_batchs_rates_before_its_payments(spark, kb, tmp_path):
+    """A running stream: a rates file, then payments, then a rate change and more payments,
+    each waited for; the output is the oracle's for those batches."""
+    p_dir, r_dir = str(tmp_path / "p"), str(tmp_path / "r")
+    batches = [
+        ([("a", _t(1), "USD", 10.0), ("b", _t(2), "GBP", 1.0)], [("USD", _t(0), 0.5), ("GBP", _t(0), 2.0)]),
+        ([("a", _t(3), "USD", 10.0)], [("USD", _t(2), 0.25)]),
+    ]
+    _append(spark, batches[0][1], RATES, r_dir)
+    _append(spark, batches[0][0], PAYMENTS, p_dir)
+    q = kb.start(
+        _query(f"parquet.`{p_dir}`", f"parquet.`{r_dir}`"), checkpoint=str(tmp_path / "cp"), sink="memory:bc_fx"
+    )
+    try:
+        q.processAllAvailable()
+        _append(spark, batches[1][1], RATES, r_dir)  # the rate first: its batch, or the payments', has it
+        _append(spark, batches[1][0], PAYMENTS, p_dir)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert _rows(spark.table("bc_fx")) == _spend_oracle(batches, False)
 
 
 # ------------------------------------------------------------------ KeyedTester
