@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -33,30 +32,22 @@ class Blocked(StatefulFunction):
         self.n = 0
         self.total = 0.0
 
+    def blocked(self, row):
+        return self.ctx.get_key() in self.ctx.broadcast("blocklist")
+
     def execute(self, row):
-        if self.ctx.get_key() in self.ctx.broadcast("blocklist"):
+        if self.blocked(row):
             return [(self.n, self.total)]
         self.n += 1
         self.total += row["value"]
         return [(self.n, self.total)]
 
 
-class JoinedBlocked(StatefulFunction):
-    """The same with the blocklist joined to each row beforehand (``blocked`` not NULL)."""
+class JoinedBlocked(Blocked):
+    """The same with the blocklist joined to each row beforehand (``reason`` not NULL)."""
 
-    returns = "n bigint, total double"
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-        self.total = 0.0
-
-    def execute(self, row):
-        if row["reason"] is not None:
-            return [(self.n, self.total)]
-        self.n += 1
-        self.total += row["value"]
-        return [(self.n, self.total)]
+    def blocked(self, row):
+        return row["reason"] is not None
 
 
 def main() -> None:
@@ -67,7 +58,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
 
-    from bench.run import make_events, to_noop
+    from bench.run import alternate, make_events
     from bench.workloads import Counter
     from spark_keyed_sql import KeyedSQL
     from spark_keyed_sql.local import local_session
@@ -94,16 +85,8 @@ def main() -> None:
             "LEFT JOIN bench_blocklist b ON e.user_id = b.user_id), key => 'user_id', order_by => 'ts')"
         ),
     }
-    for build in paths.values():  # warm-up
-        to_noop(build())
-    times: dict[str, list[float]] = {p: [] for p in paths}
-    for _ in range(a.rounds):
-        for p, build in paths.items():
-            t0 = time.perf_counter()
-            to_noop(build())
-            times[p].append(time.perf_counter() - t0)
+    times, runs = alternate(paths, a.rounds)
     best = {p: min(t) for p, t in times.items()}
-    runs = "; ".join(f"{p} {', '.join(f'{x:.2f}' for x in t)} s" for p, t in times.items())
     print(
         f"W1 {a.keys:,} keys, {a.rows:,} rows, broadcast table {a.table:,} rows: {runs} | best "
         f"w1+broadcast / w1 {best['w1 + broadcast'] / best['w1']:.3f}x, "

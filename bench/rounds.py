@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 
 def _no_work(batches):
@@ -43,7 +42,7 @@ def main() -> None:
     sys.path.insert(0, root)
 
     import spark_keyed_sql
-    from bench.run import W1_OUT, floor_counter, make_events, to_noop
+    from bench.run import W1_OUT, alternate, floor_counter, make_events
     from bench.workloads import Counter
     from spark_keyed_sql import KeyedSQL
     from spark_keyed_sql.local import local_session
@@ -69,16 +68,8 @@ def main() -> None:
                 "bench_counter(value) ORDER BY ts OPTIONS (engine = 'bulk')"
             ),
         }
-        for build in paths.values():  # warm-up
-            to_noop(build())
-        times: dict[str, list[float]] = {p: [] for p in paths}
-        for _ in range(a.rounds):
-            for p, build in paths.items():
-                t0 = time.perf_counter()
-                to_noop(build())
-                times[p].append(time.perf_counter() - t0)
+        times, runs = alternate(paths, a.rounds)
         best = {p: min(t) for p, t in times.items()}
-        runs = "; ".join(f"{p} {', '.join(f'{x:.2f}' for x in t)} s" for p, t in times.items())
         print(
             f"W1 {keys:,} keys, {a.rows:,} rows ({root}): {runs} | best bulk / native "
             f"{best['bulk'] / best['native']:.2f}x, no-work / native {best['no-work'] / best['native']:.2f}x, "

@@ -67,6 +67,20 @@ def to_noop(df: DataFrame) -> None:
     df.write.format("noop").mode("overwrite").save()
 
 
+def alternate(paths: dict[str, Callable[[], DataFrame]], rounds: int) -> tuple[dict[str, list[float]], str]:
+    """Each path's whole output to the ``noop`` sink: a warm-up of every path, then ``rounds``
+    rounds of them in turn. Returns each path's times and those times as text."""
+    for build in paths.values():  # warm-up
+        to_noop(build())
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    for _ in range(rounds):
+        for p, build in paths.items():
+            t0 = time.perf_counter()
+            to_noop(build())
+            times[p].append(time.perf_counter() - t0)
+    return times, "; ".join(f"{p} {', '.join(f'{x:.2f}' for x in t)} s" for p, t in times.items())
+
+
 def timed(spark: SparkSession, fn: Callable[[], Any], budget: float) -> tuple[float, Any]:
     """Run ``fn`` (which runs Spark jobs); cancel its jobs when over ``budget`` seconds."""
     group = f"bench-{time.monotonic_ns()}"
