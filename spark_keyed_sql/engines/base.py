@@ -39,6 +39,7 @@ __all__ = [
     "StateLayout",
     "StreamJob",
     "StreamRun",
+    "new_audit",
     "output_schema",
 ]
 
@@ -273,3 +274,20 @@ def output_schema(source: T.StructType, plan: KeyedPlan) -> T.StructType:
             raise SchemaError(f"function '{plan.spec.name}': pass-through column '{c}' clashes with an output column")
         fields.append(T.StructField(c, by_name[c].dataType, True))
     return T.StructType(fields)
+
+
+def new_audit(kind: str, checkpoint: str, function: str, keys_matched: int, state_rows: int = 0) -> dict[str, Any]:
+    """A DELETE / UPDATE's audit (docs/erasure.md) before anything is written; an engine's
+    edit fills in what it rewrote, removed and where it took effect."""
+    return {
+        "operation": kind,
+        "checkpoint": checkpoint,
+        "function": function,
+        "keys_matched": keys_matched,
+        "state_rows": state_rows,
+        "versions_rewritten": 0,
+        "files_removed": 0,
+        "batch_id": None,
+        "output_batches": [],
+        "seconds": 0.0,
+    }

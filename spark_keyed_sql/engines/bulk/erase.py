@@ -31,6 +31,7 @@ from ...state.commit_record import BatchMetrics
 from ...state.encoding import loads
 from ...state.fs import join
 from ...state.snapshots import KEY_PREFIX, SnapshotStore, state_column_names
+from ..base import new_audit
 from .layout import DELETED, VERSION, state_frame, write_base
 from .local_store import cache_root, remove_store
 from .partitioning import PART
@@ -108,18 +109,7 @@ def edit_state(
         raise CheckpointError(f"{what}: WHERE {where}: {_first_line(exc)} (columns: {readable})") from None
     matched = flagged.where(F.col(_MATCH))
     n = matched.count()
-    audit: dict[str, Any] = {
-        "operation": kind,
-        "checkpoint": checkpoint,
-        "function": op.function,
-        "keys_matched": n,
-        "state_rows": 0,
-        "versions_rewritten": 0,
-        "files_removed": 0,
-        "batch_id": None,
-        "output_batches": [],
-        "seconds": 0.0,
-    }
+    audit = new_audit(kind, checkpoint, op.function, n)
     if n == 0:
         log.info("%s: WHERE %s matches no key; nothing written", what, where)
         audit["seconds"] = round(time.time() - started, 3)

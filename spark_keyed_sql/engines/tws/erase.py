@@ -40,6 +40,7 @@ from ...runtime.connect import is_connect
 from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.filesystems import filesystem
 from ...state.fs import join
+from ..base import new_audit
 
 __all__ = ["ERASED_FILE", "applied", "edit_state", "erased_before"]
 
@@ -154,18 +155,7 @@ def edit_state(
     except Exception as exc:  # noqa: BLE001
         raise CheckpointError(f"{what}: WHERE {where}: {str(exc).strip().splitlines()[0]}") from None
     found = matched.count()
-    audit: dict[str, Any] = {
-        "operation": kind,
-        "checkpoint": checkpoint,
-        "function": op.function,
-        "keys_matched": found,
-        "state_rows": found,
-        "versions_rewritten": 0,
-        "files_removed": 0,
-        "batch_id": None,
-        "output_batches": [],
-        "seconds": 0.0,
-    }
+    audit = new_audit(kind, checkpoint, op.function, found, state_rows=found)
     if found == 0:
         audit["seconds"] = round(time.time() - started, 3)
         return audit
