@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from spark_keyed_sql import KeyedSQL, KeyedSQLError, KeyedTester, StatefulFunction
+from spark_keyed_sql import KeyedProcessor, KeyedSQL, KeyedSQLError, KeyedTester, StatefulFunction
 
 PAYMENTS = "user_id string, ts timestamp, currency string, amount double"
 RATES = "currency string, ts timestamp, rate double"
@@ -464,3 +464,102 @@ def test_initial_broadcast_seeds_the_state_and_migrate_state_carries_it(spark, k
     kb.run(sql, checkpoint=cp_migrated, output=str(tmp_path / "out_migrated"))
     got = _rows(spark.read.parquet(str(tmp_path / "out_migrated")))
     assert got == [("a", _t(20), 2.0, 4.0)]  # a's total carried (4.0 * 0.5), GBP's rate carried (2.0)
+
+
+# ------------------------------------------------------------------ processors, timers, several inputs
+class SpendFrames(KeyedProcessor):
+    """A KeyedProcessor: the key's rows as one frame, each converted at the newest rate, and the
+    rate as of the first row's time beside it (``as_of``)."""
+
+    returns = "eur double, first_rate double"
+
+    def process(self, key, rows):
+        rates = self.ctx.broadcast("rates")
+        first = self.ctx.broadcast("rates", as_of=rows["ts"].min())
+        return [
+            (round(r.amount * rates[r.currency], 6), first.get(r.currency))
+            for r in rows.sort_values("ts").itertuples()
+            if r.currency in rates
+        ]
+
+
+def test_a_keyed_processor_reads_the_newest_state_or_as_of_a_time(spark, ks):
+    ks.register("bc_frames", SpendFrames)
+    payments, rates = _random_batch(random.Random(3), 5, 60)
+    spark.createDataFrame(payments, PAYMENTS).createOrReplaceTempView("bc_payments_f")
+    spark.createDataFrame(rates, RATES).createOrReplaceTempView("bc_rates_f")
+    got = sorted(
+        (r["user_id"], r["eur"], r["first_rate"])
+        for r in ks.sql(
+            _query("bc_payments_f", "bc_rates_f", versioned=True).replace("bc_spend", "bc_frames")
+        ).collect()
+    )
+    newest = _rates_after(rates)
+    expected = []
+    for user in sorted({p[0] for p in payments}):
+        mine = sorted((p for p in payments if p[0] == user), key=lambda p: p[1])
+        first_ts = mine[0][1]
+        for _, _, cur, amount in mine:
+            if cur in newest:
+                expected.append((user, round(amount * newest[cur], 6), _rate_as_of(rates, cur, first_ts)))
+    assert got == sorted(expected)
+
+
+class RateAtTimer(StatefulFunction):
+    """A timer 10 minutes after a key's first payment reads the USD rate as of the timer."""
+
+    returns = "what string, rate double"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.armed = False
+
+    def execute(self, event):
+        if not self.armed:
+            self.armed = True
+            self.ctx.register_timer(event["ts"] + dt.timedelta(minutes=10))
+        return ("row", self.ctx.broadcast("rates").get("USD"))
+
+    def on_timer(self, key, timestamp):
+        return ("timer", self.ctx.broadcast("rates").get("USD"))
+
+
+def test_on_timer_reads_the_state_as_of_the_timers_time(spark, kb):
+    kb.register("bc_timer", RateAtTimer)
+    payments = [("a", _t(1), "USD", 1.0), ("b", _t(7), "USD", 1.0)]
+    rates = [("USD", _t(0), 1.0), ("USD", _t(5), 2.0), ("USD", _t(15), 3.0), ("USD", _t(30), 4.0)]
+    spark.createDataFrame(payments, PAYMENTS).createOrReplaceTempView("bc_payments_t")
+    spark.createDataFrame(rates, RATES).createOrReplaceTempView("bc_rates_t")
+    sql = _query("bc_payments_t", "bc_rates_t", versioned=True).replace("bc_spend", "bc_timer")
+    got = sorted((r["user_id"], r["what"], r["rate"]) for r in kb.sql(sql).collect())
+    # rows as of their own time; timers (at 0:11 and 0:17, fired at end of input) as of theirs
+    expected = [("a", "row", 1.0), ("a", "timer", _rate_as_of(rates, "USD", _t(11)))]
+    expected += [("b", "row", 2.0), ("b", "timer", _rate_as_of(rates, "USD", _t(17)))]
+    assert got == sorted(expected)
+    assert expected[1][2] == 2.0 and expected[3][2] == 3.0
+
+
+class Flagged(StatefulFunction):
+    """Two broadcast inputs: a rate per currency and a flag per user."""
+
+    returns = "eur double, flagged boolean"
+
+    def execute(self, event):
+        rate = self.ctx.broadcast("rates").get(event["currency"])
+        return (None if rate is None else event["amount"] * rate, event["user_id"] in self.ctx.broadcast("flags"))
+
+
+def test_several_broadcast_inputs_each_by_its_own_key(spark, ks):
+    ks.register("bc_flagged", Flagged)
+    spark.createDataFrame(
+        [("a", _t(1), "USD", 2.0), ("b", _t(2), "GBP", 3.0), ("c", _t(3), "CHF", 1.0)], PAYMENTS
+    ).createOrReplaceTempView("bc_payments_s")
+    spark.createDataFrame([("USD", _t(0), 0.5), ("GBP", _t(0), 2.0)], RATES).createOrReplaceTempView("bc_rates_s")
+    spark.createDataFrame([("b", "chargeback")], "user_id string, reason string").createOrReplaceTempView("bc_flags")
+    sql = (
+        "SELECT * FROM bc_flagged(payments => TABLE(bc_payments_s), rates => TABLE(bc_rates_s), "
+        "flags => TABLE(bc_flags), key => 'user_id', order_by => 'ts', broadcast => 'rates, flags', "
+        "broadcast_key => 'currency, user_id')"
+    )
+    got = sorted((r["user_id"], r["eur"], r["flagged"]) for r in ks.sql(sql).collect())
+    assert got == [("a", 1.0, False), ("b", 6.0, True), ("c", None, False)]
