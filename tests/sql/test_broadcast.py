@@ -265,7 +265,7 @@ def test_rules_added_and_removed_at_run_time(spark, kb, tmp_path):
     assert kept == [("small", "4.0")]
 
 
-@pytest.mark.parametrize("point", ["state_written", "after_sink"])
+@pytest.mark.parametrize("point", ["state_written", pytest.param("after_sink", marks=pytest.mark.slow)])
 def test_a_sigkill_mid_run_loses_nothing_and_applies_nothing_twice(spark, kb, tmp_path, point):
     """A run SIGKILLed after its state (and broadcast state) was written, before or after the
     sink, before the commit; then run again: the output holds each payment once, converted by
