@@ -17,7 +17,6 @@ from pyspark.sql import functions as F
 from ..api.errors import KeyedSQLError
 from ..runtime.broadcast import (
     BROADCAST_MAX_ROWS_CONF,
-    TIME_MS,
     BroadcastState,
     BroadcastTooLarge,
     broadcast_limit,
@@ -25,6 +24,7 @@ from ..runtime.broadcast import (
 from ..runtime.plan import KeyedPlan
 
 __all__ = [
+    "collect_rows",
     "BROADCAST_FILE",
     "broadcast_frame",
     "broadcast_hook",
@@ -52,28 +52,45 @@ def broadcast_types(df: DataFrame, plan: KeyedPlan) -> dict[str, dict[str, str]]
     return {b.name: {n: types[c] for n, c in b.event_map if c in types} for b in plan.broadcasts or []}
 
 
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def collect_rows(df: DataFrame, limit: int, what: str) -> list[dict[str, Any]]:
+    """``df``'s rows as dicts, at most ``limit`` (more is refused, ``what`` naming them), with
+    timestamps as user code gets them from the engines: naive UTC (collected as epoch
+    microseconds, not in the driver's own time zone)."""
+    stamps = {f.name for f in df.schema.fields if f.dataType.typeName() == "timestamp"}
+    if stamps:
+        df = df.select(*[F.unix_micros(F.col(c)).alias(c) if c in stamps else F.col(c) for c in df.columns])
+    # one job when Spark's own estimate says the rows are few (a limit scans partitions in
+    # rounds: a job each); else at most limit + 1 rows reach the driver
+    rows = df.collect() if _estimated_small(df, limit) else df.limit(limit + 1).collect()
+    if len(rows) > limit:
+        raise BroadcastTooLarge(
+            f"{what} has more than {limit:,} rows in one batch, above the limit of {limit:,} "
+            f"({BROADCAST_MAX_ROWS_CONF}): a broadcast input is sent to every task; join a table this large to the "
+            "keyed rows instead (or raise the limit)"
+        )
+    names = df.columns
+    nested = any(f.dataType.typeName() in ("struct", "array", "map") for f in df.schema.fields)
+    out = [r.asDict(recursive=True) for r in rows] if nested else [dict(zip(names, r)) for r in rows]
+    for c in stamps:
+        for d in out:
+            if d[c] is not None:
+                d[c] = _EPOCH + dt.timedelta(microseconds=d[c])
+    return out
+
+
 def collect_broadcasts(df: DataFrame, plan: KeyedPlan, limit: int) -> dict[str, list[dict[str, Any]]]:
-    """Each broadcast input's rows in ``df`` as dicts by its own column names (its event time
-    also as epoch milliseconds, TIME_MS); more than ``limit`` rows is refused."""
+    """Each broadcast input's rows in ``df`` as dicts by its own column names; more than
+    ``limit`` is refused."""
     assert plan.broadcasts and plan.broadcast_column
     out: dict[str, list[dict[str, Any]]] = {}
     for b in plan.broadcasts:
-        cols = [F.col(c).alias(n) for n, c in b.event_map]
-        if b.time is not None:
-            cols.append(F.unix_millis(F.col(dict(b.event_map)[b.time]).cast("timestamp")).alias(TIME_MS))
-        picked = df.filter(F.col(plan.broadcast_column) == F.lit(b.index)).select(*cols)
-        # one job when Spark's own estimate says the rows are few (a limit scans partitions in
-        # rounds: a job each); else at most limit + 1 rows reach the driver
-        rows = picked.collect() if _estimated_small(picked, limit) else picked.limit(limit + 1).collect()
-        if len(rows) > limit:
-            raise BroadcastTooLarge(
-                f"broadcast input '{b.name}' of {plan.spec.name} has more than {limit:,} rows in one batch, above the "
-                f"limit of {limit:,} ({BROADCAST_MAX_ROWS_CONF}): a broadcast input is sent to every task; join a "
-                "table this large to the keyed rows instead (or raise the limit)"
-            )
-        names = picked.columns
-        nested = any(f.dataType.typeName() in ("struct", "array", "map") for f in picked.schema.fields)
-        out[b.name] = [r.asDict(recursive=True) for r in rows] if nested else [dict(zip(names, r)) for r in rows]
+        picked = df.filter(F.col(plan.broadcast_column) == F.lit(b.index)).select(
+            *[F.col(c).alias(n) for n, c in b.event_map]
+        )
+        out[b.name] = collect_rows(picked, limit, f"broadcast input '{b.name}' of {plan.spec.name}")
     return out
 
 
@@ -119,7 +136,8 @@ def take_broadcasts(
         hook.ctx.call.broadcasts = state
     applied = state.apply(plan.broadcasts or [], rows, hook, function=plan.spec.name, limit=limit, types=types)
     log.debug("%s: %d broadcast rows applied (%s)", plan.spec.name, applied, ", ".join(rows))
-    return keyed_rows(df, plan), dataclasses.replace(plan, broadcast_state=state), applied
+    # (the seed's rows are in the state now: not shipped to every task with each program)
+    return keyed_rows(df, plan), dataclasses.replace(plan, broadcast_state=state, broadcast_seed=None), applied
 
 
 def broadcast_frame(spark: Any, state: BroadcastState, name: str, batch_id: int, where: str) -> DataFrame:
@@ -142,7 +160,9 @@ def broadcast_frame(spark: Any, state: BroadcastState, name: str, batch_id: int,
     rows = []
     for key, t, value in state.rows(name):
         kv = list(key) if isinstance(key, tuple) and len(keys) > 1 else [key]
-        if hook:
+        if value is None:  # a removal (versioned): NULL values, as the row that removed the key
+            vv = [None] * len(values)
+        elif hook:
             vv = [json.dumps(value, default=str, sort_keys=True)]
         elif len(values) == 1 and not isinstance(value, dict):
             vv = [value]

@@ -45,7 +45,6 @@ __all__ = [
     "BroadcastInput",
     "BroadcastState",
     "BroadcastTooLarge",
-    "TIME_MS",
     "broadcast_limit",
 ]
 
@@ -69,8 +68,6 @@ class _Gone:
 
 
 _GONE = _Gone()
-# a collected row's event time as epoch milliseconds (Spark's, not the driver's time zone's)
-TIME_MS = "__ks_time_ms"
 
 
 class BroadcastTooLarge(KeyedSQLError):
@@ -150,11 +147,14 @@ class _Table:
     """One input's state: key -> versions [(time, value)] oldest first (one version per key when
     not versioned)."""
 
-    __slots__ = ("versioned", "versions", "_times")
+    __slots__ = ("versioned", "versions", "pruned_below", "_times")
 
-    def __init__(self, versioned: bool, versions: dict[Any, list[tuple[int, Any]]] | None = None):
+    def __init__(
+        self, versioned: bool, versions: dict[Any, list[tuple[int, Any]]] | None = None, pruned_below: int | None = None
+    ):
         self.versioned = versioned
         self.versions: dict[Any, list[tuple[int, Any]]] = versions or {}
+        self.pruned_below = pruned_below  # reads before this time would miss pruned versions
         self._times: dict[Any, list[int]] | None = None  # per key, the versions' times (built on first read)
 
     def set(self, key: Any, time: int | None, value: Any) -> None:
@@ -179,6 +179,11 @@ class _Table:
             return _GONE
         if as_of is None or not self.versioned:
             return vs[-1][1]
+        if self.pruned_below is not None and as_of < self.pruned_below:
+            raise StateAccessError(
+                f"broadcast state as of {as_of} ms is no longer kept: versions before the watermark "
+                f"({self.pruned_below} ms) were dropped; read it as of a later time"
+            )
         times = self._times
         if times is None:
             times = self._times = {k: [t for t, _ in v] for k, v in self.versions.items()}
@@ -186,7 +191,8 @@ class _Table:
         return vs[i - 1][1] if i else _GONE
 
     def keys_at(self, as_of: int | None) -> list[Any]:
-        return [k for k in self.versions if self.get(k, as_of) is not _GONE]
+        """The keys held as of ``as_of``, in one order (by repr) whatever order they came in."""
+        return sorted((k for k in self.versions if self.get(k, as_of) is not _GONE), key=repr)
 
     def size(self) -> int:
         return sum(len(v) for v in self.versions.values())
@@ -198,12 +204,9 @@ class _Table:
         for k in list(self.versions):
             vs = self.versions[k]
             i = bisect.bisect_right([t for t, _ in vs], below)
-            if i > 1:
-                vs = vs[i - 1 :]
-            if len(vs) == 1 and vs[0][1] is _GONE and vs[0][0] <= below:
-                del self.versions[k]
-            else:
-                self.versions[k] = vs
+            if i > 1:  # (a removal in force stays: a late row of an older time must not revive the key)
+                self.versions[k] = vs[i - 1 :]
+        self.pruned_below = max(below, self.pruned_below or below)
         self._times = None
 
 
@@ -272,7 +275,9 @@ class _Writable(BroadcastView, MutableMapping):
     __slots__ = ()
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._table.set(key, self._as_of, value)
+        # kept as the checkpoint keeps it (a tuple a list, ...): the same in a one-shot batch and
+        # after a restart; a value JSON cannot hold is refused here
+        self._table.set(key, self._as_of, _dec(_enc(value)))
 
     def __delitem__(self, key: Any) -> None:
         if key not in self:
@@ -317,14 +322,20 @@ class BroadcastState:
                 )
             return _Writable(name, table, self.writing[1])
         if not table.versioned:
-            proxy = self._proxies[name] = _ReadOnly(name, {k: vs[-1][1] for k, vs in table.versions.items()})
+            values = {k: table.versions[k][-1][1] for k in sorted(table.versions, key=repr)}  # (one order)
+            proxy = self._proxies[name] = _ReadOnly(name, values)
             return proxy
         return BroadcastView(name, table, to_epoch_ms(as_of) if as_of is not None else None)
 
     def rows(self, name: str) -> list[tuple[Any, int | None, Any]]:
-        """(key, time or None, value) of every kept version (read_state's broadcast table)."""
+        """(key, time or None, value) of every kept version (read_state's broadcast table), by
+        key; a removal's value is None (seeded back, its NULL value columns remove the key)."""
         t = self.tables[name]
-        return [(k, (tm if t.versioned else None), v) for k, vs in t.versions.items() for tm, v in vs if v is not _GONE]
+        return [
+            (k, (tm if t.versioned else None), None if v is _GONE else v)
+            for k in sorted(t.versions, key=repr)
+            for tm, v in t.versions[k]
+        ]
 
     def size(self) -> int:
         return sum(t.size() for t in self.tables.values())
@@ -358,13 +369,7 @@ class BroadcastState:
                 "types": dict((types or {}).get(b.name) or self.columns.get(b.name, {}).get("types") or {}),
                 "hook": hook is not None,
             }
-            timed = []
-            for row in rows.get(b.name, []):
-                row = dict(row)
-                t = row.pop(TIME_MS) if TIME_MS in row else b.time_of(row)
-                if b.time is not None and t is None:
-                    b.time_of(row)  # (raises: a versioned row without its time)
-                timed.append((t, row))
+            timed = [(b.time_of(row), dict(row)) for row in rows.get(b.name, [])]
             for t, row in _in_order(b, timed, by_value=hook is not None):
                 if hook is not None:
                     self._call_hook(hook, b, row, t, function)
@@ -419,6 +424,7 @@ class BroadcastState:
                 "inputs": {
                     name: {
                         "versioned": t.versioned,
+                        "pruned_below": t.pruned_below,
                         "entries": [
                             [_enc(k), [[tm, {"$gone": 1} if v is _GONE else _enc(v)] for tm, v in vs]]
                             for k, vs in t.versions.items()
@@ -438,7 +444,7 @@ class BroadcastState:
                 _key(_dec(k)): [(int(tm), _GONE if isinstance(v, dict) and v.get("$gone") else _dec(v)) for tm, v in vs]
                 for k, vs in t["entries"]
             }
-            tables[name] = _Table(bool(t["versioned"]), versions)
+            tables[name] = _Table(bool(t["versioned"]), versions, t.get("pruned_below"))
         return cls(tables, dict(data.get("columns") or {}))
 
     def copy(self) -> BroadcastState:
@@ -462,7 +468,8 @@ def _in_order(b: BroadcastInput, timed: list[tuple[int | None, dict]], by_value:
     for tr in timed:
         by_key.setdefault(key_of(tr[1]), []).append(tr)
     out: list[tuple[int | None, dict]] = []
-    for rows in by_key.values():
+    for key in sorted(by_key, key=repr):  # (new keys enter the table in one order)
+        rows = by_key[key]
         if len(rows) > 1:
             rows.sort(key=full)
         out += rows

@@ -34,6 +34,7 @@ class KeyLifecycle:
     def _begin(self, key: Any, binding: KeyBinding, processing_ms: int | None, watermark_ms: int | None) -> None:
         call = self.call
         call.cleared = False
+        call.as_of_ms = None  # (broadcast state: the newest, until a row or a timer says its time)
         call.processing_ms = processing_ms
         call.watermark_ms = watermark_ms
         call.timers = binding  # (a TimerService over the key's timers)

@@ -72,16 +72,14 @@ class KeyedPlan:
     broadcast_seed: dict[str, list[dict[str, Any]]] | None = None
 
     @property
-    def event_time_name(self) -> str | None:
-        """The event time's name in the event dict (None: no event time, or not in the event)."""
+    def event_time_name(self) -> tuple[str, ...] | None:
+        """The event time's name(s) in the event dicts (one per spelling: each input has its
+        own); None: no event time, or not in the events."""
         if self.event_time is None:
             return None
         maps = [i.event_map for i in self.inputs] if self.inputs else [tuple(zip(self.event_names, self.arg_columns))]
-        for m in maps:
-            for n, c in m:
-                if c == self.event_time:
-                    return n
-        return None
+        names = tuple(dict.fromkeys(n for m in maps for n, c in m if c == self.event_time))
+        return names or None
 
     def use_schema(self, schema: Any) -> None:
         """Take the argument columns' Spark types from the source's (pyspark) schema."""

@@ -85,22 +85,35 @@ class KeyedRunner(KeyLifecycle):
         # them as PySpark does (runtime/spark_frames.py); a column not here: from its values
         self.column_types: dict[str, Any] = {}
         self._execute: Any = None  # execute as the row loops call it (use_broadcasts: the row's time first)
+        self._versioned_broadcast = False  # a timer reads versioned broadcast state as of its time
 
-    def use_broadcasts(self, state: Any, event_time_name: str | None) -> None:
+    def use_broadcasts(self, state: Any, event_time_name: str | tuple[str, ...] | None) -> None:
         """The query's broadcast state (runtime/broadcast.py), read through ``self.ctx.broadcast``;
         with versioned state (``event_time``), each row reads it as of the row's event time
-        (``event_time_name``: that column's name in the event dict)."""
+        (``event_time_name``: that column's name in the event dicts, one per input's spelling)
+        and each timer as of its time."""
         self.call.broadcasts = state
-        versioned = state is not None and any(t.versioned for t in state.tables.values())
-        if not versioned or event_time_name is None or self.layout is None:
+        self._versioned_broadcast = state is not None and any(t.versioned for t in state.tables.values())
+        if not self._versioned_broadcast or event_time_name is None or self.layout is None:
             return
-        execute, call, name = self.instance.execute, self.call, event_time_name
+        names = (event_time_name,) if isinstance(event_time_name, str) else tuple(event_time_name)
+        execute, call = self.instance.execute, self.call
         from ..api.context import to_epoch_ms
 
-        def execute_at(event: dict) -> Any:
-            t = event.get(name)
-            call.as_of_ms = to_epoch_ms(t) if t is not None else None
-            return execute(event)
+        if len(names) == 1:
+            name = names[0]
+
+            def execute_at(event: dict) -> Any:
+                t = event.get(name)
+                call.as_of_ms = to_epoch_ms(t) if t is not None else None
+                return execute(event)
+
+        else:
+
+            def execute_at(event: dict) -> Any:
+                t = next((event[n] for n in names if event.get(n) is not None), None)
+                call.as_of_ms = to_epoch_ms(t) if t is not None else None
+                return execute(event)
 
         self._execute = execute_at
 
@@ -394,12 +407,13 @@ class KeyedRunner(KeyLifecycle):
         self.held = False
         try:
             ts = from_epoch_ms(expiry_ms)
-            if self._execute is not None:
+            if self._versioned_broadcast:
                 self.call.as_of_ms = expiry_ms  # (versioned broadcast state: as of the timer's time)
             out = self._call(key, lambda: f"timer {ts.isoformat()}", self.instance.on_timer, key, ts)
             self.held = self._hold_or_end(key, binding, hold)
             return out
         finally:
+            self.call.as_of_ms = None
             if not self.held and self.call.active:
                 self._end(key, binding)
 

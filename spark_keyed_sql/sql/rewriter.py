@@ -24,13 +24,8 @@ from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
 from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
-from ..runtime.broadcast import (
-    BROADCAST_MAX_ROWS_CONF,
-    TIME_MS,
-    BroadcastInput,
-    BroadcastTooLarge,
-    broadcast_limit,
-)
+from ..engines.broadcast_rows import collect_rows
+from ..runtime.broadcast import BroadcastInput, broadcast_limit
 from ..runtime.clock import session_offset_ms
 from ..runtime.keys import OrderSpec
 from ..runtime.plan import KeyedPlan, PlanInput
@@ -411,16 +406,7 @@ class _Planner:
                 else:
                     cols.append(F.lit(None).alias(n))
             rows = df.filter(F.col(quoted(lower["broadcast"])) == b.name) if several else df
-            rows = rows.select(*cols)
-            if b.time is not None:
-                rows = rows.withColumn(TIME_MS, F.unix_millis(F.col(quoted(b.time)).cast("timestamp")))
-            got = rows.limit(limit + 1).collect()
-            if len(got) > limit:
-                raise BroadcastTooLarge(
-                    f"initial_broadcast of {where}: more than {limit:,} rows for '{b.name}', above the limit "
-                    f"({BROADCAST_MAX_ROWS_CONF})"
-                )
-            seed[b.name] = [r.asDict(recursive=True) for r in got]
+            seed[b.name] = collect_rows(rows.select(*cols), limit, f"initial_broadcast of {where} for '{b.name}'")
         return seed
 
     def _initial_state(
