@@ -143,11 +143,30 @@ class SnapshotStore:
         erased = self.erased_before()
         if erased is None:
             return False
+        latest = self.latest()
+        # what the newest commit still reads from an older directory is not erased history (a
+        # broadcast state written before the erase and carried since: no keyed state in it)
+        used = latest.files if latest is not None else set()
         for top in ("commits", "steps", "bases"):
             for name in self.fs.list(join(self.root, top)):
                 head = name.split("-", 1)[0].split(".", 1)[0]
-                if head.isdigit() and int(head) < erased:
+                if head.isdigit() and int(head) < erased and self._holds_more_than(f"{top}/{name}", used):
                     return True
+        return False
+
+    def _holds_more_than(self, rel: str, used: set[str]) -> bool:
+        """Does ``rel`` hold anything but the parts of it ``used`` names?"""
+        inside = [u for u in used if u == rel or u.startswith(rel + "/")]
+        if rel in inside:
+            return False
+        if not inside or not rel.startswith(("steps/", "bases/")):
+            return True
+        for child in self.fs.list(self.path(rel)):
+            sub = f"{rel}/{child}"
+            if child.startswith(".") or sub in inside:
+                continue
+            if not any(u.startswith(sub + "/") for u in inside) or self._holds_more_than(sub, used):
+                return True
         return False
 
     def record_erased(self, version: int) -> None:

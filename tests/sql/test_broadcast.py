@@ -598,3 +598,26 @@ def test_broadcast_timestamps_are_what_user_code_gets_for_events_whatever_the_dr
             os.environ["TZ"] = before
         time.tzset()
     assert [r["same"] for r in got] == [True]
+
+
+def test_an_erase_keeps_the_broadcast_state_and_leaves_no_history_behind(spark, kb, tmp_path):
+    """DELETE of a key on a checkpoint whose broadcast state was written before the erase (and
+    carried since): the keyed history goes, the broadcast state stays readable and in use, and
+    the checkpoint does not look half-erased to the next edit."""
+    from spark_keyed_sql.state.snapshots import SnapshotStore
+
+    p_dir, r_dir, cp, out = (str(tmp_path / d) for d in ("p", "r", "cp", "out"))
+    sql = _query(f"parquet.`{p_dir}`", f"parquet.`{r_dir}`")
+    _append(spark, [("USD", _t(0), 0.5)], RATES, r_dir)
+    _append(spark, [("a", _t(1), "USD", 2.0), ("b", _t(1), "USD", 4.0)], PAYMENTS, p_dir)
+    kb.run(sql, checkpoint=cp, output=out)
+    _append(spark, [("a", _t(2), "USD", 2.0)], PAYMENTS, p_dir)  # no new rates: the state is carried
+    kb.run(sql, checkpoint=cp, output=out)
+    audit = kb.delete_state(cp, where="user_id = 'a'")
+    assert audit["keys_matched"] == 1
+    assert not SnapshotStore(cp, spark).erased_history_left()
+    assert [(r["currency"], r["rate"]) for r in kb.read_state(cp, broadcast="rates").collect()] == [("USD", 0.5)]
+    _append(spark, [("a", _t(3), "USD", 2.0), ("b", _t(3), "USD", 2.0)], PAYMENTS, p_dir)
+    kb.run(sql, checkpoint=cp, output=out)
+    totals = {(r["user_id"], r["ts"]): r["total_eur"] for r in spark.read.parquet(out).collect()}
+    assert totals[("a", _t(3))] == 1.0 and totals[("b", _t(3))] == 3.0  # a starts afresh, b goes on
