@@ -63,6 +63,9 @@ def test_sql_reference_examples_run(spark, ks_auto):
     # before its impression (no campaign yet), the one at 5 after it
     joined = next(v for k, v in by_first.items() if "ad_join(" in k)
     assert sorted(joined, key=repr) == sorted([("i1", "spring", 3), ("i2", None, 1), ("i2", "summer", 2)], key=repr)
+    # a broadcast input, by hand: u1 pays 10 USD at 0.5 then 5 GBP at 2.0; u2 4 USD at 0.5
+    converted = next(v for k, v in by_first.items() if "spend(" in k)
+    assert sorted(converted) == [("u1", 5.0), ("u1", 15.0), ("u2", 2.0)]
 
 
 def run_python_block(code: str, scope: dict, where: str) -> list:
