@@ -26,7 +26,7 @@ from typing import Any
 
 from .faults import crash_point
 from .filesystems import filesystem
-from .fs import join
+from .fs import FSError, join
 
 __all__ = ["EDITS_DIR", "EditAnswer", "EditQueue", "EditRequest"]
 
@@ -136,9 +136,14 @@ class EditQueue:
 
     def collect(self, request_id: str) -> None:
         """The caller has its answer: the request (if its writer had not removed it yet) and the
-        answer go."""
-        self.fs.delete(self.request_path(request_id), recursive=False)
-        self.fs.delete(self.answer_path(request_id), recursive=False)
+        answer go. Best effort: the writer may be removing the request at the same moment (on
+        Spark Connect the server's listing then fails on the vanishing file), and what is left
+        is swept later."""
+        for path in (self.request_path(request_id), self.answer_path(request_id)):
+            try:
+                self.fs.delete(path, recursive=False)
+            except FSError as exc:
+                log.debug("%s not removed now (%s); swept later", path, exc)
 
     # ------------------------------------------------------------------ the writer's side
     def pending(self) -> list[EditRequest]:
