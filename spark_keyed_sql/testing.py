@@ -12,7 +12,7 @@ from .api.errors import KeyedSQLError
 from .api.intervals import parse_ttl_ms
 from .api.state import StateKind
 from .api.values import to_user
-from .runtime.broadcast import BroadcastInput, BroadcastState
+from .runtime.broadcast import BroadcastInput, BroadcastState, broadcast_hook
 from .runtime.columns import parse_column_list, parse_order_list
 from .runtime.key_rows import rows_builder
 from .runtime.keys import sort_rows
@@ -164,21 +164,15 @@ class KeyedTester:
         of ``event_time`` (versioned), then their values; an ``on_broadcast`` hook runs for each."""
         rows = [dict(r.asDict() if hasattr(r, "asDict") else r) for r in rows]
         b = self._broadcasts.get(name)
-        if b is None:
-            if not rows:
-                b = None
-            else:
-                names = list(rows[0])
-                key = [k for k in (self._broadcast_key or []) if k in names] or names[:1]
-                time = self._event_time if self._event_time in names else None
-                b = self._broadcasts[name] = BroadcastInput(name, 0, tuple((n, n) for n in names), tuple(key), time)
+        if b is None and rows:  # the input's columns, key and time: from its first rows
+            names = list(rows[0])
+            key = [k for k in (self._broadcast_key or []) if k in names] or names[:1]
+            time = self._event_time if self._event_time in names else None
+            b = self._broadcasts[name] = BroadcastInput(name, 0, tuple((n, n) for n in names), tuple(key), time)
         if b is None:
             self._broadcast_state.declare(name, versioned=False)  # (no rows yet: an empty mapping)
         else:
-            hook = None
-            if getattr(self.spec.cls, "on_broadcast", None) is not None:
-                hook = self.spec.instantiate()
-                hook.ctx.call.broadcasts = self._broadcast_state
+            hook = broadcast_hook(self.spec, self._broadcast_state)
             self._broadcast_state.apply([b], {name: rows}, hook, function=self.spec.name)
         for runner in self._runners.values():
             runner.use_broadcasts(self._broadcast_state, self._event_time)

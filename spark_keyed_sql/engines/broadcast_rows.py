@@ -19,6 +19,7 @@ from ..runtime.broadcast import (
     BROADCAST_MAX_ROWS_CONF,
     BroadcastState,
     BroadcastTooLarge,
+    broadcast_hook,
     broadcast_limit,
 )
 from ..runtime.plan import KeyedPlan
@@ -27,7 +28,6 @@ __all__ = [
     "collect_rows",
     "BROADCAST_FILE",
     "broadcast_frame",
-    "broadcast_hook",
     "broadcast_types",
     "collect_broadcasts",
     "keyed_rows",
@@ -107,15 +107,6 @@ def _estimated_small(df: DataFrame, limit: int) -> bool:
     return size <= limit * _BYTES_PER_ROW
 
 
-def broadcast_hook(plan: KeyedPlan) -> Any:
-    """An instance whose ``on_broadcast`` keeps the broadcast state, or None (the default rule)."""
-    cls = plan.spec.cls
-    if getattr(cls, "on_broadcast", None) is None:
-        return None
-    inst = plan.spec.instantiate()
-    return inst
-
-
 def take_broadcasts(
     df: DataFrame, plan: KeyedPlan, state: BroadcastState | None = None
 ) -> tuple[DataFrame, KeyedPlan, int]:
@@ -124,16 +115,12 @@ def take_broadcasts(
     spark = df.sparkSession
     limit = broadcast_limit(spark)
     rows = collect_broadcasts(df, plan, limit)
-    hook = broadcast_hook(plan)
     types = broadcast_types(df, plan)
-    if state is None:  # the first batch: from initial_broadcast's rows, if given
-        state = BroadcastState()
-        if hook is not None:
-            hook.ctx.call.broadcasts = state
-        if plan.broadcast_seed:
-            state.apply(plan.broadcasts or [], plan.broadcast_seed, hook, function=plan.spec.name, types=types)
-    elif hook is not None:
-        hook.ctx.call.broadcasts = state
+    first = state is None  # the first batch: from initial_broadcast's rows, if given
+    state = BroadcastState() if state is None else state
+    hook = broadcast_hook(plan.spec, state)
+    if first and plan.broadcast_seed:
+        state.apply(plan.broadcasts or [], plan.broadcast_seed, hook, function=plan.spec.name, types=types)
     applied = state.apply(plan.broadcasts or [], rows, hook, function=plan.spec.name, limit=limit, types=types)
     log.debug("%s: %d broadcast rows applied (%s)", plan.spec.name, applied, ", ".join(rows))
     # (the seed's rows are in the state now: not shipped to every task with each program)

@@ -45,6 +45,7 @@ __all__ = [
     "BroadcastInput",
     "BroadcastState",
     "BroadcastTooLarge",
+    "broadcast_hook",
     "broadcast_limit",
 ]
 
@@ -386,7 +387,6 @@ class BroadcastState:
 
     def _call_hook(self, hook: Any, b: BroadcastInput, row: dict, t: int | None, function: str) -> None:
         before = _attributes(hook)
-        self._proxies.clear()
         self.writing = (b.name, t)
         try:
             hook.on_broadcast(b.name, dict(row))
@@ -474,6 +474,16 @@ def _in_order(b: BroadcastInput, timed: list[tuple[int | None, dict]], by_value:
             rows.sort(key=full)
         out += rows
     return out
+
+
+def broadcast_hook(spec: Any, state: BroadcastState) -> Any:
+    """An instance of ``spec``'s class whose ``on_broadcast`` keeps ``state`` (its
+    ``self.ctx.broadcast`` reads and writes it), or None when the class has no such hook."""
+    if getattr(spec.cls, "on_broadcast", None) is None:
+        return None
+    hook = spec.instantiate()
+    hook.ctx.call.broadcasts = state
+    return hook
 
 
 def _attributes(instance: Any) -> dict[str, Any]:

@@ -100,20 +100,14 @@ class KeyedRunner(KeyLifecycle):
         execute, call = self.instance.execute, self.call
         from ..api.context import to_epoch_ms
 
-        if len(names) == 1:
-            name = names[0]
-
-            def execute_at(event: dict) -> Any:
-                t = event.get(name)
-                call.as_of_ms = to_epoch_ms(t) if t is not None else None
-                return execute(event)
-
-        else:
-
-            def execute_at(event: dict) -> Any:
-                t = next((event[n] for n in names if event.get(n) is not None), None)
-                call.as_of_ms = to_epoch_ms(t) if t is not None else None
-                return execute(event)
+        def execute_at(event: dict) -> Any:
+            t = None
+            for n in names:  # (the spelling of the row's own input)
+                t = event.get(n)
+                if t is not None:
+                    break
+            call.as_of_ms = to_epoch_ms(t) if t is not None else None
+            return execute(event)
 
         self._execute = execute_at
 
