@@ -95,6 +95,7 @@ crash: check-java $(STAMP)
 # with more seeds on every (class, path) pair (CI runs one seed on a selection)
 fuzz: check-java $(STAMP)
 	KS_FUZZ_EXAMPLES=5000 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/sql/test_fuzz.py
+	KS_NATIVE_EXAMPLES=5000 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/native -k generated
 	KS_DIFF_EXAMPLES=$${KS_DIFF_EXAMPLES:-5} KS_DIFF_ALL=1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/differential
 
 # quick benchmark (1k / 10k keys, 200k rows; a few minutes) -> bench-quick.md

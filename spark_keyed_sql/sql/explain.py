@@ -15,6 +15,21 @@ def _arguments(s: KeyedStep) -> str:
     return f"    arguments: {', '.join(s.arguments) or '(none)'}"
 
 
+def _native(s: KeyedStep) -> list[str]:
+    """Whether the step runs as Spark SQL (native) and that SQL, or what kept it on Python."""
+    from ..engines.native import NativePlan
+
+    if s.native is None:
+        return ["    native:    off, the Python path (OPTIONS (native = true) or spark.keyedsql.native=true plans it)"]
+    if isinstance(s.native, NativePlan):
+        sql = s.native.sql("keyed_source").replace("\n", "\n        ")
+        return [
+            "    native:    yes, no Python worker: the step runs as this Spark SQL over its source SQL",
+            f"        {sql}",
+        ]
+    return [f"    native:    no, the Python path: {s.native}"]
+
+
 def format_plan(rw: KeyedStatement) -> str:
     lines = ["== Keyed plan =="]
     for i, s in enumerate(rw.steps, 1):
@@ -26,6 +41,7 @@ def format_plan(rw: KeyedStatement) -> str:
             f"    order:     {', '.join(s.order) or '(arrival order)'}",
             f"    options:   {s.options or '{}'}",
             f"    pass-through columns: {', '.join(s.passthrough) or '(none)'}",
+            *_native(s),
             f"    source SQL: {s.source_sql}",
             f"    result view: {s.view}",
             f"    outer SQL:  {s.outer_sql}",

@@ -49,7 +49,15 @@ class KeyedGroup(exp.Expression):
 
 
 # OPTIONS (name = value) of WITH STATE, also named arguments of the table-function form
-KNOWN_OPTIONS = {"engine", "checkpoint", "output_mode", "trigger", "max_files_per_trigger", "state_partitions"}
+KNOWN_OPTIONS = {
+    "engine",
+    "checkpoint",
+    "output_mode",
+    "trigger",
+    "max_files_per_trigger",
+    "state_partitions",
+    "native",
+}
 STREAMING_ONLY_OPTIONS = {"output_mode", "trigger", "max_files_per_trigger"}
 
 

@@ -25,6 +25,7 @@ from ..api.intervals import parse_interval_ms
 from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
 from ..engines.broadcast_rows import collect_rows
+from ..engines.native import NATIVE_CONF, native_wanted, plan_native
 from ..runtime.broadcast import BroadcastInput, broadcast_limit
 from ..runtime.clock import session_offset_ms
 from ..runtime.keys import OrderSpec
@@ -326,7 +327,7 @@ class _Planner:
             engine.name,
             " over a stream" if streaming else "",
         )
-        return KeyedStep(
+        step = KeyedStep(
             function=call.fname,
             class_name=call.spec.cls.__name__,
             keys=[f"{render(k)} AS {n}" for k, n in zip(call.key_exprs, call.key_names)],
@@ -352,6 +353,10 @@ class _Planner:
             key_names=call.key_names,
             initial_source=initial_source,
         )
+        if native_wanted(call.options.get("native"), self.spark.conf.get(NATIVE_CONF, None)):
+            step.plan.use_schema(step.source.schema)
+            step.native = plan_native(step.plan, streaming=streaming)
+        return step
 
     @staticmethod
     def _output_mode(call: Call, engine: Engine) -> str:

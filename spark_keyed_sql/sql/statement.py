@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from ..engines import ENGINES, Engine, output_schema
+from ..engines.native import NativePlan
 from ..runtime.plan import KeyedPlan
 from .errors import KeyedQueryError
 
@@ -49,6 +50,9 @@ class KeyedStep:
     initial_source: str | None = None
     # bound as a placeholder: the engine runs this step per micro-batch under ks.start / ks.run
     per_batch: bool = False
+    # the step planned as Spark SQL (engines/native: a NativePlan), or why not (Declined); None:
+    # OPTIONS (native = false) / spark.keyedsql.native=false
+    native: Any = None
 
     @property
     def bootstrapped(self) -> bool:
@@ -81,6 +85,8 @@ def bind(step: KeyedStep, mode: RunMode) -> None:
             )
         out = step.source.sparkSession.createDataFrame([], output_schema(step.source.schema, step.plan))
         step.per_batch = True
+    elif isinstance(step.native, NativePlan):
+        out = step.native.apply(step.source)
     else:
         out = engine.apply(step.source, step.plan)
     out.selectExpr(*step.columns).createOrReplaceTempView(step.view)

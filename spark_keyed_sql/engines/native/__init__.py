@@ -1,0 +1,67 @@
+"""Native plans: a StatefulFunction whose ``execute`` is a running aggregate with a little
+logic, planned as Spark SQL with window functions, no Python worker (docs/native.md).
+
+``plan_native`` answers a ``NativePlan`` or the reason the class stays on the Python path."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ...runtime.plan import KeyedPlan
+from ...runtime.spec import FunctionKind
+from .analyze import Declined, analyze
+from .plan import NativePlan, build
+
+__all__ = ["NATIVE_CONF", "Declined", "NativePlan", "plan_native", "native_wanted"]
+
+log = logging.getLogger(__name__)
+
+# the session default of OPTIONS (native = ...): off while only one-shot batches are planned
+# (streams, ks.run and ks.start stay on the Python path); docs/native.md
+NATIVE_CONF = "spark.keyedsql.native"
+
+
+def native_wanted(option: Any, conf: str | None) -> bool:
+    """OPTIONS (native = ...) if given, else the session's ``spark.keyedsql.native`` (default false)."""
+    value = option if option is not None else (conf if conf not in (None, "") else False)
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "0", "no", "off")
+    return bool(value)
+
+
+def plan_native(plan: KeyedPlan, *, streaming: bool) -> NativePlan | Declined:
+    """The step as Spark SQL, or why it stays on the Python path (``Declined``'s message)."""
+    spec = plan.spec
+    try:
+        if spec.kind is not FunctionKind.FUNCTION:
+            raise Declined("a KeyedProcessor (only a StatefulFunction's execute is planned)")
+        if streaming:
+            raise Declined("a streaming source (native plans run one-shot batches so far)")
+        for what, present in (
+            ("an INITIAL STATE", plan.initial_state is not None),
+            ("several inputs", bool(plan.inputs)),
+            ("a broadcast input", bool(plan.broadcasts)),
+            ("a TTL", spec.has_ttl),
+            ("timers", spec.has_timers),
+            ("EVENT TIME", plan.event_time is not None),
+        ):
+            if present:
+                raise Declined(f"{what} (not planned natively)")
+        if len(plan.key_columns) > 1:
+            raise Declined("a key of several columns")
+        if spec.returns is None:
+            raise Declined("no returns schema")
+        from ...state.attributes import AttributeLayout
+
+        instance = spec.instantiate()
+        layout = AttributeLayout(instance)
+        types = plan.arg_types or {}
+        fields = {n: (c, types.get(c, "")) for n, c in zip(plan.event_names, plan.arg_columns)}
+        key = (plan.key_columns[0], types.get(plan.key_columns[0], "")) if plan.key_columns else None
+        if key is not None and not key[1]:
+            raise Declined("the key column's type is not known")
+        program = analyze(spec.cls, instance, layout.names, fields, key)
+        return build(program, plan, spec.returns)
+    except Declined as d:
+        return d

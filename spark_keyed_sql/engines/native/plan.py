@@ -1,0 +1,444 @@
+"""A keyed step planned as Spark SQL: the analyzed ``execute`` (``analyze.py``), each
+attribute's recurrence (``recurrences.py``) as window functions over the key's rows in order,
+the output row, and Python's errors as a filter that raises them (``raise_error``).
+
+The SQL is a chain of SELECTs over the step's source: each adds the columns whose window
+functions read columns of the SELECT below it. ``sql`` shows the chain as one statement (what
+EXPLAIN KEYED prints); ``apply`` runs the same chain on the source DataFrame.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...api.types import AtomicType
+from ...runtime.columns import quote
+from ...runtime.plan import KeyedPlan
+from .analyze import Declined, Program, _bits
+from .ir import Const, Expr, Old, olds
+from .recurrences import Recurrence, bounded_bits, classify, leaves
+from .render import DECIMAL, MAX_BITS, Renderer, literal
+
+__all__ = ["NativePlan", "build"]
+
+_OWN = re.compile(r"`(__ksn_[a-z]+\d+)`")
+ERR = "__ksn_err"
+SEQ = "__ksn_seq"
+_OUT_INT = {"bigint": 63, "int": 31, "smallint": 15, "tinyint": 7}
+
+
+@dataclass
+class NativePlan:
+    function: str
+    layers: list[list[tuple[str, str]]]  # each SELECT's new columns: (name, SQL)
+    outputs: list[tuple[str, str]]  # the step's output columns: (name, SQL)
+    errors: str | None  # the SQL of the row's error message (NULL: none)
+    source_columns: list[str] = field(default_factory=list)
+
+    def sql(self, source: str = "source") -> str:
+        """The whole chain as one statement over ``source``."""
+        text = f"SELECT {', '.join(quote(c) for c in self.source_columns)} FROM {source}"
+        kept = list(self.source_columns)
+        for i, layer in enumerate(self.layers):
+            cols = [quote(c) for c in kept] + [f"{s} AS {quote(n)}" for n, s in layer]
+            text = f"SELECT {', '.join(cols)}\nFROM ({text}) AS l{i}"
+            kept += [n for n, _ in layer]
+        final = [f"{s} AS {quote(n)}" for n, s in self.outputs]
+        where = f"\nWHERE {ERR} IS NULL OR raise_error({ERR}) IS NULL" if self.errors else ""
+        inner = f"SELECT *, {self.errors} AS {ERR}\nFROM ({text}) AS l{len(self.layers)}" if self.errors else text
+        return f"SELECT {', '.join(final)}\nFROM ({inner}) AS out{where}"
+
+    def apply(self, df: Any) -> Any:
+        out = df.selectExpr(*(quote(c) for c in self.source_columns))
+        for layer in self.layers:
+            out = out.selectExpr("*", *(f"{s} AS {quote(n)}" for n, s in layer))
+        if self.errors:
+            out = out.selectExpr("*", f"{self.errors} AS {ERR}").where(f"{ERR} IS NULL OR raise_error({ERR}) IS NULL")
+        return out.selectExpr(*(f"{s} AS {quote(n)}" for n, s in self.outputs))
+
+
+def _window(
+    plan: KeyedPlan, frame: str | None = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW", extra: str = ""
+) -> str:
+    keys = ", ".join(quote(k) for k in plan.key_columns) + extra
+    if plan.order:
+        order = ", ".join(
+            f"{quote(o.column)} {'ASC' if o.ascending else 'DESC'} NULLS "
+            f"{'FIRST' if (o.ascending if o.nulls_first is None else o.nulls_first) else 'LAST'}"
+            for o in plan.order
+        )
+    else:
+        order = quote(SEQ)
+    part = f"PARTITION BY {keys} " if keys else ""
+    return f"({part}ORDER BY {order}{' ' + frame if frame else ''})"
+
+
+class _Builder:
+    def __init__(self, program: Program, plan: KeyedPlan, returns: Any):
+        self.program, self.plan, self.returns = program, plan, returns
+        self.names = {a: i for i, a in enumerate(sorted(program.initial))}
+        self.defs: dict[str, tuple[str, set[str]]] = {}  # column -> (SQL, the defined columns it reads)
+        self.attr_bits: dict[str, int] = {}
+        self.recs: dict[str, Recurrence] = {}
+        self.needs_old: set[str] = set()
+
+    # ------------------------------------------------------------------ ints
+    def bits(self, e: Expr) -> int:
+        if e.ty != "int":
+            return 0
+        if isinstance(e, Old):
+            return self.attr_bits.get(e.attr, 63)
+        from .ir import Bin, Call, If, Neg
+
+        if isinstance(e, Bin):
+            a, b = self.bits(e.left), self.bits(e.right)
+            return {"+": max(a, b) + 1, "-": max(a, b) + 1, "*": a + b, "//": a, "%": b}.get(e.op, 63)
+        if isinstance(e, If):
+            return max(self.bits(e.then), self.bits(e.other))
+        if isinstance(e, Neg):
+            return self.bits(e.operand)
+        if isinstance(e, Call):
+            return 126 if e.fn == "round" else max((self.bits(c) for c in e.args), default=63)
+        return _bits(e)
+
+    def settle_bits(self) -> None:
+        ints = {a: c for a, c in self.program.initial.items() if c.ty == "int"}
+        self.attr_bits = {a: (c.bits if c.value is not None else 0) for a, c in ints.items()}
+        for _ in range(8):
+            changed = False
+            for a, c in ints.items():
+                rec = self.recs.get(a)
+                b = self.attr_bits[a] if rec is None else max(self.attr_bits[a], bounded_bits(rec, c, self.bits))
+                if b != self.attr_bits[a]:
+                    self.attr_bits[a], changed = b, True
+            if not changed:
+                break
+        else:
+            raise Declined("an integer attribute grows without a bound the plan can hold")
+        for a, b in self.attr_bits.items():
+            if b > MAX_BITS:
+                raise Declined(f"attribute {a!r}: an integer that may pass 38 digits")
+
+    # ------------------------------------------------------------------ columns
+    def old_col(self, a: str) -> str:
+        return f"__ksn_old{self.names[a]}"
+
+    def new_col(self, a: str) -> str:
+        return f"__ksn_new{self.names[a]}"
+
+    def old_sql(self, a: str) -> str:
+        if a not in self.program.updates:
+            return literal(self.program.initial[a]) if self.program.initial[a].value is not None else self.null(a)
+        self.needs_old.add(a)
+        return quote(self.old_col(a))
+
+    def null(self, a: str) -> str:
+        ty = self.program.initial[a].ty
+        return {"float": "CAST(NULL AS DOUBLE)", "int": "CAST(NULL AS BIGINT)", "str": "CAST(NULL AS STRING)"}.get(
+            ty, "NULL"
+        )
+
+    def define(self, name: str, sql: str, reads: set[str] | None = None) -> None:
+        # the columns it reads: this module's own generated names, found in its own SQL
+        self.defs[name] = (sql, set(_OWN.findall(sql)) - {name})
+
+    def layout(self) -> list[list[tuple[str, str]]]:
+        """Each defined column in the first SELECT above every column it reads."""
+        depth: dict[str, int] = {}
+
+        def layer(c: str) -> int:
+            if c not in self.defs:
+                return 0
+            if c not in depth:
+                depth[c] = 1 + max((layer(r) for r in self.defs[c][1]), default=0)
+            return depth[c]
+
+        layers: list[list[tuple[str, str]]] = [[] for _ in range(max((layer(c) for c in self.defs), default=0))]
+        for c, (sql, _) in self.defs.items():
+            layers[layer(c) - 1].append((c, sql))
+        return layers
+
+    def reads(self, e: Expr) -> set[str]:
+        return {self.old_col(a) for a in olds(e) if a in self.program.updates}
+
+    # ------------------------------------------------------------------ recurrences
+    def build(self) -> NativePlan:
+        p = self.program
+        for a, update in p.updates.items():
+            self.recs[a] = classify(a, update, p.initial[a].ty)
+        self.settle_bits()
+        self.r = Renderer(self.old_sql, self.bits)
+        order = self.dependency_order()
+        for a in order:
+            self.attribute(self.recs[a])
+            # what reads the attribute's new value (the output, a later attribute) reads its column
+            self.r.known[p.updates[a]] = quote(self.new_col(a))
+        return self.finish()
+
+    def lags(self) -> None:
+        """The previous value of each attribute something reads: the row before's new value."""
+        for a in sorted(self.needs_old):
+            init = self.program.initial[a]
+            default = f", 1, {self.typed(init, a)}" if init.value is not None else ", 1"
+            window = _window(self.plan, None)
+            self.define(self.old_col(a), f"lag({quote(self.new_col(a))}{default}) OVER {window}", {self.new_col(a)})
+
+    def typed(self, init: Const, a: str) -> str:
+        s = literal(init)
+        if init.ty == "int" and self.attr_bits.get(a, 0) > 62:
+            return f"CAST({s} AS {DECIMAL})"
+        return s
+
+    def dependency_order(self) -> list[str]:
+        deps = {a: (olds(self.recs[a].update) - {a}) & set(self.recs) for a in self.recs}
+        done: list[str] = []
+        visiting: set[str] = set()
+
+        def visit(a: str, path: list[str]) -> None:
+            if a in done:
+                return
+            if a in visiting:
+                cycle = path[path.index(a) :] + [a]
+                raise Declined(
+                    "attributes " + " -> ".join(repr(c) for c in cycle) + " read each other's previous values"
+                )
+            visiting.add(a)
+            for d in sorted(deps[a]):
+                visit(d, path + [a])
+            visiting.discard(a)
+            done.append(a)
+
+        for a in sorted(self.recs):
+            visit(a, [])
+        return done
+
+    def value_sql(self, e: Expr, a: str) -> str:
+        ty = self.program.initial[a].ty
+        return self.r.as_type(e, ty, ty == "int" and self.attr_bits.get(a, 0) > 62)
+
+    def tree(self, e: Expr, a: str, leaf_sql) -> str:
+        from .ir import If
+
+        if isinstance(e, If):
+            then, other = self.tree(e.then, a, leaf_sql), self.tree(e.other, a, leaf_sql)
+            return f"CASE WHEN {self.r.sql(e.cond)} THEN {then} ELSE {other} END"
+        (leaf,) = leaves(e, a)
+        return leaf_sql(leaf)
+
+    def attribute(self, rec: Recurrence) -> None:
+        a = rec.attr
+        w = _window(self.plan)
+        reads = self.reads(rec.update) - {self.old_col(a)}
+        name = self.new_col(a)
+        if rec.kind == "plain":
+            self.define(name, self.value_sql(rec.update, a), reads)
+            return
+        if rec.kind == "last":
+            s = self.tree(
+                rec.update,
+                a,
+                lambda leaf: "NULL" if leaf.kind == "keep" else f"named_struct('v', {self.value_sql(leaf.value, a)})",
+            )
+            self.define(
+                name, f"coalesce(last_value({s}, TRUE) OVER {w}, named_struct('v', {self.init_sql(a)})).v", reads
+            )
+            return
+        if rec.kind == "sum":
+            self.sum(rec, reads)
+            return
+        self.extreme(rec, reads)
+
+    def init_sql(self, a: str) -> str:
+        init = self.program.initial[a]
+        return self.typed(init, a) if init.value is not None else self.null(a)
+
+    def sum(self, rec: Recurrence, reads: set[str]) -> None:
+        a, init = rec.attr, self.program.initial[rec.attr]
+        ty = init.ty
+        found = leaves(rec.update, a)
+        resets = [leaf for leaf in found if leaf.kind == "set"]
+        if ty == "float" and init.value is not None and (init.value != 0.0 or str(init.value) == "-0.0"):
+            raise Declined(f"attribute {a!r}: a float sum starting from {init.value!r} (only 0.0 is planned)")
+        if init.value is None and not resets:  # (with resets: an add before the first raises in Python)
+            raise Declined(f"attribute {a!r}: a sum starting from None")
+        zero = "0L" if ty == "int" else "CAST(0.0 AS DOUBLE)"
+        d = self.tree(
+            rec.update,
+            a,
+            lambda leaf: {"keep": "NULL", "add": None, "set": None}[leaf.kind] or self.value_sql(leaf.value, a),
+        )
+        w = _window(self.plan)
+        start = (
+            f"({self.init_sql(a)} + coalesce(sum({d}) OVER {{w}}, {zero}))"
+            if ty == "int"
+            else f"coalesce(sum({d}) OVER {{w}}, {self.init_sql(a)})"
+        )
+        if not resets:
+            self.define(self.new_col(a), start.format(w=w), reads)
+            return
+        z = self.tree(rec.update, a, lambda leaf: "1L" if leaf.kind == "set" else "0L")
+        g = f"__ksn_g{self.names[a]}"
+        self.define(g, f"sum({z}) OVER {w}", reads)
+        wg = _window(self.plan, extra=f", {quote(g)}")
+        value = f"CASE WHEN {quote(g)} = 0 THEN {start.format(w=wg)} ELSE sum({d}) OVER {wg} END"
+        if ty == "float" and any(_may_be_negative_zero(leaf.value) for leaf in resets):
+            neg = f"coalesce(CAST({d} AS STRING) = '-0.0', TRUE)"
+            value = (
+                f"CASE WHEN {quote(g)} > 0 AND bool_and({neg}) OVER {wg} AND sum({d}) OVER {wg} = 0 "
+                f"THEN CAST('-0.0' AS DOUBLE) ELSE {value} END"
+            )
+        self.define(self.new_col(a), value, reads | {g})
+
+    def extreme(self, rec: Recurrence, reads: set[str]) -> None:
+        a, init = rec.attr, self.program.initial[rec.attr]
+        v = rec.value
+        assert v is not None
+        agg = "max" if rec.op in (">", ">=") else "min"
+        eligible = self.r.sql(rec.guard) if rec.guard is not None else "TRUE"
+        if v.ty == "float":
+            eligible = f"({eligible} AND NOT coalesce(isnan({self.r.sql(v)}), FALSE))"
+        prev_w = _window(self.plan, "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING")
+        wagg = f"{agg}(CASE WHEN {eligible} THEN {self.value_sql(v, a)} END) OVER {prev_w}"
+        pcol = f"__ksn_prev{self.names[a]}"
+        if init.value is None:
+            prev = wagg
+        else:
+            best = "greatest" if agg == "max" else "least"
+            prev = f"CASE WHEN ({wagg}) IS NULL THEN {self.init_sql(a)} ELSE {best}({self.init_sql(a)}, {wagg}) END"
+        self.define(pcol, prev, reads)
+        # the row's condition with the attribute's previous value read from the running extremum
+        saved = self.r.old
+        self.r.old = lambda name: quote(pcol) if name == a else saved(name)
+        try:
+            flag = self.r.sql(rec.update.cond)  # type: ignore[union-attr]
+        finally:
+            self.r.old = saved
+        w = _window(self.plan)
+        self.define(
+            self.new_col(a),
+            f"coalesce(last_value(CASE WHEN {flag} THEN named_struct('v', {self.value_sql(v, a)}) END, TRUE) OVER {w}, "
+            f"named_struct('v', {self.init_sql(a)})).v",
+            reads | {pcol},
+        )
+
+    # ------------------------------------------------------------------ output
+    def finish(self) -> NativePlan:
+        p, plan = self.program, self.plan
+        outputs: list[tuple[str, str]] = [(k, quote(k)) for k in plan.key_columns]
+        checks: list[tuple[str, str]] = []  # (condition, message) of output values out of range
+        fields = list(self.returns.fields)
+        if p.outputs is None:
+            raise Declined("execute returns no row (only one row per input row is planned)")
+        if p.outputs and p.outputs[0][0].startswith("#"):
+            if len(p.outputs) != len(fields):
+                raise Declined(f"execute returns {len(p.outputs)} values for {len(fields)} returns columns")
+            by_name = {f.name: e for f, (_, e) in zip(fields, p.outputs)}
+        else:
+            by_name = dict(p.outputs)
+            if set(by_name) != {f.name for f in fields}:
+                raise Declined(
+                    f"the returned dict's keys {sorted(by_name)} are not the returns columns {[f.name for f in fields]}"
+                )
+        for f in fields:
+            e = by_name[f.name]
+            outputs.append((f.name, self.output(f, e, checks)))
+        outputs += [(c, quote(c)) for c in plan.passthrough]
+        errors = self.errors(checks)
+        self.lags()
+        source = list(
+            dict.fromkeys(
+                [*plan.key_columns, *(o.column for o in plan.order), *self.field_columns(), *plan.passthrough]
+            )
+        )
+        layers = [layer for layer in self.layout() if layer]
+        if not plan.order:
+            layers.insert(0, [(SEQ, "monotonically_increasing_id()")])
+        return NativePlan(plan.spec.name, layers, outputs, errors, source)
+
+    def field_columns(self) -> list[str]:
+        return list(dict.fromkeys(self.plan.arg_columns))
+
+    def output(self, f: Any, e: Expr, checks: list[tuple[str, str]]) -> str:
+        t = f.type
+        name = t.ddl().lower() if isinstance(t, AtomicType) else None
+        where = f"column '{f.name}'"
+        if e.ty == "none":
+            return f"CAST(NULL AS {t.ddl()})"
+        if name in _OUT_INT and e.ty == "int":
+            s = self.r.sql(e)
+            if self.r.wide(e) or self.bits(e) > _OUT_INT[name]:
+                lo, hi = -(2 ** _OUT_INT[name]), 2 ** _OUT_INT[name] - 1
+                x = f"CAST({s} AS {DECIMAL})" if self.r.wide(e) else s
+                low, high = (f"CAST('{v}' AS {DECIMAL})" for v in (lo, hi)) if self.r.wide(e) else (lo, hi)
+                bad = f"({x} < {low} OR {x} > {high})"
+                head = p_escape(f"StateTypeError: {where}: ")
+                checks.append((bad, f"concat('{head}', CAST({s} AS STRING), ' does not fit {t.ddl()}')"))
+                return f"CASE WHEN {bad} THEN NULL ELSE CAST({s} AS {t.ddl()}) END"
+            return f"CAST({s} AS {t.ddl()})"
+        if name in ("double",) and e.ty in ("int", "float"):
+            return self.r.as_type(e, "float")
+        if (name, e.ty) in (
+            ("boolean", "bool"),
+            ("string", "str"),
+            ("timestamp", "datetime"),
+            ("timestamp_ntz", "datetime"),
+        ):
+            return self.r.sql(e) if name != "timestamp_ntz" else f"CAST({self.r.sql(e)} AS TIMESTAMP_NTZ)"
+        raise Declined(f"returns column '{f.name}' is {t.ddl()} and execute gives it a {e.ty} value")
+
+    def errors(self, checks: list[tuple[str, str]]) -> str | None:
+        p = self.program
+        whens = []
+        head = p_escape(f"function '{self.plan.spec.name}' failed for key ")
+        prefix = f"concat('{head}', {self.key_repr()}, ' on a row (native plan): ', "
+        for cond, parts in p.errors:
+            text = ", ".join(self.part(x) for x in parts)
+            whens.append(f"WHEN {self.r.sql(cond)} THEN {prefix}{text})")
+        for cond, msg in checks:
+            whens.append(f"WHEN {cond} THEN {prefix}{msg})")
+        return ("CASE " + " ".join(whens) + " END") if whens else None
+
+    def part(self, x: Any) -> str:
+        if isinstance(x, str):
+            return "'" + p_escape(x) + "'"
+        kind, e = x
+        return self.repr_sql(self.r.sql(e), e.ty)
+
+    def key_repr(self) -> str:
+        keys = self.plan.key_columns
+        if not keys:
+            return "'None'"
+        if len(keys) > 1:
+            return "concat('(', " + ", ', ', ".join(self.repr_sql(quote(k), "?") for k in keys) + ", ')')"
+        return self.repr_sql(quote(keys[0]), "?")
+
+    @staticmethod
+    def repr_sql(s: str, ty: str) -> str:
+        return (
+            f"CASE WHEN {s} IS NULL THEN 'None' WHEN typeof({s}) = 'string' THEN concat('\\'', {s}, '\\'') "
+            f"ELSE CAST({s} AS STRING) END"
+        )
+
+
+def p_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _may_be_negative_zero(e: Expr | None) -> bool:
+    from .ir import Bin, If
+
+    if e is None or e.ty != "float":
+        return False
+    if isinstance(e, Const):
+        return str(e.value) == "-0.0"
+    if isinstance(e, Bin) and e.op == "+":
+        return _may_be_negative_zero(e.left) and _may_be_negative_zero(e.right)
+    if isinstance(e, If):
+        return _may_be_negative_zero(e.then) or _may_be_negative_zero(e.other)
+    return True
+
+
+def build(program: Program, plan: KeyedPlan, returns: Any) -> NativePlan:
+    return _Builder(program, plan, returns).build()

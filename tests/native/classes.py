@@ -1,0 +1,87 @@
+"""The classes the native differential test runs both ways: the done-when list of #47 (the
+SAGE seed's UserSessionFunction, a gap sessionizer, a running max with the time it was reached,
+a conditional counter) and the suite's counter (W1)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from spark_keyed_sql import StatefulFunction
+
+GAP = dt.timedelta(minutes=30)
+
+
+class Counter(StatefulFunction):  # W1, the SAGE per-key counter
+    n: int
+    total: float
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.total = 0.0
+
+    def execute(self, row):
+        self.n += 1
+        self.total += row["value"]
+        return [(self.n, self.total)]
+
+
+class UserSessionFunction(StatefulFunction):  # the SAGE seed's, as written there
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.user_sessions = {}
+
+    def execute(self, event_data):
+        user_id = self.ctx.get_key()
+        if user_id not in self.user_sessions:
+            self.user_sessions[user_id] = {"session_count": 0, "total_value": 0}
+        self.user_sessions[user_id]["session_count"] += 1
+        self.user_sessions[user_id]["total_value"] += event_data["value"]
+        return self.user_sessions[user_id]
+
+
+class Sessionizer(StatefulFunction):  # a new session after a 30-minute gap
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.session = 0
+        self.events = 0
+        self.last_ts = None
+
+    def execute(self, row):
+        ts = row["ts"]
+        if self.last_ts is None or ts - self.last_ts > GAP:
+            self.session += 1
+            self.events = 0
+        self.events += 1
+        self.last_ts = ts
+        return {"session": self.session, "events": self.events}
+
+
+class RunningMax(StatefulFunction):  # the largest value so far and when it was reached
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.best = None
+        self.best_at = None
+
+    def execute(self, row):
+        if self.best is None or row["amount"] > self.best:
+            self.best = row["amount"]
+            self.best_at = row["ts"]
+        return {"best": self.best, "best_at": self.best_at}
+
+
+class BigSpends(StatefulFunction):  # a conditional counter and sum, and a flag on the previous row
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.big = 0
+        self.big_total = 0
+        self.was_big = False
+
+    def execute(self, row):
+        amount = row["amount"]
+        twice = self.was_big and amount > 100
+        if amount > 100:
+            self.big += 1
+            self.big_total += amount
+        self.was_big = amount > 100
+        return {"big": self.big, "big_total": self.big_total, "twice": twice, "low": min(amount, 10) - abs(amount)}
