@@ -1,4 +1,5 @@
-"""``make bench-rounds``: W1 (the per-key counter) through native Spark SQL, a ``mapInArrow``
+"""``make bench-rounds``: W1 (the per-key counter) through native Spark SQL, ``ks.sql`` planned
+natively (``OPTIONS (native = true)``: window functions, no Python worker), a ``mapInArrow``
 that does no Python work (each batch's columns handed back: what moving the rows through a
 Python worker costs by itself), the hand-written ``mapInArrow`` floor and ``ks.sql`` on
 ``bulk``, alternating in one session, each path's whole output to Spark's ``noop`` sink: after a
@@ -67,13 +68,19 @@ def main() -> None:
                 "SELECT user_id, ts, n, total FROM bench_events GROUP BY KEY user_id WITH STATE "
                 "bench_counter(value) ORDER BY ts OPTIONS (engine = 'bulk')"
             ),
+            # the same statement planned as Spark SQL (docs/native.md): no Python worker
+            "ks-native": lambda: ks.sql(
+                "SELECT user_id, ts, n, total FROM bench_events GROUP BY KEY user_id WITH STATE "
+                "bench_counter(value) ORDER BY ts OPTIONS (native = true)"
+            ),
         }
         times, runs = alternate(paths, a.rounds)
         best = {p: min(t) for p, t in times.items()}
         print(
             f"W1 {keys:,} keys, {a.rows:,} rows ({root}): {runs} | best bulk / native "
             f"{best['bulk'] / best['native']:.2f}x, no-work / native {best['no-work'] / best['native']:.2f}x, "
-            f"floor / native {best['floor'] / best['native']:.2f}x, bulk / floor {best['bulk'] / best['floor']:.2f}x",
+            f"floor / native {best['floor'] / best['native']:.2f}x, bulk / floor {best['bulk'] / best['floor']:.2f}x, "
+            f"ks-native / native {best['ks-native'] / best['native']:.2f}x",
             flush=True,
         )
     spark.stop()

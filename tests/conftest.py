@@ -88,9 +88,10 @@ def spark(tmp_path_factory, viewfs_root):
     from spark_keyed_sql.local import local_session
 
     progress.note("starting the shared local SparkSession ...")
-    s = local_session(
-        "spark-keyed-sql tests", warehouse=str(tmp_path_factory.mktemp("warehouse")), conf=mount_conf(viewfs_root)
-    )
+    conf = mount_conf(viewfs_root)
+    if os.environ.get("KS_NATIVE") == "1":  # make test-native: every keyed step the planner accepts runs natively
+        conf["spark.keyedsql.native"] = "true"
+    s = local_session("spark-keyed-sql tests", warehouse=str(tmp_path_factory.mktemp("warehouse")), conf=conf)
     yield s
     s.stop()
 

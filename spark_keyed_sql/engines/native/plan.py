@@ -276,6 +276,9 @@ class _Builder:
             else f"coalesce(sum({d}) OVER {{w}}, {self.init_sql(a)})"
         )
         if not resets:
+            if {leaf.kind for leaf in found} == {"add"} and init.value == 0:
+                # every row adds (a NULL add is an error row): the running sum is never NULL
+                start = f"sum({d}) OVER {{w}}" if d != "1L" else "count(1) OVER {w}"
             self.define(self.new_col(a), start.format(w=w), reads)
             return
         z = self.tree(rec.update, a, lambda leaf: "1L" if leaf.kind == "set" else "0L")
