@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test-native bench-broadcast bench-erase demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
+.PHONY: test-python-path bench-broadcast bench-erase demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
 
 # .venv: the reference pair (this Python, the newest PySpark the `spark` extra allows)
 $(STAMP): pyproject.toml
@@ -39,10 +39,10 @@ test-smoke: check-java $(STAMP)
 test-matrix: check-java $(STAMP)
 	$(PY) tools/matrix.py $(MATRIX_ARGS)
 
-# the whole suite with native plans on (spark.keyedsql.native=true): every keyed step of the suite
-# the planner accepts runs as Spark SQL and must pass the same tests (docs/native.md)
-test-native: check-java $(STAMP)
-	KS_NATIVE=1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" $(PYTEST_ARGS)
+# the whole suite with native plans off (spark.keyedsql.native=false): the steps make test runs as
+# Spark SQL (docs/native.md) on the Python path instead, under the same tests
+test-python-path: check-java $(STAMP)
+	KS_NATIVE=0 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" $(PYTEST_ARGS)
 
 test-slow: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m slow $(PYTEST_ARGS)

@@ -89,8 +89,8 @@ def spark(tmp_path_factory, viewfs_root):
 
     progress.note("starting the shared local SparkSession ...")
     conf = mount_conf(viewfs_root)
-    if os.environ.get("KS_NATIVE") == "1":  # make test-native: every keyed step the planner accepts runs natively
-        conf["spark.keyedsql.native"] = "true"
+    if os.environ.get("KS_NATIVE") == "0":  # make test-python-path: every keyed step on the Python path
+        conf["spark.keyedsql.native"] = "false"
     s = local_session("spark-keyed-sql tests", warehouse=str(tmp_path_factory.mktemp("warehouse")), conf=conf)
     yield s
     s.stop()

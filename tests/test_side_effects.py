@@ -45,5 +45,7 @@ def test_tws_without_the_rocksdb_store_says_what_to_set(spark, bare_conf):
     spark.createDataFrame([("u1", 1.0)], "user_id string, value double").createOrReplaceTempView("se_events")
     with pytest.raises(KeyedSQLError, match=r"engine 'tws' .*needs the RocksDB state store.*configure=False"):
         ks.sql(
-            "SELECT * FROM se_events GROUP BY KEY user_id WITH STATE se_count(value) OPTIONS (engine = 'tws')"
+            # (native = false: the class would otherwise run as Spark SQL, no engine at all)
+            "SELECT * FROM se_events GROUP BY KEY user_id WITH STATE se_count(value) "
+            "OPTIONS (engine = 'tws', native = false)"
         ).collect()

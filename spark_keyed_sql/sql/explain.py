@@ -20,7 +20,7 @@ def _native(s: KeyedStep) -> list[str]:
     from ..engines.native import NativePlan
 
     if s.native is None:
-        return ["    native:    off, the Python path (OPTIONS (native = true) or spark.keyedsql.native=true plans it)"]
+        return ["    native:    off (OPTIONS (native = false) or spark.keyedsql.native=false): the Python path"]
     if isinstance(s.native, NativePlan):
         sql = s.native.sql("keyed_source").replace("\n", "\n        ")
         return [

@@ -205,14 +205,19 @@ def test_the_switch(ks_auto, spark):
     _view(spark, events(20), "native_ev_small")
     ks_auto.register("native_counter_off", C.Counter, returns="n bigint, total double")
     q = "SELECT user_id, n FROM native_ev_small GROUP BY KEY user_id WITH STATE native_counter_off(value) ORDER BY ts"
-    assert "native:    off" in ks_auto.explain(q)  # the default, while streams are not planned
-    assert "native:    yes" in ks_auto.explain(q + " OPTIONS (native = true)")
-    spark.conf.set("spark.keyedsql.native", "true")
+    before = spark.conf.get("spark.keyedsql.native", None)
+    spark.conf.unset("spark.keyedsql.native")
     try:
-        assert "native:    yes" in ks_auto.explain(q)
+        assert "native:    yes" in ks_auto.explain(q)  # the default
         assert "native:    off" in ks_auto.explain(q + " OPTIONS (native = false)")
+        spark.conf.set("spark.keyedsql.native", "false")
+        assert "native:    off" in ks_auto.explain(q)
+        assert "native:    yes" in ks_auto.explain(q + " OPTIONS (native = true)")
+        assert len(ks_auto.sql(q).collect()) == 20  # the Python path
     finally:
         spark.conf.unset("spark.keyedsql.native")
+        if before is not None:
+            spark.conf.set("spark.keyedsql.native", before)
 
 
 # ---------------------------------------------------------------- generated classes
@@ -230,7 +235,18 @@ INT_EXPRS = [
     "max(x, -5)",
     "self.b",
 ]
-CONDS = ["x > 10", "self.a > 20", "y > 0.5", "x % 2 == 0", "not x > 50", "x > 0 and y < 0", "self.b == 0", "y != y"]
+CONDS = [
+    "x > 10",
+    "self.a > 20",
+    "y > 0.5",
+    "x % 2 == 0",
+    "not x > 50",
+    "x > 0 and y < 0",
+    "self.b == 0",
+    "y != y",
+    "(x or z) == 0",
+    "self.m is not None and x >= self.m",
+]
 
 
 def _stmt(draw, depth=0):
@@ -278,6 +294,7 @@ def programs(draw):
             def execute(self, row):
                 x = row["x"]
                 y = row["y"]
+                z = row["z"]
         {body}
                 return {{"a": self.a, "b": self.b, "c": self.c, "m": self.m, "at": self.at, "o": {out}}}
         """
@@ -289,13 +306,21 @@ floats = st.one_of(st.floats(-1e6, 1e6), st.sampled_from([-0.0, 0.0, math.nan, m
 
 @settings(
     max_examples=int(os.environ.get("KS_NATIVE_EXAMPLES", "100")),
+    database=None,
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
 @given(
     source=programs(),
     data=st.lists(
-        st.tuples(st.sampled_from(["p", "q", None]), st.integers(-100, 100), floats), min_size=1, max_size=25
+        st.tuples(
+            st.sampled_from(["p", "q", None]),
+            st.integers(-100, 100),
+            floats,
+            st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-120, 120)),
+        ),
+        min_size=1,
+        max_size=25,
     ),
 )
 def test_generated_classes_agree_with_plain_python(ks_auto, spark, tmp_path_factory, source, data):
@@ -309,11 +334,11 @@ def test_generated_classes_agree_with_plain_python(ks_auto, spark, tmp_path_fact
     spec.loader.exec_module(module)
     name = f"native_gen_{next(_names)}"
     ks_auto.register(name, module.Gen, returns="a bigint, b bigint, c double, m bigint, at timestamp, o bigint")
-    rows = [{"k": k, "x": x, "y": y, "ts": T0 + dt.timedelta(seconds=i)} for i, (k, x, y) in enumerate(data)]
+    rows = [{"k": k, "x": x, "y": y, "z": z, "ts": T0 + dt.timedelta(seconds=i)} for i, (k, x, y, z) in enumerate(data)]
     spark.createDataFrame(
-        [(r["k"], r["x"], r["y"], r["ts"]) for r in rows], "k string, x bigint, y double, ts timestamp"
+        [(r["k"], r["x"], r["y"], r["z"], r["ts"]) for r in rows], "k string, x bigint, y double, z int, ts timestamp"
     ).createOrReplaceTempView("native_gen")
-    q = f"SELECT k, ts, a, b, c, m, at, o FROM native_gen GROUP BY KEY k WITH STATE {name}(x, y, ts) ORDER BY ts"
+    q = f"SELECT k, ts, a, b, c, m, at, o FROM native_gen GROUP BY KEY k WITH STATE {name}(x, y, z, ts) ORDER BY ts"
     q += " OPTIONS (native = true)"
     from spark_keyed_sql.sql import statement  # what the planner made of it
 
@@ -323,10 +348,107 @@ def test_generated_classes_agree_with_plain_python(ks_auto, spark, tmp_path_fact
     if not isinstance(planned, NativePlan):
         return
     try:
-        expected = canon(oracle(module.Gen, rows, "k", "ts", ["x", "y", "ts"]))
+        expected = canon(oracle(module.Gen, rows, "k", "ts", ["x", "y", "z", "ts"]))
     except Exception as exc:  # noqa: BLE001 - what Python raises, the plan raises
         with pytest.raises(Exception) as native:
             ks_auto.sql(q).collect()
         assert f"{type(exc).__name__}: {exc}" in str(native.value)
         return
     assert canon(ks_auto.sql(q).collect()) == expected
+
+
+# ---------------------------------------------------------------- review cases (Python's semantics)
+SF = __import__("spark_keyed_sql").StatefulFunction
+
+
+class NarrowInts(SF):  # INT / TINYINT columns: Python's ints do not wrap
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.p = 0
+
+    def execute(self, row):
+        self.p = row["a"] * row["b"]
+        return {"s": row["a"] + row["t"], "p": self.p, "n": -row["t"]}
+
+
+class FloorMod(SF):  # % and // take the divisor's sign and floor, as Python's do
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.acc = 0
+
+    def execute(self, row):
+        self.acc += row["a"] % row["d"]
+        return {"m": row["a"] % row["d"], "q": row["a"] // row["d"], "acc": self.acc}
+
+
+class EitherMissing(SF):  # `(a or b) is None`: a value, not a truth
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.missing = 0
+
+    def execute(self, row):
+        if (row["a"] or row["b"]) is None:
+            self.missing += 1
+        return {"missing": self.missing}
+
+
+REVIEW = [
+    (
+        NarrowInts,
+        "s bigint, p bigint, n bigint",
+        [(100, 100, 100, 1), (50000, 50000, -128, 2), (-(2**31), 2**31 - 1, 127, 3)],
+    ),
+    (
+        FloorMod,
+        "m bigint, q bigint, acc bigint",
+        [(7, -3, 0, 1), (-7, 3, 0, 2), (7, 3, 0, 3), (-7, -3, 0, 4), (0, -5, 0, 5)],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", REVIEW, ids=[c[0].__name__ for c in REVIEW])
+def test_python_semantics_of_narrow_ints_floor_division_and_or_values(ks_auto, spark, case):
+    cls, returns, data = case
+    name = f"native_{cls.__name__.lower()}_{next(_names)}"
+    ks_auto.register(name, cls, returns=returns)
+    rows = [{"k": "k", "a": a, "b": b, "d": b, "t": t, "ts": T0 + dt.timedelta(seconds=i)} for a, b, t, i in data]
+    spark.createDataFrame(
+        [(r["k"], r["a"], r["b"], r["t"], r["ts"]) for r in rows], "k string, a int, b int, t tinyint, ts timestamp"
+    ).createOrReplaceTempView("native_review")
+    args = {"NarrowInts": "a, b, t", "FloorMod": "a, b AS d"}[cls.__name__]
+    cols = ", ".join(f.split()[0] for f in returns.split(", "))
+    q = f"SELECT k, ts, {cols} FROM native_review GROUP BY KEY k WITH STATE {name}({args}) ORDER BY ts"
+    q += " OPTIONS (native = true)"
+    assert "native:    yes" in ks_auto.explain(q)
+    names = {"NarrowInts": ["a", "b", "t"], "FloorMod": ["a", "d"]}[cls.__name__]
+    assert canon(ks_auto.sql(q).collect()) == canon(oracle(cls, rows, "k", "ts", names))
+
+
+def test_an_or_used_as_a_value_inside_a_condition_is_declined(ks_auto, spark):
+    data = [(None, None), (0, None), (5, None)]
+    rows = [{"k": "k", "a": a, "b": b, "ts": T0 + dt.timedelta(seconds=i)} for i, (a, b) in enumerate(data)]
+    spark.createDataFrame(
+        [(r["k"], r["a"], r["b"], r["ts"]) for r in rows], "k string, a int, b int, ts timestamp"
+    ).createOrReplaceTempView("native_or")
+    ks_auto.register("native_either", EitherMissing, returns="missing bigint")
+    q = "SELECT k, ts, missing FROM native_or GROUP BY KEY k WITH STATE native_either(a, b) ORDER BY ts"
+    assert "`or` of non-boolean values used as a value" in ks_auto.explain(q)
+    assert canon(ks_auto.sql(q).collect()) == canon(oracle(EitherMissing, rows, "k", "ts", ["a", "b"]))
+
+
+class NanMin(SF):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.lo = float("nan")
+
+    def execute(self, row):
+        self.lo = min(self.lo, row["value"])
+        return {"lo": self.lo}
+
+
+def test_a_running_min_from_nan_is_declined(ks_auto, spark):
+    _view(spark, events(10), "native_ev_nan")
+    ks_auto.register("native_nanmin", NanMin, returns="lo double")
+    q = "SELECT user_id, lo FROM native_ev_nan GROUP BY KEY user_id WITH STATE native_nanmin(value) ORDER BY ts"
+    q += " OPTIONS (native = true)"
+    assert "starts at NaN" in ks_auto.explain(q)

@@ -43,6 +43,7 @@ from .ir import (
     Not,
     Old,
     type_name,
+    walk,
 )
 
 __all__ = ["Declined", "Program", "analyze", "EXISTS"]
@@ -106,7 +107,7 @@ def _spark_type(ddl: str) -> tuple[str, int] | None:
         return "bool", 0
     if d == "string":
         return "str", 0
-    if d in ("timestamp", "timestamp_ntz"):
+    if d == "timestamp":
         return "datetime", 0
     return None
 
@@ -194,6 +195,9 @@ class _Analyzer:
         if not isinstance(last, ast.Return):
             stmts, last = body, None
         self.attrs: dict[str, Expr] = {}
+        self.int_origin = {
+            n: c.ty == "int" and self.settled.get(n, ("int",))[0] == "float" for n, c in self.initial.items()
+        }
         for n, c in list(self.initial.items()):
             self.initial[n] = c = _retyped(c, self.settled.get(n, (c.ty, c.nullable))[0])
             if c.ty == "any":
@@ -427,11 +431,11 @@ class _Analyzer:
             raise Declined(f"a key of type {self.key[1]}")
         return Key(t[0], True, self.key[0], t[1])
 
-    def expr(self, node: ast.expr, pc: Expr) -> Expr:
-        # only `and` / `or` / `not` pass "just the truth is used" on to their operands
-        keep = isinstance(node, ast.BoolOp) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not))
+    def expr(self, node: ast.expr, pc: Expr, truth_only: bool = False) -> Expr:
+        """``node``'s value; ``truth_only``: its parent uses only its truth (an ``if`` test, an
+        operand of ``and`` / ``or`` / ``not`` there), so ``a or b`` may stand for a boolean."""
         saved = self._in_condition
-        self._in_condition = saved and keep
+        self._in_condition = truth_only
         try:
             return self._expr(node, pc)
         finally:
@@ -485,12 +489,16 @@ class _Analyzer:
         if isinstance(node, ast.BinOp):
             return self.binop(node.op, self.expr(node.left, pc), self.expr(node.right, pc), pc, node)
         if isinstance(node, ast.UnaryOp):
-            v = self.expr(node.operand, pc)
+            v = self.expr(node.operand, pc, truth_only=isinstance(node.op, ast.Not) and self._in_condition)
             if isinstance(node.op, ast.Not):
                 return _not(self.truth(v, pc, node))  # (operand evaluated above)
             if isinstance(node.op, ast.USub):
                 if v.ty not in ("int", "float", "timedelta", "any"):
                     raise self.fail(f"unary minus on {type_name(v.ty)}", node)
+                if v.ty == "float" and self.may_hold_int(v):
+                    raise self.fail(
+                        "negating a value that may be an int 0 held as a float (-0 is 0, -0.0 is not)", node
+                    )
                 self.none_error(pc, v, "bad operand type for unary -: '{}'", node)
                 if isinstance(v, Const) and v.value is not None:
                     return _const(-v.value) or v
@@ -507,7 +515,7 @@ class _Analyzer:
             parts: list[Expr] = []
             guard = pc
             for item in node.values:  # each operand's errors only where Python evaluates it
-                v = self.expr(item, guard)
+                v = self.expr(item, guard, truth_only=self._in_condition)
                 if not (v.ty == "bool" and not v.nullable):
                     # `a or b` is a value, not a boolean: planned only in a condition
                     if not self._in_condition:
@@ -534,13 +542,19 @@ class _Analyzer:
             return _DictValue(items)
         raise self.fail(f"a {type(node).__name__} expression", node)
 
+    def may_hold_int(self, e: Expr) -> bool:
+        """Is ``e`` typed float while Python may hold an int there (an int literal that the
+        attribute's later float values widen, a branch of ints)?"""
+        for n in walk(e):
+            if isinstance(n, Old) and self.int_origin.get(n.attr):
+                return True
+            if isinstance(n, If) and "int" in (n.then.ty, n.other.ty):
+                return True
+        return False
+
     def condition(self, node: ast.expr, pc: Expr) -> Expr:
         """An expression whose truth is all that is used (an ``if`` test)."""
-        self._in_condition = True
-        try:
-            return self._expr(node, pc)
-        finally:
-            self._in_condition = False
+        return self.expr(node, pc, truth_only=True)
 
     def field(self, name: str, node: ast.AST) -> Expr:
         if name not in self.fields:
@@ -622,17 +636,7 @@ class _Analyzer:
                 v = args[0]
                 if v.ty == "int":
                     return v
-                self.none_error(pc, v, "type {} doesn't define __round__ method", node, quote=False)
-                self.errors.append(
-                    (_and(pc, Call("bool", False, "isnan", (v,))), ["ValueError: cannot convert float NaN to integer"])
-                )
-                self.errors.append(
-                    (
-                        _and(pc, Call("bool", False, "isinf", (v,))),
-                        ["OverflowError: cannot convert float infinity to integer"],
-                    )
-                )
-                return Call("int", False, "round", (v,))
+                raise self.fail("round() of a float (its int may pass what DECIMAL(38,0) holds)", node)
             raise self.fail(f"{f.id}() of these arguments", node)
         raise self.fail("a call", node)
 
@@ -646,13 +650,20 @@ class _Analyzer:
                 text = text.replace("'NoneType'", "NoneType")
             self.errors.append((_and(pc, IsNull("bool", False, v)), [f"{exc}: {text}"]))
 
-    def pair_errors(self, pc: Expr, a: Expr, b: Expr, template: str) -> None:
-        """Python's TypeError where either operand is None (the message names both types)."""
+    def pair_errors(self, pc: Expr, a: Expr, b: Expr, template: str, only_a: bool = False) -> None:
+        """Python's TypeError where either operand is None (the message names both types; an
+        operand that is an int in one branch and a float in the other is named per branch)."""
         if not (a.nullable or b.nullable):
             return
+        for side, x in (("a", a), ("b", b)):
+            if isinstance(x, If) and x.then.ty != x.other.ty and "none" not in (x.then.ty, x.other.ty):
+                for cond, branch in ((x.cond, x.then), (_not(x.cond), x.other)):
+                    pa, pb = (branch, b) if side == "a" else (a, branch)
+                    self.pair_errors(_and(pc, cond), pa, pb, template, only_a)
+                return
         na, nb = IsNull("bool", False, a), IsNull("bool", False, b)
         for a_none, b_none in ((True, False), (False, True), (True, True)):
-            if (a_none and not a.nullable) or (b_none and not b.nullable):
+            if (a_none and not a.nullable) or (b_none and not b.nullable) or (only_a and not a_none):
                 continue
             if a.ty == "none" and not a_none or b.ty == "none" and not b_none:
                 continue
@@ -678,9 +689,13 @@ class _Analyzer:
                 ty = tb if ta == "none" else ta
             else:
                 raise self.fail(f"{type_name(ta)} {sym} {type_name(tb)}", node)
-        self.pair_errors(
-            pc, a, b, f"unsupported operand type(s) for {sym}{'=' if augmented else ''}: '{{}}' and '{{}}'"
-        )
+        template = f"unsupported operand type(s) for {sym}{'=' if augmented else ''}: '{{}}' and '{{}}'"
+        if sym == "+" and ta == "str" and b.nullable:  # Python's own words for str + None
+            when = _and(_not(IsNull("bool", False, a)) if a.nullable else TRUE, IsNull("bool", False, b))
+            self.errors.append((_and(pc, when), ['TypeError: can only concatenate str (not "NoneType") to str']))
+            self.pair_errors(pc, a, b, template, only_a=True)
+        else:
+            self.pair_errors(pc, a, b, template)
         if sym in ("/", "//", "%"):
             if ta == "int" and tb == "int" and sym == "/" and max(_bits(a), _bits(b)) > 53:
                 raise self.fail("true division of integers that may pass 2**53", node)
@@ -834,7 +849,11 @@ def _not(a: Expr) -> Expr:
 
 def _if(c: Expr, a: Expr, b: Expr) -> Expr:
     if isinstance(a, _DictValue) or isinstance(b, _DictValue):
-        return a if a is b else _DictValue({k: _if(c, a.items[k], b.items[k]) for k in a.items})  # type: ignore[attr-defined]
+        if a is b:
+            return a
+        if not (isinstance(a, _DictValue) and isinstance(b, _DictValue)) or sorted(a.items) != sorted(b.items):
+            raise Declined("a dict whose fields depend on the branch taken")
+        return _DictValue({k: _if(c, a.items[k], b.items[k]) for k in a.items})
     if a == b:
         return a
     if c == TRUE:

@@ -63,14 +63,15 @@ def _window(
     plan: KeyedPlan, frame: str | None = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW", extra: str = ""
 ) -> str:
     keys = ", ".join(quote(k) for k in plan.key_columns) + extra
-    if plan.order:
-        order = ", ".join(
+    # rows that tie on ORDER BY run in one order in every window (the arrival order)
+    order = ", ".join(
+        [
             f"{quote(o.column)} {'ASC' if o.ascending else 'DESC'} NULLS "
             f"{'FIRST' if (o.ascending if o.nulls_first is None else o.nulls_first) else 'LAST'}"
             for o in plan.order
-        )
-    else:
-        order = quote(SEQ)
+        ]
+        + [quote(SEQ)]
+    )
     part = f"PARTITION BY {keys} " if keys else ""
     return f"({part}ORDER BY {order}{' ' + frame if frame else ''})"
 
@@ -170,11 +171,14 @@ class _Builder:
             self.recs[a] = classify(a, update, p.initial[a].ty)
         self.settle_bits()
         self.r = Renderer(self.old_sql, self.bits)
+        self.check_bounds()
         order = self.dependency_order()
         for a in order:
             self.attribute(self.recs[a])
-            # what reads the attribute's new value (the output, a later attribute) reads its column
-            self.r.known[p.updates[a]] = quote(self.new_col(a))
+            # what reads the attribute's new value (the output, a later attribute) reads its column,
+            # where the column holds it as the expression does (not an int widened to a float)
+            if p.updates[a].ty == p.initial[a].ty:
+                self.r.known[p.updates[a]] = quote(self.new_col(a))
         return self.finish()
 
     def lags(self) -> None:
@@ -184,6 +188,17 @@ class _Builder:
             default = f", 1, {self.typed(init, a)}" if init.value is not None else ", 1"
             window = _window(self.plan, None)
             self.define(self.old_col(a), f"lag({quote(self.new_col(a))}{default}) OVER {window}", {self.new_col(a)})
+
+    def check_bounds(self) -> None:
+        """Every int the plan computes fits DECIMAL(38,0)."""
+        from .ir import walk
+
+        p = self.program
+        exprs = [*p.updates.values(), *(e for _, e in p.outputs or []), *(c for c, _ in p.errors)]
+        for e in exprs:
+            for n in walk(e):
+                if n.ty == "int" and self.bits(n) > MAX_BITS:
+                    raise Declined("an integer expression that may pass 38 digits")
 
     def typed(self, init: Const, a: str) -> str:
         s = literal(init)
@@ -296,6 +311,8 @@ class _Builder:
 
     def extreme(self, rec: Recurrence, reads: set[str]) -> None:
         a, init = rec.attr, self.program.initial[rec.attr]
+        if init.ty == "float" and init.value is not None and init.value != init.value:
+            raise Declined(f"attribute {a!r}: a running max/min that starts at NaN (Python keeps NaN)")
         v = rec.value
         assert v is not None
         agg = "max" if rec.op in (">", ">=") else "min"
@@ -356,8 +373,7 @@ class _Builder:
             )
         )
         layers = [layer for layer in self.layout() if layer]
-        if not plan.order:
-            layers.insert(0, [(SEQ, "monotonically_increasing_id()")])
+        layers.insert(0, [(SEQ, "monotonically_increasing_id()")])
         return NativePlan(plan.spec.name, layers, outputs, errors, source)
 
     def field_columns(self) -> list[str]:
@@ -407,22 +423,29 @@ class _Builder:
         if isinstance(x, str):
             return "'" + p_escape(x) + "'"
         kind, e = x
-        return self.repr_sql(self.r.sql(e), e.ty)
+        return self.repr_sql(quote(e.column), e.ty)
 
     def key_repr(self) -> str:
         keys = self.plan.key_columns
         if not keys:
             return "'None'"
-        if len(keys) > 1:
-            return "concat('(', " + ", ', ', ".join(self.repr_sql(quote(k), "?") for k in keys) + ", ')')"
-        return self.repr_sql(quote(keys[0]), "?")
+        ddl = (self.plan.arg_types or {}).get(keys[0], "").lower()
+        ty = "str" if ddl == "string" else "bool" if ddl == "boolean" else "int"
+        return self.repr_sql(quote(keys[0]), ty)
 
     @staticmethod
     def repr_sql(s: str, ty: str) -> str:
-        return (
-            f"CASE WHEN {s} IS NULL THEN 'None' WHEN typeof({s}) = 'string' THEN concat('\\'', {s}, '\\'') "
-            f"ELSE CAST({s} AS STRING) END"
-        )
+        """Python's repr of a key: a string, an integer or a boolean (the key types planned)."""
+        if ty == "str":
+            quoted = (
+                f"CASE WHEN instr({s}, '\\'') > 0 AND instr({s}, '\"') = 0 THEN concat('\"', {s}, '\"') "
+                f"ELSE concat('\\'', replace({s}, '\\'', '\\\\\\''), '\\'') END"
+            )
+        elif ty == "bool":
+            quoted = f"CASE WHEN {s} THEN 'True' ELSE 'False' END"
+        else:
+            quoted = f"CAST({s} AS STRING)"
+        return f"CASE WHEN {s} IS NULL THEN 'None' ELSE {quoted} END"
 
 
 def p_escape(s: str) -> str:

@@ -77,13 +77,15 @@ class Renderer:
                 }.get(e.ty, "NULL")
             return literal(e)
         if isinstance(e, (Field, Key)):
+            if e.ty == "int" and e.bits < 63:  # INT / SMALLINT / TINYINT: arithmetic in BIGINT, not their own width
+                return f"CAST({quote(e.column)} AS BIGINT)"
             return quote(e.column)
         if isinstance(e, Old):
             return self.old(e.attr)
         if isinstance(e, Bin):
             return self.bin(e)
         if isinstance(e, Neg):
-            return f"(- {self.sql(e.operand)})"
+            return f"(- {self.int_sql(e.operand, True) if self.wide(e) else self.sql(e.operand)})"
         if isinstance(e, Cmp):
             return self.cmp(e)
         if isinstance(e, IsNull):
@@ -119,10 +121,13 @@ class Renderer:
             return f"({self.as_type(a, 'float')} {op} {self.as_type(b, 'float')})"
         wide = self.bits(e) > _SMALL or self.wide(a) or self.wide(b)
         x, y = self.int_sql(a, wide), self.int_sql(b, wide)
+        # Python's % takes the divisor's sign (Spark's the dividend's); // floors
+        r = f"({x} % NULLIF({y}, 0))"
+        mod = f"CASE WHEN {r} <> 0 AND ({r} < 0) <> ({y} < 0) THEN {r} + {y} ELSE {r} END"
         if op == "%":
-            return f"pmod({x}, NULLIF({y}, 0))"
+            return f"({mod})"
         if op == "//":
-            return f"(({x} - pmod({x}, NULLIF({y}, 0))) div NULLIF({y}, 0))"
+            return f"(({x} - ({mod})) div NULLIF({y}, 0))"
         return f"({x} {op} {y})"
 
     def cmp(self, e: Cmp) -> str:
@@ -159,7 +164,7 @@ class Renderer:
                 return "FALSE"
             return f"({x} IS NOT NULL)"
         if e.fn == "abs":
-            return f"abs({x})"
+            return f"abs({self.int_sql(v, True) if self.wide(e) else x})"
         if e.fn == "round":
             return f"CAST(bround({x}, 0) AS {DECIMAL})"
         if e.fn == "isnan":
