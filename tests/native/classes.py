@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+from sage_patterns import UserSessionFunction  # the SAGE seed's class, verbatim
+
 from spark_keyed_sql import StatefulFunction
+
+__all__ = ["Counter", "UserSessionFunction", "Sessionizer", "RunningMax", "BigSpends", "GAP"]
 
 GAP = dt.timedelta(minutes=30)
 
@@ -24,20 +28,6 @@ class Counter(StatefulFunction):  # W1, the SAGE per-key counter
         self.n += 1
         self.total += row["value"]
         return [(self.n, self.total)]
-
-
-class UserSessionFunction(StatefulFunction):  # the SAGE seed's, as written there
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.user_sessions = {}
-
-    def execute(self, event_data):
-        user_id = self.ctx.get_key()
-        if user_id not in self.user_sessions:
-            self.user_sessions[user_id] = {"session_count": 0, "total_value": 0}
-        self.user_sessions[user_id]["session_count"] += 1
-        self.user_sessions[user_id]["total_value"] += event_data["value"]
-        return self.user_sessions[user_id]
 
 
 class Sessionizer(StatefulFunction):  # a new session after a 30-minute gap
