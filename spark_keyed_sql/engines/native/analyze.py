@@ -46,7 +46,7 @@ from .ir import (
     walk,
 )
 
-__all__ = ["Declined", "Program", "analyze", "EXISTS"]
+__all__ = ["Declined", "Program", "analyze", "int_bits", "EXISTS"]
 
 log = logging.getLogger(__name__)
 
@@ -697,7 +697,7 @@ class _Analyzer:
         else:
             self.pair_errors(pc, a, b, template)
         if sym in ("/", "//", "%"):
-            if ta == "int" and tb == "int" and sym == "/" and max(_bits(a), _bits(b)) > 53:
+            if ta == "int" and tb == "int" and sym == "/" and max(int_bits(a), int_bits(b)) > 53:
                 raise self.fail("true division of integers that may pass 2**53", node)
             if sym in ("//", "%") and ty != "int":
                 raise self.fail(f"{sym} of floats", node)
@@ -711,7 +711,7 @@ class _Analyzer:
             }[(sym, "float" if "float" in (ta, tb) else "int")]
             zero = Cmp("bool", False, "==", b, Const(tb, False, 0.0 if tb == "float" else 0))
             self.errors.append((_and(pc, _and(_not(IsNull("bool", False, b)), zero)), [f"ZeroDivisionError: {text}"]))
-        if ("int" in (ta, tb) and "float" in (ta, tb)) and (_bits(a) > 63 or _bits(b) > 63):
+        if ("int" in (ta, tb) and "float" in (ta, tb)) and (int_bits(a) > 63 or int_bits(b) > 63):
             raise self.fail("an integer past 64 bits mixed with floats", node)
         return Bin(ty, False, sym, a, b)  # never None: Python raises instead (the errors above)
 
@@ -748,7 +748,7 @@ class _Analyzer:
             raise self.fail(f"a comparison of {type_name(ta)} with {type_name(tb)}", node)
         if ta == "bool" and sym not in ("==", "!="):
             raise self.fail("an ordering comparison of booleans", node)
-        if ta != tb and max(_bits(a), _bits(b)) > 53:
+        if ta != tb and max(int_bits(a), int_bits(b)) > 53:
             raise self.fail("a comparison of a float with an integer that may pass 2**53", node)
         if sym not in ("==", "!="):  # (== and != hold for None: None == x is False, None == None True)
             self.pair_errors(pc, a, b, f"'{sym}' not supported between instances of '{{}}' and '{{}}'")
@@ -779,7 +779,7 @@ class _DictValue(Expr):
 _MISSING = object()
 
 
-def _bits(e: Expr) -> int:
+def int_bits(e: Expr) -> int:
     """A bound on an int's magnitude (2**bits); attributes' bounds are settled by the planner."""
     if e.ty != "int":
         return 0
@@ -788,12 +788,14 @@ def _bits(e: Expr) -> int:
     if isinstance(e, Old):
         return 63
     if isinstance(e, Bin):
-        a, b = _bits(e.left), _bits(e.right)
+        a, b = int_bits(e.left), int_bits(e.right)
         return {"+": max(a, b) + 1, "-": max(a, b) + 1, "*": a + b, "//": a, "%": b}.get(e.op, 63)
     if isinstance(e, If):
-        return max(_bits(e.then), _bits(e.other))
+        return max(int_bits(e.then), int_bits(e.other))
     if isinstance(e, (Neg, Call)):
-        return max((_bits(c) for c in e.children()), default=63) if not isinstance(e, Call) or e.fn != "round" else 63
+        return (
+            max((int_bits(c) for c in e.children()), default=63) if not isinstance(e, Call) or e.fn != "round" else 63
+        )
     return 63
 
 

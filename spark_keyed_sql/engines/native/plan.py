@@ -16,7 +16,7 @@ from typing import Any
 from ...api.types import AtomicType
 from ...runtime.columns import quote
 from ...runtime.plan import KeyedPlan
-from .analyze import Declined, Program, _bits
+from .analyze import Declined, Program, int_bits
 from .ir import Const, Expr, Old, olds
 from .recurrences import Recurrence, bounded_bits, classify, leaves
 from .render import DECIMAL, MAX_BITS, Renderer, literal
@@ -102,7 +102,7 @@ class _Builder:
             return self.bits(e.operand)
         if isinstance(e, Call):
             return 126 if e.fn == "round" else max((self.bits(c) for c in e.args), default=63)
-        return _bits(e)
+        return int_bits(e)
 
     def settle_bits(self) -> None:
         ints = {a: c for a, c in self.program.initial.items() if c.ty == "int"}
@@ -141,7 +141,7 @@ class _Builder:
             ty, "NULL"
         )
 
-    def define(self, name: str, sql: str, reads: set[str] | None = None) -> None:
+    def define(self, name: str, sql: str) -> None:
         # the columns it reads: this module's own generated names, found in its own SQL
         self.defs[name] = (sql, set(_OWN.findall(sql)) - {name})
 
@@ -161,10 +161,6 @@ class _Builder:
             layers[layer(c) - 1].append((c, sql))
         return layers
 
-    def reads(self, e: Expr) -> set[str]:
-        return {self.old_col(a) for a in olds(e) if a in self.program.updates}
-
-    # ------------------------------------------------------------------ recurrences
     def build(self) -> NativePlan:
         p = self.program
         for a, update in p.updates.items():
@@ -187,7 +183,7 @@ class _Builder:
             init = self.program.initial[a]
             default = f", 1, {self.typed(init, a)}" if init.value is not None else ", 1"
             window = _window(self.plan, None)
-            self.define(self.old_col(a), f"lag({quote(self.new_col(a))}{default}) OVER {window}", {self.new_col(a)})
+            self.define(self.old_col(a), f"lag({quote(self.new_col(a))}{default}) OVER {window}")
 
     def check_bounds(self) -> None:
         """Every int the plan computes fits DECIMAL(38,0)."""
@@ -245,10 +241,9 @@ class _Builder:
     def attribute(self, rec: Recurrence) -> None:
         a = rec.attr
         w = _window(self.plan)
-        reads = self.reads(rec.update) - {self.old_col(a)}
         name = self.new_col(a)
         if rec.kind == "plain":
-            self.define(name, self.value_sql(rec.update, a), reads)
+            self.define(name, self.value_sql(rec.update, a))
             return
         if rec.kind == "last":
             s = self.tree(
@@ -256,20 +251,18 @@ class _Builder:
                 a,
                 lambda leaf: "NULL" if leaf.kind == "keep" else f"named_struct('v', {self.value_sql(leaf.value, a)})",
             )
-            self.define(
-                name, f"coalesce(last_value({s}, TRUE) OVER {w}, named_struct('v', {self.init_sql(a)})).v", reads
-            )
+            self.define(name, f"coalesce(last_value({s}, TRUE) OVER {w}, named_struct('v', {self.init_sql(a)})).v")
             return
         if rec.kind == "sum":
-            self.sum(rec, reads)
+            self.sum(rec)
             return
-        self.extreme(rec, reads)
+        self.extreme(rec)
 
     def init_sql(self, a: str) -> str:
         init = self.program.initial[a]
         return self.typed(init, a) if init.value is not None else self.null(a)
 
-    def sum(self, rec: Recurrence, reads: set[str]) -> None:
+    def sum(self, rec: Recurrence) -> None:
         a, init = rec.attr, self.program.initial[rec.attr]
         ty = init.ty
         found = leaves(rec.update, a)
@@ -294,11 +287,11 @@ class _Builder:
             if {leaf.kind for leaf in found} == {"add"} and init.value == 0:
                 # every row adds (a NULL add is an error row): the running sum is never NULL
                 start = f"sum({d}) OVER {{w}}" if d != "1L" else "count(1) OVER {w}"
-            self.define(self.new_col(a), start.format(w=w), reads)
+            self.define(self.new_col(a), start.format(w=w))
             return
         z = self.tree(rec.update, a, lambda leaf: "1L" if leaf.kind == "set" else "0L")
         g = f"__ksn_g{self.names[a]}"
-        self.define(g, f"sum({z}) OVER {w}", reads)
+        self.define(g, f"sum({z}) OVER {w}")
         wg = _window(self.plan, extra=f", {quote(g)}")
         value = f"CASE WHEN {quote(g)} = 0 THEN {start.format(w=wg)} ELSE sum({d}) OVER {wg} END"
         if ty == "float" and any(_may_be_negative_zero(leaf.value) for leaf in resets):
@@ -307,9 +300,9 @@ class _Builder:
                 f"CASE WHEN {quote(g)} > 0 AND bool_and({neg}) OVER {wg} AND sum({d}) OVER {wg} = 0 "
                 f"THEN CAST('-0.0' AS DOUBLE) ELSE {value} END"
             )
-        self.define(self.new_col(a), value, reads | {g})
+        self.define(self.new_col(a), value)
 
-    def extreme(self, rec: Recurrence, reads: set[str]) -> None:
+    def extreme(self, rec: Recurrence) -> None:
         a, init = rec.attr, self.program.initial[rec.attr]
         if init.ty == "float" and init.value is not None and init.value != init.value:
             raise Declined(f"attribute {a!r}: a running max/min that starts at NaN (Python keeps NaN)")
@@ -327,7 +320,7 @@ class _Builder:
         else:
             best = "greatest" if agg == "max" else "least"
             prev = f"CASE WHEN ({wagg}) IS NULL THEN {self.init_sql(a)} ELSE {best}({self.init_sql(a)}, {wagg}) END"
-        self.define(pcol, prev, reads)
+        self.define(pcol, prev)
         # the row's condition with the attribute's previous value read from the running extremum
         saved = self.r.old
         self.r.old = lambda name: quote(pcol) if name == a else saved(name)
@@ -340,7 +333,6 @@ class _Builder:
             self.new_col(a),
             f"coalesce(last_value(CASE WHEN {flag} THEN named_struct('v', {self.value_sql(v, a)}) END, TRUE) OVER {w}, "
             f"named_struct('v', {self.init_sql(a)})).v",
-            reads | {pcol},
         )
 
     # ------------------------------------------------------------------ output

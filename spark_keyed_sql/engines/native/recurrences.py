@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .analyze import Declined
-from .ir import Bin, BoolOp, Cmp, Const, Expr, If, IsNull, Neg, Old, olds, walk
+from .ir import Bin, BoolOp, Cmp, Const, Expr, If, IsNull, Neg, Old, olds
 
-__all__ = ["Recurrence", "classify", "Leaf", "leaves"]
+__all__ = ["Leaf", "Recurrence", "bounded_bits", "classify", "leaves"]
 
 
 @dataclass(frozen=True)
@@ -159,11 +159,3 @@ def bounded_bits(rec: Recurrence, init: Const, bits_of) -> int:
             values.append(bits_of(leaf.value))
     b = max(values)
     return b + 41 if rec.kind == "sum" else b
-
-
-def constant_attr(init: Const) -> Expr:
-    return init
-
-
-def reads(e: Expr) -> set[str]:
-    return {n.attr for n in walk(e) if isinstance(n, Old)}
