@@ -1,0 +1,119 @@
+"""The planner without Spark: what it declines (and the line and construct it names), and the
+shape of what it accepts. Rows and values are tested against Python in test_native.py."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from spark_keyed_sql.api.types import parse_schema
+from spark_keyed_sql.engines.native import Declined, NativePlan, plan_native
+from spark_keyed_sql.runtime.keys import OrderSpec
+from spark_keyed_sql.runtime.plan import KeyedPlan
+from spark_keyed_sql.runtime.spec import FunctionSpec
+
+
+def _plan(tmp_path, body: str, returns: str, fields: dict[str, str], key_type: str = "string", streaming=False):
+    src = "from spark_keyed_sql import StatefulFunction\n\n\n" + textwrap.dedent(body)
+    path = tmp_path / f"native_analyze_{abs(hash(body))}.py"
+    path.write_text(src)
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    fs = FunctionSpec("f", module.C, parse_schema(returns))
+    plan = KeyedPlan(fs, ["k"], list(fields), [OrderSpec("ts")])
+    plan.arg_types = {"k": key_type, "ts": "timestamp", **fields}
+    return plan_native(plan, streaming=streaming)
+
+
+COUNTER = """
+class C(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.total = 0.0
+
+    def execute(self, row):
+        self.n += 1
+        self.total += row["v"]
+        return {"n": self.n, "total": self.total}
+"""
+
+
+def test_w1_is_two_running_aggregates_and_a_null_check(tmp_path):
+    p = _plan(tmp_path, COUNTER, "n bigint, total double", {"v": "double"})
+    assert isinstance(p, NativePlan)
+    sql = p.sql()
+    assert "count(1) OVER" in sql and "sum(`v`) OVER" in sql
+    assert "lag(" not in sql  # the outputs read the new values' columns, not a recomputation
+    assert "TypeError: unsupported operand type(s) for +=: \\'float\\' and \\'NoneType\\'" in sql
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("for x in range(3):\n            self.n += x", "line 16: `for x in range(3):"),
+        ("self.items = self.items + [1]", "line 16: `self.items = self.items + [1]`: container state"),
+        ("if row['v'] > 1:\n            return {'n': 1}", "a return before the end of execute"),
+        ("print(row)", "line 16: `print(row)`"),
+        ("self.n = self.n * 2", "its new value depends on its previous one in a way not planned"),
+        ("self.n = self.m + 1\n        self.m = self.n_old + 1", "self.n_old is neither state nor a constant"),
+    ],
+)
+def test_a_declined_class_says_the_line_and_construct(tmp_path, body, expected):
+    src = f"""
+class C(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.m = 0
+        {{items}}
+
+    def execute(self, row):
+        x = 0
+        y = 1
+        z = 2
+        {body}
+        return {{"n": self.n}}
+"""
+    # (a container attribute keeps a class on Python wherever it is used: only where the case uses one)
+    src = src.replace("{items}", "self.items = []" if "items" in body else "pass")
+    d = _plan(tmp_path, src, "n bigint", {"v": "double"})
+    assert isinstance(d, Declined), d
+    assert expected in str(d), str(d)
+
+
+def test_attributes_reading_each_others_previous_values_are_declined(tmp_path):
+    src = """
+class C(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.a = 0
+        self.b = 0
+
+    def execute(self, row):
+        a, b = self.a, self.b
+        self.a = b + row["v"]
+        self.b = a + 1
+        return {"a": self.a}
+"""
+    d = _plan(tmp_path, src, "a bigint", {"v": "bigint"})
+    assert isinstance(d, Declined)
+
+
+def test_a_float_sum_from_another_start_and_a_float_key_are_declined(tmp_path):
+    src = COUNTER.replace("self.total = 0.0", "self.total = 1.5")
+    d = _plan(tmp_path, src, "n bigint, total double", {"v": "double"})
+    assert "a float sum starting from 1.5" in str(d)
+    d = _plan(tmp_path, COUNTER, "n bigint, total double", {"v": "double"}, key_type="double")
+    assert "a key of type double" in str(d)
+
+
+def test_a_stream_stays_on_python_and_says_so(tmp_path):
+    d = _plan(tmp_path, COUNTER, "n bigint, total double", {"v": "double"}, streaming=True)
+    assert "a streaming source (native plans run one-shot batches so far)" in str(d)
