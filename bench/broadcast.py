@@ -63,7 +63,10 @@ def main() -> None:
     from spark_keyed_sql import KeyedSQL
     from spark_keyed_sql.local import local_session
 
-    spark = local_session("spark-keyed-sql bench broadcast", shuffle_partitions=8)
+    # both W1 paths on the Python path (a broadcast input keeps a class there; W1 alone would plan natively)
+    spark = local_session(
+        "spark-keyed-sql bench broadcast", shuffle_partitions=8, conf={"spark.keyedsql.native": "false"}
+    )
     ks = KeyedSQL(spark, engine="bulk")
     ks.register("bench_counter", Counter, returns="n bigint, total double")
     ks.register("bench_blocked", Blocked)

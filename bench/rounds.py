@@ -50,7 +50,8 @@ def main() -> None:
 
     if not os.path.abspath(spark_keyed_sql.__file__).startswith(root + os.sep):
         raise SystemExit(f"spark_keyed_sql was imported from {spark_keyed_sql.__file__}, not from {root}")
-    spark = local_session("spark-keyed-sql bench rounds", shuffle_partitions=8)
+    # bulk is the Python path (native plans off for the session); ks-native asks for its plan
+    spark = local_session("spark-keyed-sql bench rounds", shuffle_partitions=8, conf={"spark.keyedsql.native": "false"})
     ks = KeyedSQL(spark)
     ks.register("bench_counter", Counter, returns="n bigint, total double")
     for keys in (int(k) for k in a.keys.split(",")):

@@ -41,7 +41,7 @@ def _child(repeat: int, data: str) -> dict:
     from spark_keyed_sql.engines import available
     from spark_keyed_sql.local import local_session
 
-    spark = local_session("spark-keyed-sql bench-versions")
+    spark = local_session("spark-keyed-sql bench-versions", conf={"spark.keyedsql.native": "false"})  # the Python path
     if not os.path.exists(data):
         df = spark.range(ROWS).select(
             F.concat(F.lit("u"), (F.col("id") % KEYS).cast("string")).alias("user_id"),
