@@ -23,6 +23,7 @@ import inspect
 import logging
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -641,13 +642,9 @@ class _Analyzer:
         raise self.fail("a call", node)
 
     # ------------------------------------------------------------------ typed operations
-    def none_error(
-        self, pc: Expr, v: Expr, template: str, node: ast.AST, exc: str = "TypeError", quote: bool = True
-    ) -> None:
+    def none_error(self, pc: Expr, v: Expr, template: str, node: ast.AST, exc: str = "TypeError") -> None:
         if v.nullable:
             text = template.format("NoneType") if "{}" in template else template
-            if not quote:
-                text = text.replace("'NoneType'", "NoneType")
             self.errors.append((_and(pc, IsNull("bool", False, v)), [f"{exc}: {text}"]))
 
     def pair_errors(self, pc: Expr, a: Expr, b: Expr, template: str, only_a: bool = False) -> None:
@@ -779,23 +776,22 @@ class _DictValue(Expr):
 _MISSING = object()
 
 
-def int_bits(e: Expr) -> int:
-    """A bound on an int's magnitude (2**bits); attributes' bounds are settled by the planner."""
+def int_bits(e: Expr, old_bits: Callable[[str], int] | None = None) -> int:
+    """A bound on an int's magnitude (2**bits). ``old_bits``: an attribute's bound (the planner
+    settles them; without it an attribute counts as BIGINT)."""
     if e.ty != "int":
         return 0
     if isinstance(e, (Const, Field, Key)):
         return e.bits
     if isinstance(e, Old):
-        return 63
+        return old_bits(e.attr) if old_bits is not None else 63
     if isinstance(e, Bin):
-        a, b = int_bits(e.left), int_bits(e.right)
+        a, b = int_bits(e.left, old_bits), int_bits(e.right, old_bits)
         return {"+": max(a, b) + 1, "-": max(a, b) + 1, "*": a + b, "//": a, "%": b}.get(e.op, 63)
     if isinstance(e, If):
-        return max(int_bits(e.then), int_bits(e.other))
+        return max(int_bits(e.then, old_bits), int_bits(e.other, old_bits))
     if isinstance(e, (Neg, Call)):
-        return (
-            max((int_bits(c) for c in e.children()), default=63) if not isinstance(e, Call) or e.fn != "round" else 63
-        )
+        return max((int_bits(c, old_bits) for c in e.children()), default=63)
     return 63
 
 

@@ -153,7 +153,7 @@ class If(Expr):
 
 @dataclass(frozen=True)
 class Call(Expr):
-    """``abs``, ``round`` (to an int), ``total_seconds``, ``float`` (an int as float), ``truth``
+    """``abs``, ``total_seconds`` (of a timedelta, a float), ``truth``
     (Python's truth of a value: a non-null boolean)."""
 
     fn: str = "abs"

@@ -17,9 +17,9 @@ from ...api.types import AtomicType
 from ...runtime.columns import quote
 from ...runtime.plan import KeyedPlan
 from .analyze import Declined, Program, int_bits
-from .ir import Const, Expr, Old, olds
+from .ir import Bin, Const, Expr, If, olds, walk
 from .recurrences import Recurrence, bounded_bits, classify, leaves
-from .render import DECIMAL, MAX_BITS, Renderer, literal
+from .render import DECIMAL, MAX_BITS, Renderer, literal, null_literal
 
 __all__ = ["NativePlan", "build"]
 
@@ -87,22 +87,7 @@ class _Builder:
 
     # ------------------------------------------------------------------ ints
     def bits(self, e: Expr) -> int:
-        if e.ty != "int":
-            return 0
-        if isinstance(e, Old):
-            return self.attr_bits.get(e.attr, 63)
-        from .ir import Bin, Call, If, Neg
-
-        if isinstance(e, Bin):
-            a, b = self.bits(e.left), self.bits(e.right)
-            return {"+": max(a, b) + 1, "-": max(a, b) + 1, "*": a + b, "//": a, "%": b}.get(e.op, 63)
-        if isinstance(e, If):
-            return max(self.bits(e.then), self.bits(e.other))
-        if isinstance(e, Neg):
-            return self.bits(e.operand)
-        if isinstance(e, Call):
-            return 126 if e.fn == "round" else max((self.bits(c) for c in e.args), default=63)
-        return int_bits(e)
+        return int_bits(e, lambda a: self.attr_bits.get(a, 63))
 
     def settle_bits(self) -> None:
         ints = {a: c for a, c in self.program.initial.items() if c.ty == "int"}
@@ -136,10 +121,7 @@ class _Builder:
         return quote(self.old_col(a))
 
     def null(self, a: str) -> str:
-        ty = self.program.initial[a].ty
-        return {"float": "CAST(NULL AS DOUBLE)", "int": "CAST(NULL AS BIGINT)", "str": "CAST(NULL AS STRING)"}.get(
-            ty, "NULL"
-        )
+        return null_literal(self.program.initial[a].ty)
 
     def define(self, name: str, sql: str) -> None:
         # the columns it reads: this module's own generated names, found in its own SQL
@@ -187,8 +169,6 @@ class _Builder:
 
     def check_bounds(self) -> None:
         """Every int the plan computes fits DECIMAL(38,0)."""
-        from .ir import walk
-
         p = self.program
         exprs = [*p.updates.values(), *(e for _, e in p.outputs or []), *(c for c, _ in p.errors)]
         for e in exprs:
@@ -230,8 +210,6 @@ class _Builder:
         return self.r.as_type(e, ty, ty == "int" and self.attr_bits.get(a, 0) > 62)
 
     def tree(self, e: Expr, a: str, leaf_sql) -> str:
-        from .ir import If
-
         if isinstance(e, If):
             then, other = self.tree(e.then, a, leaf_sql), self.tree(e.other, a, leaf_sql)
             return f"CASE WHEN {self.r.sql(e.cond)} THEN {then} ELSE {other} END"
@@ -445,8 +423,6 @@ def p_escape(s: str) -> str:
 
 
 def _may_be_negative_zero(e: Expr | None) -> bool:
-    from .ir import Bin, If
-
     if e is None or e.ty != "float":
         return False
     if isinstance(e, Const):

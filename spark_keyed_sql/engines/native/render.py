@@ -10,11 +10,18 @@ from collections.abc import Callable
 from ...runtime.columns import quote
 from .ir import Bin, BoolOp, Call, Cmp, Const, Expr, Field, If, IsNull, Key, Neg, Not, Old
 
-__all__ = ["Renderer", "literal", "DECIMAL", "MAX_BITS"]
+__all__ = ["Renderer", "literal", "null_literal", "DECIMAL", "MAX_BITS"]
 
 DECIMAL = "DECIMAL(38,0)"
 MAX_BITS = 125  # what DECIMAL(38,0) holds with room to spare
 _SMALL = 62  # an arithmetic result BIGINT holds: |v| < 2**62
+
+
+def null_literal(ty: str) -> str:
+    """A typed NULL for a Python type (a bare NULL where Spark infers the type itself)."""
+    return {"float": "CAST(NULL AS DOUBLE)", "int": "CAST(NULL AS BIGINT)", "str": "CAST(NULL AS STRING)"}.get(
+        ty, "NULL"
+    )
 
 
 def literal(c: Const) -> str:
@@ -69,13 +76,7 @@ class Renderer:
             if hit is not None:
                 return hit
         if isinstance(e, Const):
-            if e.value is None:
-                return {
-                    "float": "CAST(NULL AS DOUBLE)",
-                    "int": "CAST(NULL AS BIGINT)",
-                    "str": "CAST(NULL AS STRING)",
-                }.get(e.ty, "NULL")
-            return literal(e)
+            return null_literal(e.ty) if e.value is None else literal(e)
         if isinstance(e, (Field, Key)):
             if e.ty == "int" and e.bits < 63:  # INT / SMALLINT / TINYINT: arithmetic in BIGINT, not their own width
                 return f"CAST({quote(e.column)} AS BIGINT)"
@@ -165,12 +166,6 @@ class Renderer:
             return f"({x} IS NOT NULL)"
         if e.fn == "abs":
             return f"abs({self.int_sql(v, True) if self.wide(e) else x})"
-        if e.fn == "round":
-            return f"CAST(bround({x}, 0) AS {DECIMAL})"
-        if e.fn == "isnan":
-            return f"coalesce(isnan({x}), FALSE)"
-        if e.fn == "isinf":
-            return f"coalesce(abs({x}) = CAST('Infinity' AS DOUBLE), FALSE)"
         if e.fn == "total_seconds":
             return f"(CAST({x} AS DOUBLE) / 1000000.0D)"
         raise ValueError(f"cannot render {e.fn}()")
