@@ -187,7 +187,8 @@ class KeyedSQL:
     def explain(self, query: str) -> str:
         """The plan the rewriter makes for ``query``: source SQL, keys, function, options,
         engine and outer SQL."""
-        statement, explained = self._plan(query, RunMode.SQL)
+        # a stream's steps bound as ks.start / ks.run would run them (a plan, no result)
+        statement, explained = self._plan(query, RunMode.SQL, bind_as=RunMode.STREAM)
         if isinstance(statement, StateEdit):
             return edit_plan(self.spark, statement)
         return explain_text(query, statement, explained)

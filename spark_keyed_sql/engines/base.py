@@ -66,6 +66,8 @@ class Capabilities:
     keeps_state_names: bool = False
     # broadcast inputs on a stream (each micro-batch's broadcast rows applied by the driver)
     broadcast_streams: bool = False
+    # a stream step planned as Spark SQL (engines/native) runs natively, its state in the same layout
+    native_streams: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,8 @@ class StreamJob:
     progress: Callable[[dict[str, Any]], None] | None = None
     # OPTIONS (state_partitions = n) of the statement's keyed steps: a new checkpoint's state partitions
     state_partitions: int | None = None
+    # the keyed step planned as Spark SQL (engines/native, stream mode), for an engine that runs it
+    native: Any = None
 
 
 class StreamRun(ABC):

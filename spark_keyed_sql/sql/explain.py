@@ -21,6 +21,13 @@ def _native(s: KeyedStep) -> list[str]:
 
     if s.native is None:
         return ["    native:    off (OPTIONS (native = false) or spark.keyedsql.native=false): the Python path"]
+    if isinstance(s.native, NativePlan) and s.native.stream is not None:
+        sql = s.native.sql("keyed_source LEFT JOIN stored_state").replace("\n", "\n        ")
+        return [
+            "    native:    yes, no Python worker: each micro-batch runs this Spark SQL over its rows joined with",
+            "               their keys' stored state (the checkpoint's last commit); a key's last row is its new state",
+            f"        {sql}",
+        ]
     if isinstance(s.native, NativePlan):
         sql = s.native.sql("keyed_source").replace("\n", "\n        ")
         return [

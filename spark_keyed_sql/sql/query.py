@@ -63,7 +63,8 @@ def plan_query(
             spark,
             tree,
             function,
-            lambda step: bind(step, bind_as or mode),
+            # an EXPLAIN binds a stream's steps as ks.start / ks.run would (no result is returned)
+            lambda step: bind(step, bind_as or (RunMode.STREAM if explained is not None else mode)),
             default_engine=default_engine,
             mode=mode,
             checkpoint=checkpoint,

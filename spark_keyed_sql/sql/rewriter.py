@@ -355,7 +355,11 @@ class _Planner:
         )
         if native_wanted(call.options.get("native"), self.spark.conf.get(NATIVE_CONF, None)):
             step.plan.use_schema(step.source.schema)
-            step.native = plan_native(step.plan, streaming=streaming)
+            step.native = plan_native(
+                step.plan,
+                streaming=streaming,
+                native_streams=engine.capabilities.native_streams,
+            )
         return step
 
     @staticmethod

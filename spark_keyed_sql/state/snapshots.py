@@ -45,6 +45,7 @@ __all__ = [
     "RETAIN",
     "SnapshotStore",
     "STATE_PREFIX",
+    "HAS_ATTRS",
     "state_column_names",
 ]
 
@@ -53,6 +54,7 @@ ERASED_FILE = "erased.json"
 RETAIN = 20  # committed versions kept readable (read_state(batch_id=...), change feed)
 KEY_PREFIX = "__ks_key"  # snapshot key columns, by position
 STATE_PREFIX = "__ks_s_"  # snapshot state columns
+HAS_ATTRS = STATE_PREFIX + "_has_attrs"  # a StatefulFunction's state row holds its attributes
 
 log = logging.getLogger(__name__)
 

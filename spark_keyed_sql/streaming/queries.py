@@ -15,6 +15,7 @@ from ..api.errors import SchemaError
 from ..engines import ENGINES, StreamJob, StreamRun
 from ..engines.background import fail_query
 from ..engines.dataframe_stream import DataFrameStreamRun, recent_progress, state_metrics
+from ..engines.native import NativePlan
 from ..runtime.spec import FunctionSpec
 from ..sql.errors import KeyedQueryError
 from ..sql.statement import KeyedStatement
@@ -160,6 +161,8 @@ def _launch(
             f"{len(steps)}. Use engine {nested} for nested keyed selects over a stream"
         )
     job.source, job.plan, job.view, job.columns = step.source, step.plan, step.view, step.columns
+    if isinstance(step.native, NativePlan) and step.native.stream is not None:
+        job.native = step.native
     return engine.start_stream(job)
 
 

@@ -31,6 +31,7 @@ class BulkEngine(Engine):
         ordered_stream_output=True,
         migration_target=True,
         broadcast_streams=True,
+        native_streams=True,
     )
     layout = BulkLayout()
 

@@ -28,10 +28,19 @@ class StepArgs:
     sink: str
     finish: Callable[[DataFrame], DataFrame]
     function: str
+    native: Any = None  # the step planned as Spark SQL (plain strings)
 
     @classmethod
     def of(cls, stream: BulkStream) -> StepArgs:
-        return cls(stream.shipped, stream.source_schema, stream.checkpoint, stream.sink, stream.finish, stream.function)
+        return cls(
+            stream.shipped,
+            stream.source_schema,
+            stream.checkpoint,
+            stream.sink,
+            stream.finish,
+            stream.function,
+            stream.native,
+        )
 
 
 class ServerStep:
@@ -69,7 +78,15 @@ class ServerStep:
             views = session_by_id(self.session_id) if a.sink.startswith("memory:") else None
             # (built unprepared: the client checked the checkpoint and the sink, and staged INITIAL STATE)
             self._stream = BulkStream(
-                batch_df.sparkSession, a.plan, a.source_schema, a.checkpoint, a.sink, a.finish, a.function, views=views
+                batch_df.sparkSession,
+                a.plan,
+                a.source_schema,
+                a.checkpoint,
+                a.sink,
+                a.finish,
+                a.function,
+                views=views,
+                native=a.native,
             )
             # the lease this batch runs under (its client's): the worker may outlive its query, so
             # the threads beside the steps work only while that lease is still the checkpoint's

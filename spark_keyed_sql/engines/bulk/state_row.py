@@ -18,13 +18,12 @@ from ...api.state import StateDescriptor, StateKind
 from ...runtime.spec import FunctionKind, FunctionSpec
 from ...state.attributes import AttributeLayout
 from ...state.memory import MemoryKeyState
-from ...state.snapshots import STATE_PREFIX
+from ...state.snapshots import HAS_ATTRS, STATE_PREFIX
 from ...state.spark_types import to_spark
 
 __all__ = ["StateRowCodec", "STATE_PREFIX", "TIMERS", "HAS_ATTRS", "ATTRS_EXP", "exp_column"]
 
 TIMERS = STATE_PREFIX + "_timers"
-HAS_ATTRS = STATE_PREFIX + "_has_attrs"
 ATTRS_EXP = STATE_PREFIX + "_attrs_exp"
 
 

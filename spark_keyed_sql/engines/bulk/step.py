@@ -52,7 +52,8 @@ from ..edit_pickup import apply_pending
 from .compaction import Compactor
 from .feeding import plan_feeds
 from .incremental import IncrementalProgram, incremental_input, step_schema
-from .layout import BulkLayout, bulk_partitions, evolved_commit
+from .layout import BulkLayout, bulk_partitions, evolved_commit, state_frame
+from .native_step import native_job
 from .partitioning import PART
 from .records import KIND, OutputKind, TaskStats
 from .sinks import reset_memory_sink, write_batch
@@ -130,10 +131,13 @@ class BulkStream:
         on_commit: Callable[[dict[str, Any]], None] | None = None,
         *,
         views: SparkSession | None = None,
+        native: Any = None,
     ):
         """``views``: the session a memory sink's view is registered in (``driver``'s when not
-        given). Reads the checkpoint's last commit, writes nothing: ``prepare`` does the checks
-        and the staging a new run needs before its query starts."""
+        given); ``native``: the step planned as Spark SQL (a stream-mode ``NativePlan``: each
+        micro-batch runs it instead of the Python job, ``native_step.py``). Reads the
+        checkpoint's last commit, writes nothing: ``prepare`` does the checks and the staging a
+        new run needs before its query starts."""
         self.driver = driver
         self.views = views or driver
         self.store = SnapshotStore(checkpoint, driver)
@@ -164,6 +168,7 @@ class BulkStream:
             else None
         )
         self.sink = sink
+        self.native = native
         self.finish = finish
         self.function = function
         self.on_commit = on_commit
@@ -450,6 +455,21 @@ class BulkStream:
         checkpoint (the deltas since the state the store holds, else all of it)."""
         spark, store = batch_df.sparkSession, self.store
         jobs = [f"{plan.rel}/main"]
+        if self.native is not None:
+            prior = state_frame(spark, store, plan.prev) if plan.prev is not None else None
+            stats = native_job(
+                self.native,
+                batch_df,
+                prior,
+                self.plan.key_columns,
+                self.partitions,
+                self.step_schema,
+                store.path(jobs[0]),
+                self.fs,
+                plan.version,
+                plan.attempt,
+            )
+            return StepJobs(jobs, stats)
         incremental_input(batch_df, self.plan, self.partitions, self.tasks, initial=plan.initial).mapInArrow(
             plan.program, self.step_schema
         ).write.partitionBy(KIND).parquet(store.path(jobs[0]))

@@ -78,6 +78,7 @@ class BulkStreamRun(StreamRun):
             finish,
             job.plan.spec.name,
             on_commit=job.progress,
+            native=job.native,
         ).prepare()
         latest = stream.store.latest()
         pump_s = None

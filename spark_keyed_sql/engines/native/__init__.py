@@ -29,14 +29,18 @@ def native_wanted(option: Any, conf: str | None) -> bool:
     return bool(value)
 
 
-def plan_native(plan: KeyedPlan, *, streaming: bool) -> NativePlan | Declined:
-    """The step as Spark SQL, or why it stays on the Python path (``Declined``'s message)."""
+def plan_native(plan: KeyedPlan, *, streaming: bool, native_streams: bool = False) -> NativePlan | Declined:
+    """The step as Spark SQL, or why it stays on the Python path (``Declined``'s message).
+    ``streaming``: a stream step, each micro-batch starting from the keys' stored state, when
+    the engine runs native stream steps (``native_streams``)."""
     spec = plan.spec
     try:
         if spec.kind is not FunctionKind.FUNCTION:
             raise Declined("a KeyedProcessor (only a StatefulFunction's execute is planned)")
-        if streaming:
-            raise Declined("a streaming source (native plans run one-shot batches so far)")
+        if streaming and not native_streams:
+            raise Declined("a stream on this engine (native stream steps run on engine 'bulk')")
+        if streaming and not plan.key_columns:
+            raise Declined("a stream without a key")
         for what, present in (
             ("an INITIAL STATE", plan.initial_state is not None),
             ("several inputs", bool(plan.inputs)),
@@ -61,7 +65,7 @@ def plan_native(plan: KeyedPlan, *, streaming: bool) -> NativePlan | Declined:
         if key is not None and key[1].lower() not in ("string", "bigint", "int", "smallint", "tinyint", "boolean"):
             raise Declined(f"a key of type {key[1] or 'unknown'} (planned: strings, integers, booleans)")
         program = analyze(spec.cls, instance, layout.names, fields, key)
-        return build(program, plan, spec.returns)
+        return build(program, plan, spec.returns, layout if streaming else None)
     except Declined as d:
         return d
     except Exception as exc:  # noqa: BLE001 - a planner gap never fails the statement: it runs on Python

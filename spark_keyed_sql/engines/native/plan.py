@@ -20,12 +20,14 @@ from .analyze import Declined, Program, int_bits
 from .ir import Bin, Const, Expr, If, olds, walk
 from .recurrences import Recurrence, bounded_bits, classify, leaves
 from .render import DECIMAL, MAX_BITS, Renderer, literal, null_literal
+from .stored import HAS_ATTRS, StoredAttribute, stored_attributes
 
-__all__ = ["NativePlan", "build"]
+__all__ = ["LAST", "NativePlan", "StreamState", "build"]
 
 _OWN = re.compile(r"`(__ksn_[a-z]+\d+)`")
 ERR = "__ksn_err"
 SEQ = "__ksn_seq"
+LAST = "__ksn_last0"  # a stream step: the key's last row of the batch (its values are the new state)
 _OUT_INT = {"bigint": 63, "int": 31, "smallint": 15, "tinyint": 7}
 
 
@@ -36,6 +38,8 @@ class NativePlan:
     outputs: list[tuple[str, str]]  # the step's output columns: (name, SQL)
     errors: str | None  # the SQL of the row's error message (NULL: none)
     source_columns: list[str] = field(default_factory=list)
+    # a stream step (``StreamState``): the key's stored state starts its recurrences; None: one-shot
+    stream: StreamState | None = None
 
     def sql(self, source: str = "source") -> str:
         """The whole chain as one statement over ``source``."""
@@ -50,13 +54,30 @@ class NativePlan:
         inner = f"SELECT *, {self.errors} AS {ERR}\nFROM ({text}) AS l{len(self.layers)}" if self.errors else text
         return f"SELECT {', '.join(final)}\nFROM ({inner}) AS out{where}"
 
-    def apply(self, df: Any) -> Any:
+    def layered(self, df: Any) -> Any:
+        """The source with every layer's columns, rows Python would fail on raised."""
         out = df.selectExpr(*(quote(c) for c in self.source_columns))
         for layer in self.layers:
             out = out.selectExpr("*", *(f"{s} AS {quote(n)}" for n, s in layer))
         if self.errors:
             out = out.selectExpr("*", f"{self.errors} AS {ERR}").where(f"{ERR} IS NULL OR raise_error({ERR}) IS NULL")
-        return out.selectExpr(*(f"{s} AS {quote(n)}" for n, s in self.outputs))
+        return out
+
+    def apply(self, df: Any) -> Any:
+        return self.layered(df).selectExpr(*(f"{s} AS {quote(n)}" for n, s in self.outputs))
+
+
+@dataclass
+class StreamState:
+    """What a stream step adds: the stored state columns it reads (the key's state row, joined in;
+    NULL for a key without state), and over ``layered``'s columns the new state row (``columns``:
+    each stored column's SQL, taken on the key's last row, ``LAST``) and whether it holds what
+    the stored row holds (``same``: then nothing is written, as on the Python path). A key keeps
+    a state row once it ran, whatever its values (only ``clear_state``, never planned, drops it)."""
+
+    stored: list[str]  # HAS_ATTRS and the attributes' columns
+    columns: list[tuple[str, str]]
+    same: str
 
 
 def _window(
@@ -77,8 +98,10 @@ def _window(
 
 
 class _Builder:
-    def __init__(self, program: Program, plan: KeyedPlan, returns: Any):
-        self.program, self.plan, self.returns = program, plan, returns
+    def __init__(self, program: Program, plan: KeyedPlan, returns: Any, layout: Any = None):
+        """``layout``: the class's AttributeLayout for a stream step (None: one-shot)."""
+        self.program, self.plan, self.returns, self.state_layout = program, plan, returns, layout
+        self.stored: list[StoredAttribute] = []
         self.names = {a: i for i, a in enumerate(sorted(program.initial))}
         self.defs: dict[str, tuple[str, set[str]]] = {}  # column -> (SQL, the defined columns it reads)
         self.attr_bits: dict[str, int] = {}
@@ -114,8 +137,14 @@ class _Builder:
     def new_col(self, a: str) -> str:
         return f"__ksn_new{self.names[a]}"
 
+    def start_col(self, a: str) -> str:
+        """A stream step: the attribute's value before the key's first row (stored, else initial)."""
+        return f"__ksn_init{self.names[a]}"
+
     def old_sql(self, a: str) -> str:
         if a not in self.program.updates:
+            if self.state_layout is not None:
+                return quote(self.start_col(a))
             return literal(self.program.initial[a]) if self.program.initial[a].value is not None else self.null(a)
         self.needs_old.add(a)
         return quote(self.old_col(a))
@@ -164,6 +193,8 @@ class _Builder:
         for a in sorted(self.needs_old):
             init = self.program.initial[a]
             default = f", 1, {self.typed(init, a)}" if init.value is not None else ", 1"
+            if self.state_layout is not None:
+                default = f", 1, {quote(self.start_col(a))}"
             window = _window(self.plan, None)
             self.define(self.old_col(a), f"lag({quote(self.new_col(a))}{default}) OVER {window}")
 
@@ -237,6 +268,8 @@ class _Builder:
         self.extreme(rec)
 
     def init_sql(self, a: str) -> str:
+        if self.state_layout is not None:
+            return quote(self.start_col(a))
         init = self.program.initial[a]
         return self.typed(init, a) if init.value is not None else self.null(a)
 
@@ -261,8 +294,10 @@ class _Builder:
             if ty == "int"
             else f"coalesce(sum({d}) OVER {{w}}, {self.init_sql(a)})"
         )
+        if ty == "float" and self.state_layout is not None:
+            start = self.float_sum_from_stored(a, d, w)
         if not resets:
-            if {leaf.kind for leaf in found} == {"add"} and init.value == 0:
+            if {leaf.kind for leaf in found} == {"add"} and init.value == 0 and self.state_layout is None:
                 # every row adds (a NULL add is an error row): the running sum is never NULL
                 start = f"sum({d}) OVER {{w}}" if d != "1L" else "count(1) OVER {w}"
             self.define(self.new_col(a), start.format(w=w))
@@ -280,6 +315,20 @@ class _Builder:
             )
         self.define(self.new_col(a), value)
 
+    def float_sum_from_stored(self, a: str, d: str, w: str) -> str:
+        """A stream step's float sum (before any reset): Python adds the stored value and the
+        rows one at a time, so the stored value goes into the first row's term (Spark's running
+        sum then adds in row order). A stored -0.0 stays while every term is -0.0, as in Python."""
+        start = self.init_sql(a)
+        c = f"__ksn_c{self.names[a]}"
+        self.define(c, f"count({d}) OVER {w}")
+        first = f"CASE WHEN {d} IS NOT NULL AND {quote(c)} = 1 THEN {start} + {d} ELSE {d} END"
+        neg = f"coalesce(CAST({d} AS STRING) = '-0.0', TRUE)"
+        return (
+            f"CASE WHEN CAST({start} AS STRING) = '-0.0' AND bool_and({neg}) OVER {{w}} THEN CAST('-0.0' AS DOUBLE) "
+            f"ELSE coalesce(sum({first}) OVER {{w}}, {start}) END"
+        )
+
     def extreme(self, rec: Recurrence) -> None:
         a, init = rec.attr, self.program.initial[rec.attr]
         if init.ty == "float" and init.value is not None and init.value != init.value:
@@ -293,7 +342,7 @@ class _Builder:
         prev_w = _window(self.plan, "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING")
         wagg = f"{agg}(CASE WHEN {eligible} THEN {self.value_sql(v, a)} END) OVER {prev_w}"
         pcol = f"__ksn_prev{self.names[a]}"
-        if init.value is None:
+        if init.value is None and self.state_layout is None:
             prev = wagg
         else:
             best = "greatest" if agg == "max" else "least"
@@ -342,9 +391,34 @@ class _Builder:
                 [*plan.key_columns, *(o.column for o in plan.order), *self.field_columns(), *plan.passthrough]
             )
         )
+        stream = self.stream_state() if self.state_layout is not None else None
+        if stream is not None:
+            source += stream.stored
         layers = [layer for layer in self.layout() if layer]
         layers.insert(0, [(SEQ, "monotonically_increasing_id()")])
-        return NativePlan(plan.spec.name, layers, outputs, errors, source)
+        return NativePlan(plan.spec.name, layers, outputs, errors, source, stream)
+
+    def stream_state(self) -> StreamState:
+        """A stream step's start columns (the stored value, else the initial one), the key's
+        last row, and the new state row over them."""
+        self.stored = stored_attributes(self.state_layout, self.program.initial, self.attr_bits)
+        key = self.key_repr()
+        for s in self.stored:
+            a = s.name
+            init = self.program.initial[a]
+            initial = self.typed(init, a) if init.value is not None else self.null(a)
+            self.define(
+                self.start_col(a),
+                f"CASE WHEN {quote(HAS_ATTRS)} THEN {s.read(self.plan.spec.name, key)} ELSE {initial} END",
+            )
+        self.define(LAST, f"lead({quote(SEQ)}) OVER {_window(self.plan, None)} IS NULL")
+        updated = self.program.updates
+        columns = [
+            (s.column, s.write(quote(self.new_col(s.name) if s.name in updated else self.start_col(s.name))))
+            for s in self.stored
+        ]
+        same = " AND ".join(s.same(sql, quote(s.column)) for s, (_, sql) in zip(self.stored, columns)) or "TRUE"
+        return StreamState([HAS_ATTRS, *(s.column for s in self.stored)], columns, f"({same})")
 
     def field_columns(self) -> list[str]:
         return list(dict.fromkeys(self.plan.arg_columns))
@@ -434,5 +508,6 @@ def _may_be_negative_zero(e: Expr | None) -> bool:
     return True
 
 
-def build(program: Program, plan: KeyedPlan, returns: Any) -> NativePlan:
-    return _Builder(program, plan, returns).build()
+def build(program: Program, plan: KeyedPlan, returns: Any, layout: Any = None) -> NativePlan:
+    """``layout``: the class's AttributeLayout, for a stream step (its state stored per key)."""
+    return _Builder(program, plan, returns, layout).build()

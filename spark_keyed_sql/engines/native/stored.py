@@ -1,0 +1,110 @@
+"""A native stream step's state as the Python path stores it: each attribute's stored column read
+back as the value the key's recurrences start from, and the new value written into the same
+column with the same bytes (``AttributeLayout``: typed columns, or the JSON encoding), so a
+checkpoint moves between native and Python micro-batches freely.
+
+What is planned: typed (annotated) attributes of type bigint, double, boolean and string, and
+JSON-encoded ones holding ints (within 62 bits), booleans or None. Anything else declines with
+what to change: Spark SQL cannot write Python's JSON of a float, a datetime or a non-ASCII string
+byte for byte."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...api.types import AtomicType
+from ...runtime.columns import quote
+from ...state.attributes import AttributeLayout
+from ...state.snapshots import HAS_ATTRS, STATE_PREFIX
+from .analyze import Declined
+from .ir import Const
+
+__all__ = ["HAS_ATTRS", "StoredAttribute", "stored_attributes"]
+
+_TYPED = {("bigint", "int"), ("double", "float"), ("boolean", "bool"), ("string", "str")}
+_ENCODED = ("int", "bool", "none")
+
+
+@dataclass(frozen=True)
+class StoredAttribute:
+    """One attribute's state column: how the stored value reads back and how the new one is
+    written."""
+
+    name: str
+    column: str  # the state row's column (``__ks_s_<name>``)
+    ty: str  # the planner's type of the attribute
+    encoded: bool  # the JSON encoding (else a typed column)
+    double: bool = False  # a typed double: compared by its text (-0.0 apart from 0.0)
+
+    def read(self, function: str, key_repr: str) -> str:
+        """The stored column as the attribute's value (a stored text the plan cannot read raises)."""
+        c = quote(self.column)
+        if not self.encoded:
+            return c
+        if self.ty == "none":
+            return "NULL"
+        bad = (
+            f"raise_error(concat('function \\'{function}\\': the stored state of key ', {key_repr}, "
+            f"' holds ', {c}, ' in attribute \\'{self.name}\\', not the {self.ty} the native plan reads; "
+            "run the statement with OPTIONS (native = false)'))"
+        )
+        if self.ty == "int":
+            return (
+                f"CASE WHEN {c} = 'null' THEN CAST(NULL AS BIGINT) WHEN {c} RLIKE '^-?[0-9]{{1,18}}$' "
+                f"THEN CAST({c} AS BIGINT) ELSE {bad} END"
+            )
+        return f"CASE {c} WHEN 'true' THEN TRUE WHEN 'false' THEN FALSE WHEN 'null' THEN NULL ELSE {bad} END"
+
+    def write(self, value: str) -> str:
+        """The new value (SQL of the planner's type) as the column stores it."""
+        if not self.encoded:
+            return f"CAST({value} AS BIGINT)" if self.ty == "int" else value
+        if self.ty == "none":
+            return "'null'"
+        if self.ty == "int":
+            return f"coalesce(CAST({value} AS STRING), 'null')"
+        return f"CASE WHEN {value} IS NULL THEN 'null' WHEN {value} THEN 'true' ELSE 'false' END"
+
+    def same(self, a: str, b: str) -> str:
+        """Do two stored values have the same bytes (NULLs equal; a double by its text)?"""
+        if self.double:
+            return f"(CAST({a} AS STRING) <=> CAST({b} AS STRING))"
+        return f"({a} <=> {b})"
+
+
+def stored_attributes(
+    layout: AttributeLayout, initial: dict[str, Const], bits: dict[str, int]
+) -> list[StoredAttribute]:
+    """Each state attribute's column, or Declined naming the attribute and what to change."""
+    out = []
+    for name in layout.names:
+        if name not in initial:
+            raise Declined(
+                f"attribute {name!r}: per-key dict state on a stream (native stream steps plan plain attributes; "
+                "keep one attribute per value, e.g. self.count instead of self.d[key]['count'])"
+            )
+        ty = initial[name].ty
+        if layout.is_encoded(name):
+            if ty not in _ENCODED:
+                raise Declined(
+                    f"attribute {name!r} holds a {ty} stored as JSON, which Spark SQL cannot write as Python does; "
+                    f"annotate it (e.g. `{name}: {_PY.get(ty, ty)}`) for a native plan on a stream"
+                )
+            if ty == "int" and bits.get(name, 0) > 62:
+                raise Declined(f"attribute {name!r}: an integer that may pass 62 bits on a stream")
+            out.append(StoredAttribute(name, STATE_PREFIX + name, ty, True))
+            continue
+        t = layout.column_type(name)
+        ddl = t.ddl().lower() if isinstance(t, AtomicType) else str(t)
+        if (ddl, ty) not in _TYPED:
+            raise Declined(
+                f"attribute {name!r} is stored as {ddl.upper()} and the plan holds a {ty} in it "
+                "(planned on a stream: int as BIGINT, float as DOUBLE, bool as BOOLEAN, str as STRING)"
+            )
+        if ty == "int" and bits.get(name, 0) > 62:
+            raise Declined(f"attribute {name!r}: an integer that may pass 62 bits on a stream")
+        out.append(StoredAttribute(name, STATE_PREFIX + name, ty, False, double=ty == "float"))
+    return out
+
+
+_PY = {"float": "float", "str": "str", "datetime": "datetime", "timedelta": "timedelta"}

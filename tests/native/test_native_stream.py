@@ -1,0 +1,192 @@
+"""Native plans on streams (#47): ``ks.run`` increments run natively on engine bulk, each key
+starting from its stored state, and leave the state the Python path leaves, in the same
+checkpoint format: increments alternate native / Python / native on one checkpoint and the
+output and state equal a plain-Python oracle (the class itself, one instance per key kept
+across increments, each increment's rows in order — no code of this project)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import math
+import random
+
+import pytest
+
+from spark_keyed_sql import StatefulFunction
+from tests.native import classes as C
+
+_names = itertools.count()
+T0 = dt.datetime(2026, 3, 1, 9, 0)
+
+
+class Ctx:
+    def __init__(self, key):
+        self.key = key
+
+    def get_key(self):
+        return self.key
+
+
+class Oracle:
+    """The class run per key in plain Python; instances (the state) kept between increments."""
+
+    def __init__(self, cls, args):
+        self.cls, self.args, self.keys = cls, args, {}
+
+    def increment(self, rows):
+        out = []
+        by_key: dict = {}
+        for r in rows:
+            by_key.setdefault(r["user_id"], []).append(r)
+        for k, rs in by_key.items():
+            inst = self.keys.get(k)
+            if inst is None:
+                inst = self.keys[k] = self.cls()
+                inst.__dict__["ctx"] = Ctx(k)
+            for r in sorted(rs, key=lambda r: r["ts"]):
+                res = inst.execute({a: r[a] for a in self.args})
+                if isinstance(res, list):
+                    (res,) = res
+                values = tuple(res.values()) if isinstance(res, dict) else tuple(res)
+                out.append((k, r["ts"], *values))
+        return out
+
+    def state(self, names):
+        return {k: tuple(getattr(i, n) for n in names) for k, i in self.keys.items()}
+
+
+def canon(rows):
+    def norm(v):
+        if isinstance(v, float):
+            return "nan" if math.isnan(v) else repr(v)  # -0.0 and 0.0 apart, every bit of a sum
+        return repr(v)
+
+    return sorted(tuple(norm(v) for v in r) for r in rows)
+
+
+class Spends(StatefulFunction):  # ints and a flag kept as JSON (no annotations), a running max
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.big = 0
+        self.big_total = 0
+        self.was_big = False
+        self.best = None
+        self.best_n = 0
+
+    def execute(self, row):
+        amount = row["amount"]
+        twice = self.was_big and amount > 100
+        if amount > 100:
+            self.big += 1
+            self.big_total += amount
+        self.was_big = amount > 100
+        if self.best is None or amount > self.best:
+            self.best = amount
+            self.best_n = self.big
+        return {"big": self.big, "big_total": self.big_total, "twice": twice, "best": self.best, "at": self.best_n}
+
+
+class Sessions(StatefulFunction):  # a session count with resets, typed
+    session: int
+    events: int
+    spent: float
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.session = 0
+        self.events = 0
+        self.spent = 0.0
+
+    def execute(self, row):
+        if row["amount"] > 150:  # a big spend starts a new session
+            self.session += 1
+            self.events = 0
+            self.spent = 0.0
+        self.events += 1
+        self.spent += row["value"]
+        return {"session": self.session, "events": self.events, "spent": self.spent}
+
+
+CASES = [
+    (C.Counter, "n bigint, total double", ["value"], ["n", "total"], ["n", "total"]),
+    (
+        Spends,
+        "big bigint, big_total bigint, twice boolean, best bigint, at bigint",
+        ["amount"],
+        ["big", "big_total", "twice", "best", "at"],
+        ["big", "big_total", "was_big", "best", "best_n"],
+    ),
+    (
+        Sessions,
+        "session bigint, events bigint, spent double",
+        ["amount", "value"],
+        ["session", "events", "spent"],
+        ["session", "events", "spent"],
+    ),
+]
+
+
+def increment(seed, n=60):
+    r = random.Random(seed)
+    out = []
+    for i in range(n):
+        out.append(
+            {
+                "user_id": r.choice(["u1", "u2", "u3", "u4", None]),
+                "ts": T0 + dt.timedelta(hours=seed, minutes=i, seconds=r.randrange(50)),
+                "value": r.choice([r.uniform(-1, 1), 0.1, 0.2, 0.3, -0.0, r.uniform(0, 1e9)]),
+                "amount": r.randrange(-50, 200),
+            }
+        )
+    return out
+
+
+SCHEMA = "user_id string, ts timestamp, value double, amount bigint"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0].__name__ for c in CASES])
+def test_increments_alternate_native_and_python_on_one_checkpoint(ks_auto, spark, tmp_path, case):
+    cls, returns, args, outs, attrs = case
+    name = f"nstream_{cls.__name__.lower()}_{next(_names)}"
+    ks_auto.register(name, cls, returns=returns)
+    src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
+    q = (
+        f"SELECT user_id, ts, {', '.join(outs)} FROM parquet.`{src}` GROUP BY KEY user_id "
+        f"WITH STATE {name}({', '.join(args)}) ORDER BY ts OPTIONS (engine = 'bulk', native = {{native}})"
+    )
+    oracle = Oracle(cls, args)
+    expected = []
+    for i, native in enumerate(["true", "false", "true", "true"]):
+        rows = increment(i)
+        spark.createDataFrame(
+            [tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA
+        ).write.mode("append").parquet(src)
+        expected += oracle.increment(rows)
+        summary = ks_auto.run(q.format(native=native), checkpoint=cp, output=out)
+        assert summary["input_rows"] == len(rows)
+        got = spark.read.parquet(out).select("user_id", "ts", *outs).collect()
+        assert canon(got) == canon(expected), f"after increment {i} ({'native' if native == 'true' else 'Python'})"
+        # read_state shows an unannotated attribute as its JSON text
+        state = {
+            r["user_id"]: tuple(json.loads(r[a]) if isinstance(r[a], str) else r[a] for a in attrs)
+            for r in ks_auto.read_state(cp).collect()
+        }
+        assert canon([(k, *v) for k, v in state.items()]) == canon([(k, *v) for k, v in oracle.state(attrs).items()])
+
+
+def test_explain_says_a_stream_step_runs_natively_or_why_not(ks_auto, spark, tmp_path):
+    src = str(tmp_path / "in")
+    spark.createDataFrame([("u1", T0, 1.0, 5)], SCHEMA).write.parquet(src)
+    spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("nstream_src")
+    ks_auto.register("nstream_counter_x", C.Counter, returns="n bigint, total double")
+    ks_auto.register("nstream_sessionizer_x", C.Sessionizer, returns="session bigint, events bigint")
+    base = "SELECT user_id, {o} FROM nstream_src GROUP BY KEY user_id WITH STATE {f} ORDER BY ts OPTIONS (engine = {e})"
+    text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'bulk'"))
+    assert "native:    yes" in text, text
+    text = ks_auto.explain(base.format(o="session, events", f="nstream_sessionizer_x(ts)", e="'bulk'"))
+    assert "native:    no, the Python path: attribute 'last_ts' holds a datetime stored as JSON" in text, text
+    assert "`last_ts: datetime`" in text
+    text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'tws'"))
+    assert "native:    no, the Python path: a stream on this engine" in text, text
