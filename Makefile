@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test-python-path bench-broadcast bench-erase demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
+.PHONY: test-python-path bench-broadcast bench-erase bench-stream demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
 
 # .venv: the reference pair (this Python, the newest PySpark the `spark` extra allows)
 $(STAMP): pyproject.toml
@@ -75,6 +75,11 @@ bench: check-java $(STAMP)
 # minutes; ROUNDS_ARGS="--keys 1000000 --rounds 5", or --root DIR for another checkout)
 bench-rounds: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/rounds.py $(ROUNDS_ARGS)
+
+# W1 through ks.run increments on bulk, native plan against the Python path, on one checkpoint's
+# copies (STREAM_ARGS="--keys 1000000 --touched 100000,1000000 --rounds 3") -> BENCHMARKS.md
+bench-stream: check-java $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/stream_native.py $(STREAM_ARGS)
 
 # erasing 1,000 of 1M keys of state against one ordinary batch over them (bulk), side by side
 # (ERASE_ARGS="--keys 1000000 --erase 1000 --rounds 2") -> BENCHMARKS.md

@@ -40,7 +40,8 @@ def main() -> None:
     from spark_keyed_sql import KeyedSQL
     from spark_keyed_sql.local import local_session
 
-    spark = local_session("spark-keyed-sql bench erase", shuffle_partitions=8)
+    # the ordinary batch on the Python path (native plans off), as the recorded figure was measured
+    spark = local_session("spark-keyed-sql bench erase", shuffle_partitions=8, conf={"spark.keyedsql.native": "false"})
     ks = KeyedSQL(spark, engine="bulk")
     ks.register("erase_counter", Counter, returns="n bigint, total double")
     root = tempfile.mkdtemp(prefix="ks-bench-erase-")

@@ -14,9 +14,10 @@ from spark_keyed_sql.engines.bulk.local_store import cache_root
 from spark_keyed_sql.engines.bulk.stream import COMPACT_DELTAS_CONF, LOCAL_STATE_DIR_CONF
 from spark_keyed_sql.state.snapshots import SnapshotStore
 
+# the Python step's local stores are what these tests look at (a native step uses none)
 SQL = (
     "SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE {fn}(value) ORDER BY ts "
-    "OPTIONS (engine = 'bulk')"
+    "OPTIONS (engine = 'bulk', native = false)"
 )
 
 

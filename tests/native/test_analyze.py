@@ -14,7 +14,9 @@ from spark_keyed_sql.runtime.plan import KeyedPlan
 from spark_keyed_sql.runtime.spec import FunctionSpec
 
 
-def _plan(tmp_path, body: str, returns: str, fields: dict[str, str], key_type: str = "string", streaming=False):
+def _plan(
+    tmp_path, body: str, returns: str, fields: dict[str, str], key_type: str = "string", streaming=False, engine=True
+):
     src = "from spark_keyed_sql import StatefulFunction\n\n\n" + textwrap.dedent(body)
     path = tmp_path / f"native_analyze_{abs(hash(body))}.py"
     path.write_text(src)
@@ -28,7 +30,7 @@ def _plan(tmp_path, body: str, returns: str, fields: dict[str, str], key_type: s
     fs = FunctionSpec("f", module.C, parse_schema(returns))
     plan = KeyedPlan(fs, ["k"], list(fields), [OrderSpec("ts")])
     plan.arg_types = {"k": key_type, "ts": "timestamp", **fields}
-    return plan_native(plan, streaming=streaming)
+    return plan_native(plan, streaming=streaming, native_streams=engine)
 
 
 COUNTER = """
@@ -114,6 +116,35 @@ def test_a_float_sum_from_another_start_and_a_float_key_are_declined(tmp_path):
     assert "a key of type double" in str(d)
 
 
-def test_a_stream_stays_on_python_and_says_so(tmp_path):
+def test_a_stream_plans_with_stored_state_or_says_which_attribute_keeps_it_on_python(tmp_path):
+    d = _plan(tmp_path, COUNTER, "n bigint, total double", {"v": "double"}, streaming=True, engine=False)
+    assert "a stream on this engine (native stream steps run on engine 'bulk')" in str(d)
+    # unannotated: n is stored as JSON (an int: planned), total as JSON (a float: not)
     d = _plan(tmp_path, COUNTER, "n bigint, total double", {"v": "double"}, streaming=True)
-    assert "a streaming source (native plans run one-shot batches so far)" in str(d)
+    assert "attribute 'total' holds a float stored as JSON" in str(d) and "`total: float`" in str(d)
+    typed = COUNTER.replace("class C(StatefulFunction):", "class C(StatefulFunction):\n    total: float")
+    plan = _plan(tmp_path, typed, "n bigint, total double", {"v": "double"}, streaming=True)
+    assert isinstance(plan, NativePlan) and plan.stream is not None
+    # the key's stored row starts the recurrences; the new state is the key's last row's
+    assert plan.stream.stored == ["__ks_s__has_attrs", "__ks_s_n", "__ks_s_total"]
+    sql = plan.sql()
+    assert "CASE WHEN `__ks_s__has_attrs` THEN" in sql and "lead(`__ksn_seq`)" in sql
+    assert [c for c, _ in plan.stream.columns] == ["__ks_s_n", "__ks_s_total"]
+    # JSON ints are read back strictly (a stored text that is not one raises)
+    assert "RLIKE '^-?[0-9]{1,18}$'" in sql
+    per_key = """
+class C(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.d = {}
+
+    def execute(self, row):
+        k = self.ctx.get_key()
+        if k not in self.d:
+            self.d[k] = {"n": 0}
+        self.d[k]["n"] += 1
+        return {"n": self.d[k]["n"]}
+"""
+    assert isinstance(_plan(tmp_path, per_key, "n bigint", {"v": "double"}), NativePlan)
+    d = _plan(tmp_path, per_key, "n bigint", {"v": "double"}, streaming=True)
+    assert "attribute 'd': per-key dict state on a stream" in str(d)

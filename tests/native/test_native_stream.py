@@ -190,3 +190,32 @@ def test_explain_says_a_stream_step_runs_natively_or_why_not(ks_auto, spark, tmp
     assert "`last_ts: datetime`" in text
     text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'tws'"))
     assert "native:    no, the Python path: a stream on this engine" in text, text
+
+
+def test_a_started_stream_runs_natively_then_on_python_from_the_same_checkpoint(ks_auto, spark, tmp_path):
+    ks_auto.register("nstream_started", Sessions, returns="session bigint, events bigint, spent double")
+    src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
+    q = (
+        f"SELECT user_id, ts, session, events, spent FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE nstream_started(amount, value) ORDER BY ts OPTIONS (native = {native})"
+    )
+    oracle, expected = Oracle(Sessions, ["amount", "value"]), []
+    for native, seeds in (("true", (10, 11)), ("false", (12,))):
+        query = None
+        for seed in seeds:
+            rows = increment(seed, 40)
+            spark.createDataFrame(
+                [tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA
+            ).write.mode("append").parquet(src)
+            expected += oracle.increment(rows)
+            if query is None:
+                query = ks_auto.start(q.format(native=native), checkpoint=cp, sink=out)
+            query.processAllAvailable()
+        query.stop()
+        assert query.exception() is None
+        got = spark.read.parquet(out).select("user_id", "ts", "session", "events", "spent").collect()
+        assert canon(got) == canon(expected), f"after the {'native' if native == 'true' else 'Python'} run"
+    state = {r["user_id"]: (r["session"], r["events"], r["spent"]) for r in ks_auto.read_state(cp).collect()}
+    assert canon([(k, *v) for k, v in state.items()]) == canon(
+        [(k, *v) for k, v in oracle.state(["session", "events", "spent"]).items()]
+    )

@@ -18,13 +18,14 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from ...state.commit_record import store_token
 from ...state.fs import join
 from ...state.snapshots import HAS_ATTRS, KEY_PREFIX
 from ..native import NativePlan
 from ..native.plan import LAST
-from .layout import DELETED
+from .layout import DELETED, VERSION
 from .partitioning import PART, part_column
 from .records import KIND, STATS_PREFIX, OutputKind, TaskStats
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 NATIVE_TASK = "native"  # the "task" a native step's commit names for every partition: no store holds it
 _PRIOR_KEY = "__ksn_prior_key"
+_RANK = "__ksn_rank"
 _SAME = "__ksn_same"
 _NEW = "__ksn_w"
 
@@ -58,15 +60,24 @@ def native_job(
     attempt: str,
 ) -> dict[int, TaskStats]:
     """Run ``native`` over the batch, starting each key from ``prior`` (``state_frame`` of the
-    last commit; None: no state yet), writing OUT and DELTA rows partitioned by kind to
-    ``path``; returns every state partition's stats."""
+    last commit with ``versions``: every stored row; None: no state yet), writing OUT and DELTA
+    rows partitioned by kind to ``path``; returns every state partition's stats."""
     assert native.stream is not None
     stream = native.stream
     spark = batch_df.sparkSession
     (key,) = key_columns
     types = {f.name: f.dataType for f in schema.fields}
     if prior is not None:
-        prior = prior.select(F.col(f"{KEY_PREFIX}0").alias(_PRIOR_KEY), *stream.stored)
+        # the stored rows of the batch's keys (a semi-join: a broadcast one when the batch's keys
+        # are few), then each key's newest: the state of other keys never reaches the window
+        keys = batch_df.select(F.col(key).alias(_PRIOR_KEY)).distinct()
+        stored = prior.join(keys, prior[f"{KEY_PREFIX}0"].eqNullSafe(keys[_PRIOR_KEY]), "left_semi")
+        newest = Window.partitionBy(f"{KEY_PREFIX}0").orderBy(F.col(VERSION).desc())
+        prior = (
+            stored.withColumn(_RANK, F.row_number().over(newest))
+            .where((F.col(_RANK) == 1) & ~F.col(DELETED))
+            .select(F.col(f"{KEY_PREFIX}0").alias(_PRIOR_KEY), *stream.stored)
+        )
         joined = batch_df.join(prior, batch_df[key].eqNullSafe(prior[_PRIOR_KEY]), "left").drop(_PRIOR_KEY)
     else:
         joined = batch_df.select("*", *[F.lit(None).cast(types[c]).alias(c) for c in stream.stored])

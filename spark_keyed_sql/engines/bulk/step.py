@@ -456,7 +456,7 @@ class BulkStream:
         spark, store = batch_df.sparkSession, self.store
         jobs = [f"{plan.rel}/main"]
         if self.native is not None:
-            prior = state_frame(spark, store, plan.prev) if plan.prev is not None else None
+            prior = state_frame(spark, store, plan.prev, versions=True) if plan.prev is not None else None
             stats = native_job(
                 self.native,
                 batch_df,
