@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 NATIVE_TASK = "native"  # the "task" a native step's commit names for every partition: no store holds it
 _PRIOR_KEY = "__ksn_prior_key"
 _RANK = "__ksn_rank"
+_ROW = "__ksn_row"
 _SAME = "__ksn_same"
 _NEW = "__ksn_w"
 
@@ -88,7 +89,7 @@ def native_job(
         F.expr(f"`{HAS_ATTRS}` IS NOT NULL AND {stream.same}").alias(_SAME),
     )
     n_keys = f"{STATS_PREFIX}keys_touched"
-    out = layered.select(
+    out = F.struct(
         *_conform(
             schema,
             {
@@ -100,7 +101,7 @@ def native_job(
             },
         )
     )
-    delta = layered.where(F.col(LAST) & ~F.col(_SAME)).select(
+    delta = F.struct(
         *_conform(
             schema,
             {
@@ -114,7 +115,11 @@ def native_job(
             },
         )
     )
-    out.unionByName(delta).write.partitionBy(KIND).parquet(path)
+    # each row's output, and on a key's last row its new state row when it changed: one pass
+    # over the windows (a union of two selects would compute them twice)
+    written = F.when(F.col(LAST) & ~F.col(_SAME), F.array(out, delta)).otherwise(F.array(out))
+    rows = layered.select(F.explode(written).alias(_ROW)).select(f"{_ROW}.*")
+    rows.write.partitionBy(KIND).parquet(path)
     counted = (
         spark.read.parquet(path)
         .groupBy(PART)
