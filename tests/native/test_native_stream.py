@@ -7,10 +7,13 @@ across increments, each increment's rows in order — no code of this project)."
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import itertools
 import json
 import math
+import os
 import random
+import sys
 
 import pytest
 
@@ -219,3 +222,125 @@ def test_a_started_stream_runs_natively_then_on_python_from_the_same_checkpoint(
     assert canon([(k, *v) for k, v in state.items()]) == canon(
         [(k, *v) for k, v in oracle.state(["session", "events", "spent"]).items()]
     )
+
+
+# ---------------------------------------------------------------- generated classes, on streams
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.native.test_native import programs  # noqa: E402
+
+
+def _for_streams(source: str) -> str:
+    """A generated class made storable by a stream's native plan: its float annotated, its
+    remembered time an int (a timestamp attribute stays on Python on streams)."""
+    return source.replace("class Gen(StatefulFunction):\n", "class Gen(StatefulFunction):\n    c: float\n\n").replace(
+        "self.at = row['ts']", "self.at = x"
+    )
+
+
+@settings(
+    max_examples=int(os.environ.get("KS_NATIVE_STREAM_EXAMPLES", "8")),
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(
+    source=programs(),
+    data=st.lists(
+        st.tuples(
+            st.sampled_from(["p", "q", None]),
+            st.integers(-100, 100),
+            st.one_of(st.floats(-1e6, 1e6), st.sampled_from([-0.0, 0.0, math.nan])),
+            st.integers(-120, 120),
+        ),
+        min_size=3,
+        max_size=24,
+    ),
+)
+def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tmp_path_factory, source, data):
+    """Three ks.run increments on one checkpoint (native, Python, native) against the class run
+    in plain Python with its instances kept across increments: outputs, state, and what Python
+    raises."""
+    from spark_keyed_sql.engines.native import NativePlan
+    from spark_keyed_sql.sql import statement
+
+    source = _for_streams(source)
+    work = tmp_path_factory.mktemp("gen_stream")
+    path = work / f"nstream_gen_{next(_names)}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    name = f"nstream_gen_{next(_names)}"
+    ks_auto.register(name, module.Gen, returns="a bigint, b bigint, c double, m bigint, at bigint, o bigint")
+    src, cp, out = (str(work / d) for d in ("in", "cp", "out"))
+    rows = [
+        {"user_id": k, "x": x, "y": y, "z": z, "ts": T0 + dt.timedelta(seconds=i)}
+        for i, (k, x, y, z) in enumerate(data)
+    ]
+    schema = "user_id string, x bigint, y double, z int, ts timestamp"
+    cols = ("user_id", "x", "y", "z", "ts")
+    spark.createDataFrame([tuple(r[c] for c in cols) for r in rows[:1]], schema).write.parquet(src + "_probe")
+    q = (
+        "SELECT user_id, ts, a, b, c, m, at, o FROM parquet.`{src}` GROUP BY KEY user_id "
+        f"WITH STATE {name}(x, y, z, ts) ORDER BY ts OPTIONS (engine = 'bulk', native = {{native}})"
+    )
+    planned = ks_auto._plan(q.format(src=src + "_probe", native="true"), statement.RunMode.STREAM, cp + "_probe")
+    planned = planned[0].steps[0].native
+    hypothesis.note(source)
+    hypothesis.event("native" if isinstance(planned, NativePlan) else f"declined: {str(planned).split(': ')[-1]}")
+    if not isinstance(planned, NativePlan):
+        return
+    oracle, expected = Oracle(module.Gen, ["x", "y", "z", "ts"]), []
+    thirds = [rows[: len(rows) // 3], rows[len(rows) // 3 : 2 * len(rows) // 3], rows[2 * len(rows) // 3 :]]
+    for part, native in zip(thirds, ["true", "false", "true"]):
+        spark.createDataFrame([tuple(r[c] for c in cols) for r in part], schema).write.mode("append").parquet(src)
+        try:
+            expected += oracle.increment([dict(r, user_id=r["user_id"]) for r in part])
+        except Exception as exc:  # noqa: BLE001 - what Python raises, the run raises
+            with pytest.raises(Exception) as raised:
+                ks_auto.run(q.format(src=src, native=native), checkpoint=cp, output=out)
+            assert f"{type(exc).__name__}: {exc}" in str(raised.value)
+            return
+        ks_auto.run(q.format(src=src, native=native), checkpoint=cp, output=out)
+        got = spark.read.parquet(out).select("user_id", "ts", "a", "b", "c", "m", "at", "o").collect()
+        assert canon(got) == canon(expected)
+    attrs = ["a", "b", "c", "m", "at"]
+    state = {
+        r["user_id"]: tuple(json.loads(r[a]) if isinstance(r[a], str) else r[a] for a in attrs)
+        for r in ks_auto.read_state(cp).collect()
+    }
+    assert canon([(k, *v) for k, v in state.items()]) == canon([(k, *v) for k, v in oracle.state(attrs).items()])
+
+
+class Sum64(StatefulFunction):  # a typed BIGINT attribute given a sum past 64 bits
+    total: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = 0
+
+    def execute(self, row):
+        self.total += row["amount"]
+        return {"total": self.total}
+
+
+def test_a_sum_past_64_bits_into_a_typed_attribute_fails_as_storing_it_does_in_python(ks_auto, spark, tmp_path):
+    ks_auto.register("nstream_sum64", Sum64, returns="total double")
+    src = str(tmp_path / "in")
+    big = 2**62 + 7
+    spark.createDataFrame([("k", T0 + dt.timedelta(seconds=i), 0.0, big) for i in range(3)], SCHEMA).write.parquet(src)
+    q = (
+        f"SELECT user_id, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE nstream_sum64(amount) "
+        "ORDER BY ts OPTIONS (engine = 'bulk', native = {native})"
+    )
+    spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("nstream_sum64_src")
+    text = ks_auto.explain(q.format(native="true").replace(f"parquet.`{src}`", "nstream_sum64_src"))
+    assert "native:    yes" in text, text
+    for native in ("true", "false"):
+        with pytest.raises(Exception) as raised:
+            ks_auto.run(q.format(native=native), checkpoint=str(tmp_path / f"cp-{native}"), output=str(tmp_path / "o"))
+        assert f"attribute Sum64.total: {3 * big} does not fit BIGINT" in str(raised.value), (native, raised.value)

@@ -384,6 +384,7 @@ class _Builder:
             e = by_name[f.name]
             outputs.append((f.name, self.output(f, e, checks)))
         outputs += [(c, quote(c)) for c in plan.passthrough]
+        stream = self.stream_state(checks) if self.state_layout is not None else None
         errors = self.errors(checks)
         self.lags()
         source = list(
@@ -391,16 +392,16 @@ class _Builder:
                 [*plan.key_columns, *(o.column for o in plan.order), *self.field_columns(), *plan.passthrough]
             )
         )
-        stream = self.stream_state() if self.state_layout is not None else None
         if stream is not None:
             source += stream.stored
         layers = [layer for layer in self.layout() if layer]
         layers.insert(0, [(SEQ, "monotonically_increasing_id()")])
         return NativePlan(plan.spec.name, layers, outputs, errors, source, stream)
 
-    def stream_state(self) -> StreamState:
+    def stream_state(self, checks: list[tuple[str, str]]) -> StreamState:
         """A stream step's start columns (the stored value, else the initial one), the key's
-        last row, and the new state row over them."""
+        last row, and the new state row over them; a wide int a typed BIGINT column cannot hold
+        is an error on the key's last row (added to ``checks``), as storing it is in Python."""
         self.stored = stored_attributes(self.state_layout, self.program.initial, self.attr_bits)
         key = self.key_repr()
         for s in self.stored:
@@ -413,10 +414,16 @@ class _Builder:
             )
         self.define(LAST, f"lead({quote(SEQ)}) OVER {_window(self.plan, None)} IS NULL")
         updated = self.program.updates
-        columns = [
-            (s.column, s.write(quote(self.new_col(s.name) if s.name in updated else self.start_col(s.name))))
-            for s in self.stored
-        ]
+        values = {
+            s.name: quote(self.new_col(s.name) if s.name in updated else self.start_col(s.name)) for s in self.stored
+        }
+        columns = [(s.column, s.write(values[s.name])) for s in self.stored]
+        for s in self.stored:
+            bad = s.out_of_range(values[s.name])
+            if bad is not None:
+                where = p_escape(f"StateTypeError: attribute {self.state_layout.owner}.{s.name}: ")
+                message = f"concat('{where}', CAST({values[s.name]} AS STRING), ' does not fit BIGINT')"
+                checks.append((f"({quote(LAST)} AND {bad})", message))
         same = " AND ".join(s.same(sql, quote(s.column)) for s, (_, sql) in zip(self.stored, columns)) or "TRUE"
         return StreamState([HAS_ATTRS, *(s.column for s in self.stored)], columns, f"({same})")
 

@@ -4,7 +4,7 @@ column with the same bytes (``AttributeLayout``: typed columns, or the JSON enco
 checkpoint moves between native and Python micro-batches freely.
 
 What is planned: typed (annotated) attributes of type bigint, double, boolean and string, and
-JSON-encoded ones holding ints (within 62 bits), booleans or None. Anything else declines with
+JSON-encoded ones holding ints (to 38 digits), booleans or None. Anything else declines with
 what to change: Spark SQL cannot write Python's JSON of a float, a datetime or a non-ASCII string
 byte for byte."""
 
@@ -18,6 +18,7 @@ from ...state.attributes import AttributeLayout
 from ...state.snapshots import HAS_ATTRS, STATE_PREFIX
 from .analyze import Declined
 from .ir import Const
+from .render import DECIMAL
 
 __all__ = ["HAS_ATTRS", "StoredAttribute", "stored_attributes"]
 
@@ -34,6 +35,7 @@ class StoredAttribute:
     column: str  # the state row's column (``__ks_s_<name>``)
     ty: str  # the planner's type of the attribute
     encoded: bool  # the JSON encoding (else a typed column)
+    wide: bool = False  # an int the plan holds as DECIMAL(38,0) (it may pass 62 bits)
     double: bool = False  # a typed double: compared by its text (-0.0 apart from 0.0)
 
     def read(self, function: str, key_repr: str) -> str:
@@ -49,15 +51,27 @@ class StoredAttribute:
             "run the statement with OPTIONS (native = false)'))"
         )
         if self.ty == "int":
+            t, digits = (DECIMAL, 38) if self.wide else ("BIGINT", 18)
             return (
-                f"CASE WHEN {c} = 'null' THEN CAST(NULL AS BIGINT) WHEN {c} RLIKE '^-?[0-9]{{1,18}}$' "
-                f"THEN CAST({c} AS BIGINT) ELSE {bad} END"
+                f"CASE WHEN {c} = 'null' THEN CAST(NULL AS {t}) WHEN {c} RLIKE '^-?[0-9]{{1,{digits}}}$' "
+                f"THEN CAST({c} AS {t}) ELSE {bad} END"
             )
         return f"CASE {c} WHEN 'true' THEN TRUE WHEN 'false' THEN FALSE WHEN 'null' THEN NULL ELSE {bad} END"
+
+    def out_of_range(self, value: str) -> str | None:
+        """A typed BIGINT column given a wider int: the condition under which storing it fails
+        (the Python path raises StateTypeError then), else None."""
+        if self.encoded or self.ty != "int" or not self.wide:
+            return None
+        lo, hi = (f"CAST('{v}' AS {DECIMAL})" for v in (-(2**63), 2**63 - 1))
+        return f"({value} < {lo} OR {value} > {hi})"
 
     def write(self, value: str) -> str:
         """The new value (SQL of the planner's type) as the column stores it."""
         if not self.encoded:
+            bad = self.out_of_range(value)
+            if bad is not None:  # (the error row raises; Spark may compute this before its filter)
+                return f"CASE WHEN {bad} THEN NULL ELSE CAST({value} AS BIGINT) END"
             return f"CAST({value} AS BIGINT)" if self.ty == "int" else value
         if self.ty == "none":
             return "'null'"
@@ -90,9 +104,7 @@ def stored_attributes(
                     f"attribute {name!r} holds a {ty} stored as JSON, which Spark SQL cannot write as Python does; "
                     f"annotate it (e.g. `{name}: {_PY.get(ty, ty)}`) for a native plan on a stream"
                 )
-            if ty == "int" and bits.get(name, 0) > 62:
-                raise Declined(f"attribute {name!r}: an integer that may pass 62 bits on a stream")
-            out.append(StoredAttribute(name, STATE_PREFIX + name, ty, True))
+            out.append(StoredAttribute(name, STATE_PREFIX + name, ty, True, wide=bits.get(name, 0) > 62))
             continue
         t = layout.column_type(name)
         ddl = t.ddl().lower() if isinstance(t, AtomicType) else str(t)
@@ -101,9 +113,8 @@ def stored_attributes(
                 f"attribute {name!r} is stored as {ddl.upper()} and the plan holds a {ty} in it "
                 "(planned on a stream: int as BIGINT, float as DOUBLE, bool as BOOLEAN, str as STRING)"
             )
-        if ty == "int" and bits.get(name, 0) > 62:
-            raise Declined(f"attribute {name!r}: an integer that may pass 62 bits on a stream")
-        out.append(StoredAttribute(name, STATE_PREFIX + name, ty, False, double=ty == "float"))
+        wide = ty == "int" and bits.get(name, 0) > 62
+        out.append(StoredAttribute(name, STATE_PREFIX + name, ty, False, wide=wide, double=ty == "float"))
     return out
 
 
