@@ -10,7 +10,7 @@ import sys
 os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())  # before Spark starts: workers inherit it
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from crash_functions import RunningTotal, RunningTotalBySeq  # noqa: E402
+from crash_functions import RunningTotal, RunningTotalBySeq, RunningTotalNative  # noqa: E402
 from harness import CACHE_ENV, VIEWFS_ENV, child_conf  # noqa: E402
 
 from spark_keyed_sql import KeyedSQL  # noqa: E402
@@ -28,6 +28,15 @@ SQL_TWO_INPUTS = (
 )
 
 
+NATIVE = "bulk-native"  # the harness's name for engine bulk running native stream steps
+
+
+def _stream_view(spark, src: str) -> str:
+    """The input as a streaming view (what EXPLAIN plans a stream statement over)."""
+    spark.readStream.schema(spark.read.parquet(src).schema).parquet(src).createOrReplaceTempView("crash_input")
+    return "crash_input"
+
+
 def main(engine: str, src: str, cp: str, out: str, mode: str = "run", inputs: str = "1") -> None:
     spark = local_session(
         "crash child", shuffle_partitions=2, conf=child_conf(os.environ.get(VIEWFS_ENV), os.environ.get(CACHE_ENV))
@@ -35,7 +44,11 @@ def main(engine: str, src: str, cp: str, out: str, mode: str = "run", inputs: st
     ks = KeyedSQL(spark)
     ks.register("running_total", RunningTotal, returns="n bigint, total double")
     ks.register("running_total_by_seq", RunningTotalBySeq, returns="seq bigint, n bigint, total double")
+    ks.register("running_total_native", RunningTotalNative, returns="n bigint, total double")
     sql = (SQL if inputs == "1" else SQL_TWO_INPUTS).format(src=src, engine=engine)
+    if engine == NATIVE:  # engine bulk, each micro-batch planned as Spark SQL (docs/native.md)
+        sql = SQL.format(src=src, engine="bulk").replace("running_total(", "running_total_native(")
+        assert "native:    yes" in ks.explain(sql.replace(f"parquet.`{src}`", _stream_view(spark, src)))
     if mode == "start":
         q = ks.start(sql, checkpoint=cp, sink=out, trigger="500 milliseconds")
         q.processAllAvailable()

@@ -29,6 +29,18 @@ PLANS = {
 }
 
 
+# engine bulk with native stream steps (no Python worker: the kills land in the step's own
+# protocol, before and after the sink, and in a compaction); CI's subset of its points
+NATIVE_PLAN = ["state_written:2", "after_sink:2", "compaction_written:1"]
+
+
+def test_kill_a_native_stream_step_then_recover_exactly_once(tmp_path):
+    report = run("bulk-native", NATIVE_PLAN, files=len(NATIVE_PLAN) + 3, keys=20, per_file=40, workdir=str(tmp_path))
+    assert sum(report.kills.values()) == len(NATIVE_PLAN), report
+    assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
+    assert report.rows_out == report.rows_expected
+
+
 # the continuous ks.start stream: one kill each, at the point where a half-done batch is likeliest
 START_PLANS = {"bulk": ["after_sink:2"], "tws": ["processing:10"]}
 

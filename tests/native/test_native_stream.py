@@ -161,7 +161,7 @@ def test_increments_alternate_native_and_python_on_one_checkpoint(ks_auto, spark
     )
     oracle = Oracle(cls, args)
     expected = []
-    for i, native in enumerate(["true", "false", "true", "true"]):
+    for i, native in enumerate(["true", "false", "true"]):
         rows = increment(i)
         spark.createDataFrame(
             [tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA
@@ -241,7 +241,7 @@ def _for_streams(source: str) -> str:
 
 
 @settings(
-    max_examples=int(os.environ.get("KS_NATIVE_STREAM_EXAMPLES", "8")),
+    max_examples=int(os.environ.get("KS_NATIVE_STREAM_EXAMPLES", "6")),
     database=None,
     deadline=None,
     suppress_health_check=list(HealthCheck),
