@@ -14,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_functions import Running  # noqa: E402
+from cluster_functions import Running, RunningNative  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
 from spark_keyed_sql import KeyedSQL, KeyedSQLError, StatefulFunction  # noqa: E402
@@ -164,6 +164,22 @@ def main(url: str, root: str, tier: str = "full") -> None:
     ks.run(scaled_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
     out["broadcast_run"] = rows(spark.read.parquet(f"{w}/out"))
     out["broadcast_state"] = rows(ks.read_state(f"{w}/cp", broadcast="factors").select("name", "factor"))
+
+    # a class the planner takes: ks.run's micro-batches as Spark SQL on the server (no Python
+    # worker), then a run on the Python path continuing from the state the native one wrote
+    ks.register("running_native", RunningNative, returns="n bigint, total double")
+    w = f"{root}/work/native"
+    native_sql = running_over(f"{w}/src", "bulk").replace("running(", "running_native(")
+    add_part(spark, root, "a", f"{w}/src")
+    spark.readStream.schema(spark.read.parquet(f"{w}/src").schema).parquet(f"{w}/src").createOrReplaceTempView(
+        "native_src"
+    )
+    out["native_explain"] = "native:    yes" in ks.explain(native_sql.replace(f"parquet.`{w}/src`", "native_src"))
+    ks.run(native_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
+    add_part(spark, root, "b", f"{w}/src")
+    ks.run(native_sql.replace("OPTIONS (", "OPTIONS (native = false, "), checkpoint=f"{w}/cp", output=f"{w}/out")
+    out["native_run"] = rows(spark.read.parquet(f"{w}/out"))
+    out["native_state"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(f"{w}/cp").collect())
 
     if tier != "full":
         print("RESULT " + json.dumps(out, default=str))

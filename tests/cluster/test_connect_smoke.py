@@ -38,6 +38,9 @@ def test_connect_smoke_runs_state_and_batch_under_a_server_only_mount(tmp_path):
     assert got["run_inputs_bulk"] == [len(frames["a"]), len(frames["b"])]
     assert got["progress_bulk"] == len(frames["b"])  # the callback saw the second run's batches
     assert got["state_bulk"] == all_state and got["keyed_state_bulk"] == all_state
+    # native stream steps on the server, then the Python path from the state they wrote
+    assert got["native_explain"] is True
+    assert got["native_run"] == all_rows and got["native_state"] == all_state
     assert Path(server.disk / "work" / "bulk" / "cp" / "bulk" / "commits").is_dir()  # through the mount
     # DELETE through Connect: the first key erased on the stopped checkpoint (part b's rows then
     # start it afresh), the second by the running stream after part b (gone)
