@@ -462,7 +462,7 @@ class _Builder:
         p = self.program
         whens = []
         head = p_escape(f"function '{self.plan.spec.name}' failed for key ")
-        prefix = f"concat('{head}', {self.key_repr()}, ' on a row (native plan): ', "
+        prefix = f"concat('{head}', {self.key_repr()}, ' on row ', {self.row_repr()}, ' (native plan): ', "
         for cond, parts in p.errors:
             text = ", ".join(self.part(x) for x in parts)
             whens.append(f"WHEN {self.r.sql(cond)} THEN {prefix}{text})")
@@ -475,6 +475,18 @@ class _Builder:
             return "'" + p_escape(x) + "'"
         kind, e = x
         return self.repr_sql(quote(e.column), e.ty)
+
+    def row_repr(self) -> str:
+        """The row as the Python path names it in an error (``{'value': None}``; strings, ints
+        and booleans as Python's repr, other values as Spark writes them)."""
+        types = self.plan.arg_types or {}
+        parts = []
+        for i, (name, col) in enumerate(zip(self.plan.event_names, self.plan.arg_columns)):
+            ddl = types.get(col, "").lower()
+            ty = "str" if ddl == "string" else "bool" if ddl == "boolean" else "other"
+            sep = ", " if i else ""
+            parts += [f"'{p_escape(sep + repr(name) + ': ')}'", self.repr_sql(quote(col), ty)]
+        return f"concat('{{', {', '.join(parts)}, '}}')" if parts else "'{}'"
 
     def key_repr(self) -> str:
         keys = self.plan.key_columns
