@@ -33,3 +33,22 @@ class RunningTotal(StatefulFunction):
         self.n += 1
         self.total += e["value"]
         return (self.n, round(self.total, 6))
+
+
+class RunningTotalNative(StatefulFunction):
+    """RunningTotal without its round(): a class the native planner runs as Spark SQL (on data
+    of whole numbers its totals are RunningTotal's exactly; the planner takes direct
+    StatefulFunction subclasses only, hence not a subclass of RunningTotal)."""
+
+    n: int
+    total: float
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.total = 0.0
+
+    def execute(self, e):
+        self.n += 1
+        self.total += e["value"]
+        return (self.n, self.total)

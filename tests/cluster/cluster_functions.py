@@ -7,28 +7,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from keyed_functions import RunningTotal as Running  # noqa: E402
-
-from spark_keyed_sql import StatefulFunction  # noqa: E402
+from keyed_functions import RunningTotalNative as RunningNative  # noqa: E402
 
 __all__ = ["Running", "RunningNative", "SlowRunning"]
-
-
-class RunningNative(StatefulFunction):
-    """Running without its round(): a class the native planner runs as Spark SQL (the data's
-    values are whole numbers, so its totals are the oracle's exactly)."""
-
-    n: int
-    total: float
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-        self.total = 0.0
-
-    def execute(self, e):
-        self.n += 1
-        self.total += e["value"]
-        return (self.n, self.total)
 
 
 class SlowRunning(Running):

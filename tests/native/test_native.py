@@ -141,10 +141,10 @@ def test_what_python_raises_the_native_plan_raises(ks_auto, spark):
     assert f"TypeError: {py.value}" in text, text
     assert "function 'native_counter_err' failed for key " in text
     # the row named as the Python path names it (plain Python's repr of the row's dict)
-    assert f"on row {({'value': None})!r} (native plan): TypeError" in text, text
+    assert f"on row { ({'value': None})!r} (native plan): TypeError" in text, text
     with pytest.raises(Exception) as python:
         ks_auto.sql(q.replace("native = true", "native = false")).collect()
-    assert f"on row {({'value': None})!r}: TypeError: {py.value}" in str(python.value)
+    assert f"on row { ({'value': None})!r}: TypeError: {py.value}" in str(python.value)
 
 
 class Sum64(__import__("spark_keyed_sql").StatefulFunction):
