@@ -131,7 +131,7 @@ def test_a_stream_plans_with_stored_state_or_says_which_attribute_keeps_it_on_py
     assert "CASE WHEN `__ks_s__has_attrs` THEN" in sql and "lead(`__ksn_seq`)" in sql
     assert [c for c, _ in plan.stream.columns] == ["__ks_s_n", "__ks_s_total"]
     # JSON ints are read back strictly (a stored text that is not one raises)
-    assert "RLIKE '^-?[0-9]{1,18}$'" in sql
+    assert "RLIKE '^-?[0-9]{1,19}$'" in sql
     per_key = """
 class C(StatefulFunction):
     def __init__(self, **kw):

@@ -86,7 +86,7 @@ def native_job(
         "*",
         part_column(key_columns, partitions).alias(PART),
         *[F.expr(sql).alias(f"{_NEW}{i}") for i, (_, sql) in enumerate(stream.columns)],
-        F.expr(f"`{HAS_ATTRS}` IS NOT NULL AND {stream.same}").alias(_SAME),
+        F.expr(f"coalesce(`{HAS_ATTRS}`, FALSE) AND {stream.same}").alias(_SAME),
     )
     n_keys = f"{STATS_PREFIX}keys_touched"
     out = F.struct(

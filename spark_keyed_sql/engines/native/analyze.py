@@ -80,6 +80,9 @@ class Program:
     updates: dict[str, Expr]  # attribute -> its value after the row (only those execute may change)
     outputs: list[tuple[str, Expr]] | None  # the output row's columns; None: no row
     errors: list[tuple[Expr, list[Any]]] = field(default_factory=list)  # (when, message parts)
+    # attribute -> may its previous value be None (the plan checks Python's errors with None only
+    # where it may; a stream step refuses a stored None elsewhere)
+    nullable: dict[str, bool] = field(default_factory=dict)
 
 
 def _const(value: Any) -> Const | None:
@@ -216,7 +219,8 @@ class _Analyzer:
         self.block(stmts, TRUE)
         outputs = self.returned(last)
         updates = {n: e for n, e in self.attrs.items() if not (isinstance(e, Old) and e.attr == n)}
-        return Program(cls.__name__, dict(self.initial), updates, outputs, self.errors)
+        nullable = {n: self.old(n).nullable for n in self.initial}
+        return Program(cls.__name__, dict(self.initial), updates, outputs, self.errors, nullable)
 
     def refuse_containers(self, fn: ast.FunctionDef) -> None:
         """A list, set or other container held as state keeps the class on Python: named at the

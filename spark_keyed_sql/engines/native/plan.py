@@ -102,6 +102,7 @@ class _Builder:
         """``layout``: the class's AttributeLayout for a stream step (None: one-shot)."""
         self.program, self.plan, self.returns, self.state_layout = program, plan, returns, layout
         self.stored: list[StoredAttribute] = []
+        self.store_checks: list[tuple[str, str]] = []  # a stream step's state that cannot be stored
         self.names = {a: i for i, a in enumerate(sorted(program.initial))}
         self.defs: dict[str, tuple[str, set[str]]] = {}  # column -> (SQL, the defined columns it reads)
         self.attr_bits: dict[str, int] = {}
@@ -384,7 +385,7 @@ class _Builder:
             e = by_name[f.name]
             outputs.append((f.name, self.output(f, e, checks)))
         outputs += [(c, quote(c)) for c in plan.passthrough]
-        stream = self.stream_state(checks) if self.state_layout is not None else None
+        stream = self.stream_state() if self.state_layout is not None else None
         errors = self.errors(checks)
         self.lags()
         source = list(
@@ -398,11 +399,11 @@ class _Builder:
         layers.insert(0, [(SEQ, "monotonically_increasing_id()")])
         return NativePlan(plan.spec.name, layers, outputs, errors, source, stream)
 
-    def stream_state(self, checks: list[tuple[str, str]]) -> StreamState:
+    def stream_state(self) -> StreamState:
         """A stream step's start columns (the stored value, else the initial one), the key's
         last row, and the new state row over them; a wide int a typed BIGINT column cannot hold
-        is an error on the key's last row (added to ``checks``), as storing it is in Python."""
-        self.stored = stored_attributes(self.state_layout, self.program.initial, self.attr_bits)
+        is an error on the key's last row (``store_checks``), as storing it is in Python."""
+        self.stored = stored_attributes(self.state_layout, self.program.initial, self.attr_bits, self.program.nullable)
         key = self.key_repr()
         for s in self.stored:
             a = s.name
@@ -414,16 +415,30 @@ class _Builder:
             )
         self.define(LAST, f"lead({quote(SEQ)}) OVER {_window(self.plan, None)} IS NULL")
         updated = self.program.updates
-        values = {
-            s.name: quote(self.new_col(s.name) if s.name in updated else self.start_col(s.name)) for s in self.stored
-        }
-        columns = [(s.column, s.write(values[s.name])) for s in self.stored]
+        values = {s.name: quote(self.new_col(s.name)) for s in self.stored if s.name in updated}
+        # an attribute execute never assigns keeps its stored bytes (a new key: __init__'s value)
+        kept = "CASE WHEN {has} THEN {stored} ELSE {fresh} END"
+        columns = [
+            (
+                s.column,
+                s.write(values[s.name])
+                if s.name in values
+                else kept.format(
+                    has=quote(HAS_ATTRS), stored=quote(s.column), fresh=s.write(quote(self.start_col(s.name)))
+                ),
+            )
+            for s in self.stored
+        ]
         for s in self.stored:
-            bad = s.out_of_range(values[s.name])
-            if bad is not None:
-                where = p_escape(f"StateTypeError: attribute {self.state_layout.owner}.{s.name}: ")
-                message = f"concat('{where}', CAST({values[s.name]} AS STRING), ' does not fit BIGINT')"
-                checks.append((f"({quote(LAST)} AND {bad})", message))
+            bad = s.out_of_range(values[s.name]) if s.name in values else None
+            if bad is not None:  # the Python path's text when storing it fails
+                head = p_escape(f"StateTypeError: function '{self.plan.spec.name}', key ")
+                where = p_escape(f": attribute {self.state_layout.owner}.{s.name}: ")
+                message = (
+                    f"concat('{head}', {self.key_repr()}, '{where}', CAST({values[s.name]} AS STRING), "
+                    "' does not fit BIGINT')"
+                )
+                self.store_checks.append((f"({quote(LAST)} AND {bad})", message))
         same = " AND ".join(s.same(sql, quote(s.column)) for s, (_, sql) in zip(self.stored, columns)) or "TRUE"
         return StreamState([HAS_ATTRS, *(s.column for s in self.stored)], columns, f"({same})")
 
@@ -468,6 +483,8 @@ class _Builder:
             whens.append(f"WHEN {self.r.sql(cond)} THEN {prefix}{text})")
         for cond, msg in checks:
             whens.append(f"WHEN {cond} THEN {prefix}{msg})")
+        for cond, msg in self.store_checks:  # (their own text: storing fails, not a row)
+            whens.append(f"WHEN {cond} THEN {msg}")
         return ("CASE " + " ".join(whens) + " END") if whens else None
 
     def part(self, x: Any) -> str:

@@ -36,27 +36,48 @@ class StoredAttribute:
     ty: str  # the planner's type of the attribute
     encoded: bool  # the JSON encoding (else a typed column)
     wide: bool = False  # an int the plan holds as DECIMAL(38,0) (it may pass 62 bits)
+    nullable: bool = True  # may the plan read None from it (else a stored None is refused)
     double: bool = False  # a typed double: compared by its text (-0.0 apart from 0.0)
 
     def read(self, function: str, key_repr: str) -> str:
-        """The stored column as the attribute's value (a stored text the plan cannot read raises)."""
+        """The stored column as the attribute's value. A stored value the plan cannot read raises
+        (a text of another type, an int past the plan's bound, None where the plan assumes none:
+        left by UPDATE keyed_state, a migration or an older class), naming key and attribute."""
         c = quote(self.column)
-        if not self.encoded:
-            return c
-        if self.ty == "none":
-            return "NULL"
+        shown = f"coalesce(CAST({c} AS STRING), 'NULL')"
+        expected = "None" if self.ty == "none" else f"the {self.ty}"
         bad = (
             f"raise_error(concat('function \\'{function}\\': the stored state of key ', {key_repr}, "
-            f"' holds ', {c}, ' in attribute \\'{self.name}\\', not the {self.ty} the native plan reads; "
+            f"' holds ', {shown}, ' in attribute \\'{self.name}\\', not {expected} the native plan reads; "
             "run the statement with OPTIONS (native = false)'))"
         )
+        null = f"{c} IS NULL" if not self.encoded else f"({c} IS NULL OR {c} = 'null')"
+        if not self.nullable and self.ty != "none":
+            null_value = bad
+        else:
+            null_value = {"int": "CAST(NULL AS BIGINT)", "float": "CAST(NULL AS DOUBLE)", "str": "CAST(NULL AS STRING)"}
+            null_value = null_value.get(self.ty, "NULL")
+            if self.wide:
+                null_value = f"CAST(NULL AS {DECIMAL})"
+        if self.ty == "none":
+            return f"CASE WHEN {null} THEN NULL ELSE {bad} END"
+        if not self.encoded:
+            if self.ty == "int" and not self.wide:  # within the bound the plan's BIGINT arithmetic has
+                within = f"{c} BETWEEN -{2**62} AND {2**62}"
+                return f"CASE WHEN {null} THEN {null_value} WHEN {within} THEN {c} ELSE {bad} END"
+            return f"CASE WHEN {null} THEN {null_value} ELSE {c} END" if not self.nullable else c
         if self.ty == "int":
-            t, digits = (DECIMAL, 38) if self.wide else ("BIGINT", 18)
-            return (
-                f"CASE WHEN {c} = 'null' THEN CAST(NULL AS {t}) WHEN {c} RLIKE '^-?[0-9]{{1,{digits}}}$' "
-                f"THEN CAST({c} AS {t}) ELSE {bad} END"
-            )
-        return f"CASE {c} WHEN 'true' THEN TRUE WHEN 'false' THEN FALSE WHEN 'null' THEN NULL ELSE {bad} END"
+            # digits only (the casts below never see other text), within the plan's bound: 2**62
+            # for BIGINT arithmetic, 38 digits for DECIMAL
+            digits = f"{c} RLIKE '^-?[0-9]{{1,{38 if self.wide else 19}}}$'"
+            if self.wide:
+                value = f"CAST({c} AS {DECIMAL})"
+            else:
+                fits = f"abs(CAST({c} AS {DECIMAL})) < CAST('{2**62}' AS {DECIMAL})"
+                value = f"CASE WHEN {fits} THEN CAST({c} AS BIGINT) ELSE {bad} END"
+            return f"CASE WHEN {null} THEN {null_value} WHEN {digits} THEN {value} ELSE {bad} END"
+        flag = f"WHEN {c} = 'true' THEN TRUE WHEN {c} = 'false' THEN FALSE"
+        return f"CASE WHEN {null} THEN {null_value} {flag} ELSE {bad} END"
 
     def out_of_range(self, value: str) -> str | None:
         """A typed BIGINT column given a wider int: the condition under which storing it fails
@@ -87,7 +108,7 @@ class StoredAttribute:
 
 
 def stored_attributes(
-    layout: AttributeLayout, initial: dict[str, Const], bits: dict[str, int]
+    layout: AttributeLayout, initial: dict[str, Const], bits: dict[str, int], nullable: dict[str, bool]
 ) -> list[StoredAttribute]:
     """Each state attribute's column, or Declined naming the attribute and what to change."""
     out = []
@@ -104,7 +125,8 @@ def stored_attributes(
                     f"attribute {name!r} holds a {ty} stored as JSON, which Spark SQL cannot write as Python does; "
                     f"annotate it (e.g. `{name}: {_PY.get(ty, ty)}`) for a native plan on a stream"
                 )
-            out.append(StoredAttribute(name, STATE_PREFIX + name, ty, True, wide=bits.get(name, 0) > 62))
+            wide = ty == "int" and bits.get(name, 0) > 62
+            out.append(StoredAttribute(name, STATE_PREFIX + name, ty, True, wide, nullable.get(name, True)))
             continue
         t = layout.column_type(name)
         ddl = t.ddl().lower() if isinstance(t, AtomicType) else str(t)
@@ -114,7 +136,9 @@ def stored_attributes(
                 "(planned on a stream: int as BIGINT, float as DOUBLE, bool as BOOLEAN, str as STRING)"
             )
         wide = ty == "int" and bits.get(name, 0) > 62
-        out.append(StoredAttribute(name, STATE_PREFIX + name, ty, False, wide=wide, double=ty == "float"))
+        out.append(
+            StoredAttribute(name, STATE_PREFIX + name, ty, False, wide, nullable.get(name, True), double=ty == "float")
+        )
     return out
 
 
