@@ -16,11 +16,12 @@ from typing import Any
 from ...api.types import AtomicType
 from ...runtime.columns import quote
 from ...runtime.plan import KeyedPlan
+from ...state.snapshots import HAS_ATTRS
 from .analyze import Declined, Program, int_bits
 from .ir import Bin, Const, Expr, If, olds, walk
 from .recurrences import Recurrence, bounded_bits, classify, leaves
-from .render import DECIMAL, MAX_BITS, Renderer, literal, null_literal
-from .stored import HAS_ATTRS, StoredAttribute, stored_attributes
+from .render import DECIMAL, MAX_BITS, Renderer, literal, null_literal, out_of_range
+from .stored import StoredAttribute, stored_attributes
 
 __all__ = ["LAST", "NativePlan", "StreamState", "build"]
 
@@ -269,8 +270,12 @@ class _Builder:
         self.extreme(rec)
 
     def init_sql(self, a: str) -> str:
-        if self.state_layout is not None:
-            return quote(self.start_col(a))
+        """The attribute's value before a key's first row: a stream step's start column, else
+        ``__init__``'s value."""
+        return quote(self.start_col(a)) if self.state_layout is not None else self.initial_sql(a)
+
+    def initial_sql(self, a: str) -> str:
+        """``__init__``'s value of the attribute, typed."""
         init = self.program.initial[a]
         return self.typed(init, a) if init.value is not None else self.null(a)
 
@@ -406,12 +411,10 @@ class _Builder:
         self.stored = stored_attributes(self.state_layout, self.program.initial, self.attr_bits, self.program.nullable)
         key = self.key_repr()
         for s in self.stored:
-            a = s.name
-            init = self.program.initial[a]
-            initial = self.typed(init, a) if init.value is not None else self.null(a)
             self.define(
-                self.start_col(a),
-                f"CASE WHEN {quote(HAS_ATTRS)} THEN {s.read(self.plan.spec.name, key)} ELSE {initial} END",
+                self.start_col(s.name),
+                f"CASE WHEN {quote(HAS_ATTRS)} THEN {s.read(self.plan.spec.name, key)} "
+                f"ELSE {self.initial_sql(s.name)} END",
             )
         self.define(LAST, f"lead({quote(SEQ)}) OVER {_window(self.plan, None)} IS NULL")
         updated = self.program.updates
@@ -435,8 +438,7 @@ class _Builder:
                 head = p_escape(f"StateTypeError: function '{self.plan.spec.name}', key ")
                 where = p_escape(f": attribute {self.state_layout.owner}.{s.name}: ")
                 message = (
-                    f"concat('{head}', {self.key_repr()}, '{where}', CAST({values[s.name]} AS STRING), "
-                    "' does not fit BIGINT')"
+                    f"concat('{head}', {key}, '{where}', CAST({values[s.name]} AS STRING), ' does not fit BIGINT')"
                 )
                 self.store_checks.append((f"({quote(LAST)} AND {bad})", message))
         same = " AND ".join(s.same(sql, quote(s.column)) for s, (_, sql) in zip(self.stored, columns)) or "TRUE"
@@ -454,10 +456,7 @@ class _Builder:
         if name in _OUT_INT and e.ty == "int":
             s = self.r.sql(e)
             if self.r.wide(e) or self.bits(e) > _OUT_INT[name]:
-                lo, hi = -(2 ** _OUT_INT[name]), 2 ** _OUT_INT[name] - 1
-                x = f"CAST({s} AS {DECIMAL})" if self.r.wide(e) else s
-                low, high = (f"CAST('{v}' AS {DECIMAL})" for v in (lo, hi)) if self.r.wide(e) else (lo, hi)
-                bad = f"({x} < {low} OR {x} > {high})"
+                bad = out_of_range(s, _OUT_INT[name], self.r.wide(e))
                 head = p_escape(f"StateTypeError: {where}: ")
                 checks.append((bad, f"concat('{head}', CAST({s} AS STRING), ' does not fit {t.ddl()}')"))
                 return f"CASE WHEN {bad} THEN NULL ELSE CAST({s} AS {t.ddl()}) END"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from ...runtime.columns import quote
 from .ir import Bin, BoolOp, Call, Cmp, Const, Expr, Field, If, IsNull, Key, Neg, Not, Old
 
-__all__ = ["Renderer", "literal", "null_literal", "DECIMAL", "MAX_BITS"]
+__all__ = ["Renderer", "literal", "null_literal", "out_of_range", "DECIMAL", "MAX_BITS"]
 
 DECIMAL = "DECIMAL(38,0)"
 MAX_BITS = 125  # what DECIMAL(38,0) holds with room to spare
@@ -22,6 +22,16 @@ def null_literal(ty: str) -> str:
     return {"float": "CAST(NULL AS DOUBLE)", "int": "CAST(NULL AS BIGINT)", "str": "CAST(NULL AS STRING)"}.get(
         ty, "NULL"
     )
+
+
+def out_of_range(sql: str, bits: int, wide: bool) -> str:
+    """Does the int ``sql`` (``wide``: computed as DECIMAL(38,0)) miss a signed column of
+    ``bits`` bits and a sign (63: BIGINT)?"""
+    lo, hi = -(2**bits), 2**bits - 1
+    if not wide:
+        return f"({sql} < {lo} OR {sql} > {hi})"
+    x = f"CAST({sql} AS {DECIMAL})"
+    return f"({x} < CAST('{lo}' AS {DECIMAL}) OR {x} > CAST('{hi}' AS {DECIMAL}))"
 
 
 def literal(c: Const) -> str:

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from ...api.types import AtomicType
 from ...runtime.columns import quote
 from ...state.attributes import AttributeLayout
-from ...state.snapshots import HAS_ATTRS, STATE_PREFIX
+from ...state.snapshots import STATE_PREFIX
 from .analyze import Declined
 from .ir import Const
-from .render import DECIMAL
+from .render import DECIMAL, null_literal, out_of_range
 
-__all__ = ["HAS_ATTRS", "StoredAttribute", "stored_attributes"]
+__all__ = ["StoredAttribute", "stored_attributes"]
 
 _TYPED = {("bigint", "int"), ("double", "float"), ("boolean", "bool"), ("string", "str")}
 _ENCODED = ("int", "bool", "none")
@@ -55,10 +55,7 @@ class StoredAttribute:
         if not self.nullable and self.ty != "none":
             null_value = bad
         else:
-            null_value = {"int": "CAST(NULL AS BIGINT)", "float": "CAST(NULL AS DOUBLE)", "str": "CAST(NULL AS STRING)"}
-            null_value = null_value.get(self.ty, "NULL")
-            if self.wide:
-                null_value = f"CAST(NULL AS {DECIMAL})"
+            null_value = f"CAST(NULL AS {DECIMAL})" if self.wide else null_literal(self.ty)
         if self.ty == "none":
             return f"CASE WHEN {null} THEN NULL ELSE {bad} END"
         if not self.encoded:
@@ -84,8 +81,7 @@ class StoredAttribute:
         (the Python path raises StateTypeError then), else None."""
         if self.encoded or self.ty != "int" or not self.wide:
             return None
-        lo, hi = (f"CAST('{v}' AS {DECIMAL})" for v in (-(2**63), 2**63 - 1))
-        return f"({value} < {lo} OR {value} > {hi})"
+        return out_of_range(value, 63, wide=True)
 
     def write(self, value: str) -> str:
         """The new value (SQL of the planner's type) as the column stores it."""
