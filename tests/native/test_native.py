@@ -35,23 +35,40 @@ class _Ctx:
         return self.key
 
 
+class Oracle:
+    """The class run in plain Python: per key an instance (kept between ``increment`` calls, as
+    a checkpoint keeps the state), its rows by ``order``; each output row as (key, order value,
+    *returned values). Raises what the class raises."""
+
+    def __init__(self, cls, args, key="user_id", order="ts"):
+        self.cls, self.args, self.key, self.order, self.keys = cls, args, key, order, {}
+
+    def increment(self, rows):
+        out = []
+        by_key: dict = {}
+        for r in rows:
+            by_key.setdefault(r[self.key], []).append(r)
+        for k, rs in by_key.items():
+            inst = self.keys.get(k)
+            if inst is None:
+                inst = self.keys[k] = self.cls()
+                inst.__dict__["ctx"] = _Ctx(k)
+            for r in sorted(rs, key=lambda r: r[self.order]):
+                res = inst.execute({a: r[a] for a in self.args})
+                if isinstance(res, list):
+                    (res,) = res
+                values = tuple(res.values()) if isinstance(res, dict) else tuple(res)
+                out.append((k, r[self.order], *values))
+        return out
+
+    def state(self, names):
+        """Each key's attributes ``names`` after the increments so far."""
+        return {k: tuple(getattr(i, n) for n in names) for k, i in self.keys.items()}
+
+
 def oracle(cls, rows, key, order, args):
-    """The class run in plain Python: per key a fresh instance, its rows by ``order``; each
-    output row as (key, order value, *returned values). Raises what the class raises."""
-    out = []
-    by_key: dict = {}
-    for r in rows:
-        by_key.setdefault(r[key], []).append(r)
-    for k, rs in by_key.items():
-        inst = cls()
-        inst.__dict__["ctx"] = _Ctx(k)
-        for r in sorted(rs, key=lambda r: r[order]):
-            res = inst.execute({a: r[a] for a in args})
-            if isinstance(res, list):
-                (res,) = res
-            values = tuple(res.values()) if isinstance(res, dict) else tuple(res)
-            out.append((k, r[order], *values))
-    return out
+    """One batch of ``rows``, every key fresh (``Oracle``)."""
+    return Oracle(cls, args, key, order).increment(rows)
 
 
 def canon(rows):

@@ -19,54 +19,10 @@ import pytest
 
 from spark_keyed_sql import StatefulFunction
 from tests.native import classes as C
+from tests.native.test_native import Oracle, canon
 
 _names = itertools.count()
 T0 = dt.datetime(2026, 3, 1, 9, 0)
-
-
-class Ctx:
-    def __init__(self, key):
-        self.key = key
-
-    def get_key(self):
-        return self.key
-
-
-class Oracle:
-    """The class run per key in plain Python; instances (the state) kept between increments."""
-
-    def __init__(self, cls, args):
-        self.cls, self.args, self.keys = cls, args, {}
-
-    def increment(self, rows):
-        out = []
-        by_key: dict = {}
-        for r in rows:
-            by_key.setdefault(r["user_id"], []).append(r)
-        for k, rs in by_key.items():
-            inst = self.keys.get(k)
-            if inst is None:
-                inst = self.keys[k] = self.cls()
-                inst.__dict__["ctx"] = Ctx(k)
-            for r in sorted(rs, key=lambda r: r["ts"]):
-                res = inst.execute({a: r[a] for a in self.args})
-                if isinstance(res, list):
-                    (res,) = res
-                values = tuple(res.values()) if isinstance(res, dict) else tuple(res)
-                out.append((k, r["ts"], *values))
-        return out
-
-    def state(self, names):
-        return {k: tuple(getattr(i, n) for n in names) for k, i in self.keys.items()}
-
-
-def canon(rows):
-    def norm(v):
-        if isinstance(v, float):
-            return "nan" if math.isnan(v) else repr(v)  # -0.0 and 0.0 apart, every bit of a sum
-        return repr(v)
-
-    return sorted(tuple(norm(v) for v in r) for r in rows)
 
 
 class Spends(StatefulFunction):  # ints and a flag kept as JSON (no annotations), a running max
