@@ -460,7 +460,11 @@ def killed_at(point: str, code: str, tmp_path) -> None:
     assert proc.returncode == -signal.SIGKILL, f"the child was not killed at {point}:\n{err.decode()[-3000:]}"
 
 
-@pytest.mark.parametrize("point, after", [("erase_written", False), ("erase_removing", True)])
+# CI: the kill after the erase's commit (the next call finishes the removal); the kill before
+# it in the slow tier (the in-process kills above cover every point)
+@pytest.mark.parametrize(
+    "point, after", [pytest.param("erase_written", False, marks=pytest.mark.slow), ("erase_removing", True)]
+)
 def test_a_sigkill_inside_an_erase_leaves_before_or_after_and_the_next_call_takes_the_lease(
     spark, kb, tmp_path, point, after
 ):

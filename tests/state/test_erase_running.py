@@ -158,7 +158,15 @@ def test_a_delete_during_a_ks_run_is_applied_after_the_batch_in_progress(spark, 
 
 
 # ---------------------------------------------------------------------------- a real SIGKILL
-@pytest.mark.parametrize("point, after", [("erase_written", False), ("erase_committed", True), ("edit_answered", True)])
+# CI: the kill between the erase's commit and its answer; the other two in the slow tier
+@pytest.mark.parametrize(
+    "point, after",
+    [
+        pytest.param("erase_written", False, marks=pytest.mark.slow),
+        ("erase_committed", True),
+        pytest.param("edit_answered", True, marks=pytest.mark.slow),
+    ],
+)
 def test_a_sigkill_inside_a_running_querys_pickup_leaves_before_or_after_and_the_next_run_finishes(
     spark, kr, tmp_path, point, after
 ):
