@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test-python-path bench-broadcast bench-erase bench-stream demo test test-smoke test-matrix bench-rounds bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
+.PHONY: test-python-path bench-broadcast bench-erase bench-stream demo test test-smoke test-matrix bench-rounds bench-profile bench-versions test-slow test-cluster lint venv check-java clean bench bench-quick crash fuzz notebooks notebooks-refresh
 
 # .venv: the reference pair (this Python, the newest PySpark the `spark` extra allows)
 $(STAMP): pyproject.toml
@@ -75,6 +75,11 @@ bench: check-java $(STAMP)
 # minutes; ROUNDS_ARGS="--keys 1000000 --rounds 5", or --root DIR for another checkout)
 bench-rounds: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/rounds.py $(ROUNDS_ARGS)
+
+# the Python path's pass for W1 in-process (no Spark): CPU a key and a row against a no-work pass
+# and the hand-written floor, and where a key's time goes (PROFILE_ARGS="--profile": cProfile too)
+bench-profile: $(STAMP)
+	$(PY) bench/profile_keys.py $(PROFILE_ARGS)
 
 # W1 through ks.run increments on bulk, native plan against the Python path, on one checkpoint's
 # copies (STREAM_ARGS="--keys 1000000 --touched 100000,1000000 --rounds 3") -> BENCHMARKS.md

@@ -81,6 +81,7 @@ def main() -> None:
             f"W1 {keys:,} keys, {a.rows:,} rows ({root}): {runs} | best bulk / native "
             f"{best['bulk'] / best['native']:.2f}x, no-work / native {best['no-work'] / best['native']:.2f}x, "
             f"floor / native {best['floor'] / best['native']:.2f}x, bulk / floor {best['bulk'] / best['floor']:.2f}x, "
+            f"bulk / no-work {best['bulk'] / best['no-work']:.2f}x, "
             f"ks-native / native {best['ks-native'] / best['native']:.2f}x",
             flush=True,
         )

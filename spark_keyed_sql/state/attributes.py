@@ -56,17 +56,18 @@ def live_expression(layout: AttributeLayout, d: str = "d") -> str:
     """``live_safe``'s test as Python source over ``d``, the ``__dict__`` of an instance holding
     exactly the attributes ``__init__`` made: true when storing and reloading every attribute would
     hand back the value it holds (typed ones unchanged by ``coerce``; encoded ones immutable and
-    equal after the JSON round trip). Its names are ``LIVE_NAMES``."""
+    equal after the JSON round trip). Its names are ``LIVE_NAMES``; each attribute is read from
+    ``d`` once, into a local ``__l<i>`` (the loops that inline it run it once a key)."""
     terms = []
-    for n in layout.names:
-        v = f"{d}[{n!r}]"
+    for i, n in enumerate(layout.names):
+        v, read = f"__l{i}", f"(__l{i} := {d}[{n!r}])"
         if n in layout.typed:
             check = fast_check(layout.typed[n], v)
             if not check:
                 return "False"
-            terms.append(f"({v} is None or {check})")
+            terms.append(f"({read} is None or {check})")
         else:  # a naive datetime comes back equal; an aware one may come back with another tzinfo
-            terms.append(f"(type({v}) in __live or (type({v}) is __datetime and {v}.tzinfo is None))")
+            terms.append(f"(type({read}) in __live or (type({v}) is __datetime and {v}.tzinfo is None))")
     return " and ".join(terms) or "True"
 
 
