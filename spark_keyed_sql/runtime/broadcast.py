@@ -88,7 +88,8 @@ class BroadcastInput:
     """A broadcast input of a plan: its rows are the source rows whose input index is ``index``;
     ``event_map`` gives a row's dict (its own column name -> source column). ``key`` names the
     broadcast key column(s), ``time`` its event-time column (versioned state), ``order`` the
-    ``order_by`` columns it has (all by the input's own names)."""
+    ``order_by`` columns it has (all by the input's own names), ``directions`` each one's
+    (descending, NULLS FIRST); none given: ascending, NULLS FIRST."""
 
     name: str
     index: int
@@ -96,6 +97,7 @@ class BroadcastInput:
     key: tuple[str, ...]
     time: str | None = None
     order: tuple[str, ...] = ()
+    directions: tuple[tuple[bool, bool], ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -129,10 +131,6 @@ class BroadcastInput:
                 f"{_shown(row)}; versioned broadcast rows need one"
             )
         return to_epoch_ms(t)
-
-
-def _nulls_first(v: Any) -> tuple:
-    return (0,) if v is None else (1, v)
 
 
 def _canonical(row: Mapping[str, Any]) -> str:
@@ -452,17 +450,12 @@ class BroadcastState:
 
 
 def _in_order(b: BroadcastInput, timed: list[tuple[int | None, dict]], by_value: bool) -> list[tuple[int | None, dict]]:
-    """Rows in the order they apply: time, the order_by columns, then (a total order, for
-    rows that tie) their values. Without a hook rows of different keys do not affect each
-    other, so only each key's rows are ordered (most keys have one: no sort, no repr)."""
-    order = b.order
-
-    def full(tr: tuple[int | None, dict]) -> tuple:
-        row = tr[1]
-        return (tr[0] or 0, tuple(_nulls_first(row[c]) for c in order), _canonical(row))
-
+    """Rows in the order they apply: time, the order_by columns (each ASC or DESC, NULLS FIRST
+    or LAST, as the query's order_by says), then (a total order, for rows that tie) their
+    values. Without a hook rows of different keys do not affect each other, so only each key's
+    rows are ordered (most keys have one: no sort, no repr)."""
     if by_value:  # a hook sees every row: one order of all of them
-        return sorted(timed, key=full)
+        return _sorted(b, list(timed))
     by_key: dict[Any, list[tuple[int | None, dict]]] = {}
     key_of = b.key_of
     for tr in timed:
@@ -470,10 +463,22 @@ def _in_order(b: BroadcastInput, timed: list[tuple[int | None, dict]], by_value:
     out: list[tuple[int | None, dict]] = []
     for key in sorted(by_key, key=repr):  # (new keys enter the table in one order)
         rows = by_key[key]
-        if len(rows) > 1:
-            rows.sort(key=full)
-        out += rows
+        out += _sorted(b, rows) if len(rows) > 1 else rows
     return out
+
+
+def _sorted(b: BroadcastInput, rows: list[tuple[int | None, dict]]) -> list[tuple[int | None, dict]]:
+    """``rows`` by time, then each order_by column in its direction, then value: stable sorts
+    from the last criterion to the first (a column's NULLs placed apart, as Spark places them)."""
+    rows.sort(key=lambda tr: _canonical(tr[1]))
+    directions = b.directions or tuple((False, True) for _ in b.order)
+    for c, (desc, nulls_first) in reversed(list(zip(b.order, directions))):
+        present = [tr for tr in rows if tr[1][c] is not None]
+        missing = [tr for tr in rows if tr[1][c] is None]
+        present.sort(key=lambda tr: tr[1][c], reverse=desc)
+        rows = missing + present if nulls_first else present + missing
+    rows.sort(key=lambda tr: tr[0] or 0)
+    return rows
 
 
 def broadcast_hook(spec: Any, state: BroadcastState) -> Any:

@@ -59,16 +59,19 @@ def plan_query(
         tree = expand_table_calls(tree, registered, source_schema(spark))
         if not has_keyed_parts(tree):
             return None, explained  # e.g. `GROUP BY key` of a column named key: Spark's, as written
+        # an EXPLAIN binds a stream's steps as ks.start / ks.run would (no result is returned), and
+        # 'auto' picks the engine they would
+        bound = bind_as or (RunMode.STREAM if explained is not None else mode)
         statement = plan_statement(
             spark,
             tree,
             function,
-            # an EXPLAIN binds a stream's steps as ks.start / ks.run would (no result is returned)
-            lambda step: bind(step, bind_as or (RunMode.STREAM if explained is not None else mode)),
+            lambda step: bind(step, bound),
             default_engine=default_engine,
             mode=mode,
             checkpoint=checkpoint,
             written_by=written_by,
+            per_batch=bound is RunMode.STREAM,
         )
     except KeyedQueryError as exc:  # one that knows where: shown with the statement's line
         raise exc.in_statement(query) from None

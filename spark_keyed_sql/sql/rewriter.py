@@ -83,6 +83,7 @@ class _Planner:
         bind: Callable[[KeyedStep], None],
         checkpoint: str | None = None,
         written_by: Callable[[str], str | None] | None = None,
+        per_batch: bool | None = None,
     ):
         self.spark = spark
         self.functions = functions  # name -> FunctionSpec (raises UnknownFunctionError)
@@ -90,6 +91,9 @@ class _Planner:
         self.checkpoint = checkpoint  # given as checkpoint= (one in OPTIONS is the call's)
         self.written_by = written_by  # checkpoint -> the engine that wrote it (None: new)
         self.mode = mode
+        # a stream's steps are run per micro-batch (ks.start / ks.run, or planned as they would run
+        # them: EXPLAIN), so 'auto' may take an engine that runs streams that way
+        self.per_batch = mode is RunMode.STREAM if per_batch is None else per_batch
         self.bind = bind
         self.sources = Sources(spark)
         self.steps: list[KeyedStep] = []
@@ -197,7 +201,7 @@ class _Planner:
                 streaming=streaming,
                 spec=call.spec,
                 features=found,
-                per_batch_ok=self.mode is RunMode.STREAM,
+                per_batch_ok=self.per_batch,
             )
         except SchemaError as exc:
             raise KeyedQueryError(f"{exc} (OPTIONS of {call.where})") from None
@@ -293,7 +297,15 @@ class _Planner:
             plan.input_column = internal[INPUT_COLUMN]
             if broadcast:
                 plan.broadcasts = [
-                    BroadcastInput(name, index, tuple((n, internal[c]) for n, c in m), key, time, order)
+                    BroadcastInput(
+                        name,
+                        index,
+                        tuple((n, internal[c]) for n, c in m),
+                        key,
+                        time,
+                        tuple(c for c, _, _ in order),
+                        tuple((desc, nulls) for _, desc, nulls in order),
+                    )
                     for name, index, m, key, time, order in broadcast
                 ]
                 plan.broadcast_column = plan.input_column
@@ -469,15 +481,17 @@ def plan_statement(
     mode: RunMode = RunMode.SQL,
     checkpoint: str | None = None,
     written_by: Callable[[str], str | None] | None = None,
+    per_batch: bool | None = None,
 ) -> KeyedStatement:
     """Plan ``tree``'s keyed selects; ``bind(step)`` is called for each, innermost first, to
     make the view the rest of the statement reads its result from. ``auto`` continues a
     checkpoint (``checkpoint``, or one in a call's OPTIONS) on ``written_by(checkpoint)``, the
-    engine that wrote it."""
+    engine that wrote it. ``per_batch``: a streaming source's steps are planned as ks.start /
+    ks.run run them (default: in ``RunMode.STREAM``), so ``auto`` picks as they do."""
     from pyspark.errors import AnalysisException, ParseException
 
     try:
-        return _Planner(spark, functions, default_engine, mode, bind, checkpoint, written_by).run(tree)
+        return _Planner(spark, functions, default_engine, mode, bind, checkpoint, written_by, per_batch).run(tree)
     except SchemaError as exc:
         raise KeyedQueryError(str(exc)) from None
     except (AnalysisException, ParseException) as exc:

@@ -401,7 +401,13 @@ def _broadcast_of(
     if not key:
         key = [columns[0][0]]
     time = own.get(event_time.lower()) if event_time else None
-    ordered = tuple(own[o.this.name.lower()] for o in order or [] if o.this.name.lower() in own)
+    # each order_by column it has: (its name, descending, NULLS FIRST: sqlglot's reading of the
+    # text under Spark's rule, first ascending and last descending unless written)
+    ordered = tuple(
+        (own[o.this.name.lower()], bool(o.args.get("desc")), bool(o.args.get("nulls_first")))
+        for o in order or []
+        if o.this.name.lower() in own
+    )
     if len(key) == len(columns):
         raise _error(f"{c.fn}: broadcast input {name!r} has only its key column(s); it needs a value column", arg)
     return (name, index, tuple(event_map), tuple(key), time, ordered)

@@ -149,6 +149,10 @@ def test_explain_says_a_stream_step_runs_natively_or_why_not(ks_auto, spark, tmp
     assert "`last_ts: datetime`" in text
     text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'tws'"))
     assert "native:    no, the Python path: a stream on this engine" in text, text
+    # engine auto: the engine ks.start / ks.run would take (bulk), not the one ks.sql's streaming
+    # DataFrame needs
+    text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'auto'"))
+    assert "on engine 'bulk'" in text and "native:    yes" in text, text
 
 
 def test_a_started_stream_runs_natively_then_on_python_from_the_same_checkpoint(ks_auto, spark, tmp_path):

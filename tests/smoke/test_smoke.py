@@ -2,8 +2,9 @@
 builds a venv per pair from the package index and runs this module there, with the README's
 Quick start). Each check is against plain Python written here: a keyed query on every engine
 the running Spark has, the table-function form (through ks.sql everywhere; plain spark.sql
-where Spark's UDTFs have analyze), one incremental ks.run twice with state read back, and a
-stream started and restarted from its checkpoint."""
+where Spark's UDTFs have analyze), one incremental ks.run twice with state read back, a
+stream started and restarted from its checkpoint, and a class the native planner takes run as
+Spark SQL (one-shot and ks.run increments, then a Python increment on the same checkpoint)."""
 
 import random
 
@@ -30,6 +31,23 @@ class Running(StatefulFunction):
         self.n += 1
         self.total += event["value"]
         return {"n": self.n, "total": round(self.total, 6)}
+
+
+class Totals(StatefulFunction):
+    """Running's state without round(): a class the native planner takes (docs/native.md)."""
+
+    n: int
+    total: float
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.total = 0.0
+
+    def execute(self, event):
+        self.n += 1
+        self.total += event["value"]
+        return [(self.n, self.total)]
 
 
 class Spend(KeyedProcessor):
@@ -142,3 +160,35 @@ def test_stream_started_then_restarted(spark, ks_auto, tmp_path):
     written = by_key([tuple(r) for r in spark.read.parquet(out).select("user_id", "n", "total").collect()])
     expected = running_oracle(batches[0] + batches[1])
     assert written == {k: sorted(v) for k, v in expected.items()}
+
+
+def test_native_plan_one_shot_and_increments_then_a_python_increment(spark, tmp_path):
+    """On this Spark: EXPLAIN says native, the one-shot batch and two ks.run increments run as
+    Spark SQL, a third increment on the Python path continues the same checkpoint."""
+    from spark_keyed_sql import KeyedSQL
+
+    ks = KeyedSQL(spark, engine="bulk")
+    ks.register("smoke_native", Totals, returns="n bigint, total double")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    parts = [events(15, 2, seed=20 + i, start=i * 10_000) for i in range(3)]
+    sql = (
+        "SELECT user_id, n, total FROM {t} GROUP BY KEY user_id WITH STATE smoke_native(value) ORDER BY ts "
+        "OPTIONS (native = {native})"
+    )
+    spark.createDataFrame([tuple(r.values()) for r in parts[0]], SCHEMA).createOrReplaceTempView("smoke_native_events")
+    one_shot = sql.format(t="smoke_native_events", native="true")
+    assert "native:    yes" in ks.explain(one_shot)
+    assert by_key([tuple(r) for r in ks.sql(one_shot).collect()]) == {
+        k: sorted(v) for k, v in running_oracle(parts[0]).items()
+    }
+    run = sql.format(t=f"parquet.`{src}`", native="{native}")
+    for i, (part, native) in enumerate(zip(parts, ("true", "true", "false"))):
+        write_parquet(spark, part, src)
+        if i == 0:
+            assert "native:    yes" in ks.explain(run.format(native="true"))
+        assert ks.run(run.format(native=native), checkpoint=cp, output=out)["output_rows"] == len(part)
+    after = running_oracle(parts[0] + parts[1] + parts[2])
+    written = by_key([tuple(r) for r in spark.read.parquet(out).select("user_id", "n", "total").collect()])
+    assert written == {k: sorted(v) for k, v in after.items()}
+    state = {r["user_id"]: (r["n"], round(r["total"], 6)) for r in ks.read_state(cp).collect()}
+    assert state == {k: v[-1] for k, v in after.items()}

@@ -152,6 +152,45 @@ def test_one_shot_matches_the_oracle_on_every_engine(spark, ks, versioned, seed)
     assert expected != _spend_oracle([(payments, rates)], not versioned)
 
 
+@pytest.mark.parametrize("order", ["ts DESC", "ts NULLS LAST"])
+def test_order_by_direction_and_nulls_order_the_broadcast_rows_too(spark, ks, order):
+    """``order_by => 'ts DESC'`` applies a currency's rate rows newest first (so its oldest rate
+    is the one left) and, as Spark orders DESC, a rate row without a time last; ``NULLS LAST``
+    on ASC puts it last as well. Payments run in the same order."""
+    ks.register("bc_spend", Spend)
+    rates = [("USD", _t(1), 0.5), ("USD", _t(3), 0.75), ("USD", None, 2.0), ("GBP", _t(2), 1.25), ("GBP", _t(4), None)]
+    payments = [("a", _t(5), "USD", 10.0), ("a", _t(6), "USD", 4.0), ("b", _t(7), "GBP", 8.0), ("b", _t(8), "USD", 1.0)]
+    spark.createDataFrame(payments, PAYMENTS).createOrReplaceTempView("bc_payments_d")
+    spark.createDataFrame(rates, RATES).createOrReplaceTempView("bc_rates_d")
+    sql = (
+        "SELECT * FROM bc_spend(payments => TABLE(bc_payments_d), rates => TABLE(bc_rates_d), key => 'user_id', "
+        f"order_by => '{order}', broadcast => 'rates', broadcast_key => 'currency')"
+    )
+    desc = order.endswith("DESC")
+
+    def ordered(rows, at):  # the order_by by hand: NULL times last in both orders
+        timed = sorted((r for r in rows if r[at] is not None), key=lambda r: r[at], reverse=desc)
+        return timed + [r for r in rows if r[at] is None]
+
+    now = {}
+    for cur, _ts, rate in ordered(rates, 1):
+        if rate is None:
+            now.pop(cur, None)
+        else:
+            now[cur] = rate
+    expected, totals = [], {}
+    for user in sorted({p[0] for p in payments}):
+        for _, ts, cur, amount in ordered([p for p in payments if p[0] == user], 1):
+            if cur in now:
+                eur = round(amount * now[cur], 6)
+                totals[user] = round(totals.get(user, 0.0) + eur, 6)
+                expected.append((user, ts, eur, totals[user]))
+    # the data tells the orders apart: the NULL-time row last either way; GBP's last row sets it
+    # (DESC) or removes it (ASC)
+    assert now == ({"USD": 2.0, "GBP": 1.25} if desc else {"USD": 2.0})
+    assert _rows(ks.sql(sql)) == sorted(expected)
+
+
 @pytest.mark.parametrize("partitions", [1, 3, 7])
 def test_another_partition_count_gives_the_same_answer(spark, kb, partitions):
     payments, rates = _random_batch(random.Random(5), 12, 90)
