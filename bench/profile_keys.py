@@ -45,38 +45,6 @@ def batches(keys: int, per_key: int, batch_rows: int = 10_000) -> list:
     return out
 
 
-def no_work(bs):
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    for b in bs:
-        value = b.column("value")
-        yield pa.RecordBatch.from_arrays(
-            [b.column("user_id"), b.column("ts"), pc.cast(value, pa.int64(), safe=False), value],
-            names=["user_id", "ts", "n", "total"],
-        )
-
-
-def floor(bs):
-    import pyarrow as pa
-
-    cur, n, total = None, 0, 0.0
-    for b in bs:
-        users, vals = b.column("user_id").to_pylist(), b.column("value").to_pylist()
-        on, ot = [], []
-        for u, v in zip(users, vals):
-            if u != cur:
-                cur, n, total = u, 0, 0.0
-            n += 1
-            total += v
-            on.append(n)
-            ot.append(total)
-        yield pa.RecordBatch.from_arrays(
-            [b.column("user_id"), b.column("ts"), pa.array(on, pa.int64()), pa.array(ot, pa.float64())],
-            names=["user_id", "ts", "n", "total"],
-        )
-
-
 def bulk_program():
     from pyspark.sql import types as T
 
@@ -183,6 +151,9 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile the bulk pass (top functions by own time)")
     a = ap.parse_args()
     sys.path.insert(0, ROOT)
+    from bench.rounds import no_work_pass
+    from bench.run import floor_pass
+
     program = bulk_program()
     for shape in a.shapes.split(","):
         keys, per_key = (int(x) for x in shape.split("x"))
@@ -190,7 +161,7 @@ def main() -> None:
         rows = keys * per_key
         times = {}
         for _ in range(a.rounds):  # alternating, one round each, best kept
-            for name, fn in (("no-work", no_work), ("floor", floor), ("bulk", program)):
+            for name, fn in (("no-work", no_work_pass), ("floor", floor_pass), ("bulk", program)):
                 t = timed(fn, bs, 1)
                 times[name] = min(times.get(name, t), t)
         over = times["bulk"] - times["no-work"]

@@ -18,7 +18,7 @@ import os
 import sys
 
 
-def _no_work(batches):
+def no_work_pass(batches):
     """W1's output columns with no Python work per row: the key and ``ts`` handed back, ``value``
     as both ``total`` and (cast in C) ``n``."""
     import pyarrow as pa
@@ -62,7 +62,7 @@ def main() -> None:
                 "WINDOW w AS (PARTITION BY user_id ORDER BY ts ROWS UNBOUNDED PRECEDING)"
             ),
             "no-work": lambda df=df: (
-                df.repartition("user_id").sortWithinPartitions("user_id", "ts").mapInArrow(_no_work, W1_OUT)
+                df.repartition("user_id").sortWithinPartitions("user_id", "ts").mapInArrow(no_work_pass, W1_OUT)
             ),
             "floor": lambda df=df: floor_counter(df),
             "bulk": lambda: ks.sql(

@@ -7,7 +7,7 @@ import numbers
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .errors import StateAccessError
+from .errors import StateAccessError, StateTypeError
 
 __all__ = ["KeyCall", "KeyContext", "TimerService", "to_epoch_ms", "from_epoch_ms"]
 
@@ -136,7 +136,19 @@ class KeyContext:
                 f"self.ctx.broadcast({name!r}): this query has no broadcast input; name one with "
                 f"broadcast => '{name}' (and {name} => TABLE(...)) in the table-function call"
             )
-        return states.view(name, as_of if as_of is not None else self._call.as_of_ms)
+        if as_of is None:
+            return states.view(name, self._call.as_of_ms)
+        where = f"self.ctx.broadcast({name!r}, as_of={as_of!r})"
+        try:
+            at = to_epoch_ms(as_of)
+        except TypeError:
+            raise StateTypeError(f"{where}: as_of is a datetime or epoch milliseconds") from None
+        if states.versioned(name) is False:
+            raise StateAccessError(
+                f"{where}: broadcast input {name!r} is not versioned (it has no event_time column), so it "
+                "holds only its newest rows; read it without as_of=, or give the input the event_time column"
+            )
+        return states.view(name, at)
 
     @property
     def is_keyed(self) -> bool:

@@ -303,6 +303,11 @@ class BroadcastState:
         self.tables, self.columns, self.writing, self._proxies = d["tables"], d["columns"], None, {}
 
     # ------------------------------------------------------------------ reads (workers)
+    def versioned(self, name: str) -> bool | None:
+        """Whether input ``name``'s state is versioned by event time (None: no such input)."""
+        table = self.tables.get(name)
+        return None if table is None else table.versioned
+
     def view(self, name: str, as_of: Any = None) -> Mapping[Any, Any]:
         """What ``self.ctx.broadcast(name, as_of=)`` returns."""
         proxy = self._proxies.get(name)

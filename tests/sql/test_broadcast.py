@@ -386,6 +386,25 @@ def test_keyed_tester_versioned_by_event_time_and_on_broadcast():
     assert a.run([{"ts": _t(1), "amount": 2.0}], key="x") == [{"ts": _t(1), "rule": "r1"}]
 
 
+class RateAsOf(StatefulFunction):
+    returns = "rate double"
+
+    def execute(self, e):
+        return {"rate": self.ctx.broadcast("rates", as_of=e["at"]).get("USD")}
+
+
+def test_as_of_of_a_wrong_type_or_on_an_unversioned_input_says_so():
+    latest = KeyedTester(RateAsOf, broadcast={"rates": [{"currency": "USD", "rate": 0.5}]})
+    with pytest.raises(KeyedSQLError, match=r"'rates' is not versioned \(it has no event_time column\)"):
+        latest.run([{"at": _t(1)}], key="a")
+    versioned = KeyedTester(
+        RateAsOf, broadcast={"rates": [{"currency": "USD", "ts": _t(0), "rate": 0.5}]}, event_time="ts"
+    )
+    with pytest.raises(KeyedSQLError, match=r"as_of='soon'\): as_of is a datetime or epoch milliseconds"):
+        versioned.run([{"ts": _t(1), "at": "soon"}], key="a")
+    assert versioned.run([{"ts": _t(2), "at": _t(1)}], key="a") == [{"rate": 0.5}]
+
+
 # ------------------------------------------------------------------ errors
 class _Bad(StatefulFunction):
     returns = "n int"
