@@ -27,7 +27,7 @@ from .sql.edits import StateEdit
 from .sql.explain import explain_text
 from .sql.query import plan_query
 from .sql.sources import guide_plain_sql
-from .sql.statement import RunMode
+from .sql.statement import RunMode, release_views
 from .state_edits import edit_plan, edit_result, edit_state, state_edit_of
 from .streaming import queries
 from .streaming.checkpoints import engine_of
@@ -160,10 +160,18 @@ class KeyedSQL:
         statement, explained = self._plan(query, RunMode.SQL)
         if isinstance(statement, StateEdit):  # DELETE / UPDATE of keyed_state (or its EXPLAIN KEYED)
             return edit_result(self.spark, statement, explained is not None, self.functions.get)
+        if statement is None:
+            if explained is not None:
+                return self.spark.createDataFrame([(explain_text(query, statement, explained),)], "plan string")
+            return translating(self.spark.sql(query))  # a table-function call fails with our error too
+        try:
+            return self._keyed_frame(query, statement, explained)
+        finally:  # (the DataFrame keeps the steps' plans: their views go)
+            release_views(self.spark, statement)
+
+    def _keyed_frame(self, query: str, statement: Any, explained: Any) -> DataFrame:
         if explained is not None:
             return self.spark.createDataFrame([(explain_text(query, statement, explained),)], "plan string")
-        if statement is None:
-            return translating(self.spark.sql(query))  # a table-function call fails with our error too
         for step in statement.steps:
             if "checkpoint" in step.options:  # it would be ignored: the state would silently not carry over
                 from .sql.errors import KeyedQueryError
@@ -191,7 +199,10 @@ class KeyedSQL:
         statement, explained = self._plan(query, RunMode.SQL, bind_as=RunMode.STREAM)
         if isinstance(statement, StateEdit):
             return edit_plan(self.spark, statement)
-        return explain_text(query, statement, explained)
+        try:
+            return explain_text(query, statement, explained)
+        finally:
+            release_views(self.spark, statement)
 
     def tester(self, query: str, function: str | None = None, **options: Any):
         """A KeyedTester of the registered function ``query`` calls (``function``: which, when it
@@ -203,7 +214,10 @@ class KeyedSQL:
         statement, _ = self._plan(query, RunMode.SQL, bind_as=RunMode.STREAM)  # a stream's types: no query started
         if isinstance(statement, StateEdit):
             raise KeyedSQLError(f"ks.tester: a {statement.verb} of keyed state runs no function")
-        return tester_for(query, statement, function, options)
+        try:
+            return tester_for(query, statement, function, options)
+        finally:
+            release_views(self.spark, statement)
 
     # ------------------------------------------------------------------ streaming
     @quietly

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 
 from ..engines import ENGINES, Engine, output_schema
 from ..engines.native import NativePlan
+from ..runtime.connect import is_connect
 from ..runtime.plan import KeyedPlan
 from .errors import KeyedQueryError
 
@@ -67,6 +68,18 @@ class KeyedStatement:
     @property
     def per_batch_steps(self) -> list[KeyedStep]:
         return [s for s in self.steps if s.per_batch]
+
+
+def release_views(spark: Any, statement: KeyedStatement | None) -> None:
+    """Drop the statement's step views once the DataFrame over them is made: classic PySpark
+    analyzes ``spark.sql`` at once, so the DataFrame keeps the steps' plans by itself, and a view
+    left behind holds its plan (with any local data in it) for the session's lifetime: a session
+    running many keyed statements ran the driver's heap out. Spark Connect analyzes a DataFrame
+    again at each action, by view name: its views stay."""
+    if statement is None or is_connect(spark):
+        return
+    for step in statement.steps:
+        spark.catalog.dropTempView(step.view)
 
 
 def bind(step: KeyedStep, mode: RunMode) -> None:
