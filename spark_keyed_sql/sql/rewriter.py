@@ -111,7 +111,7 @@ class _Planner:
                 tree = outer
             else:
                 sel.replace(outer)
-        return KeyedStatement(render(tree), self.steps)
+        return KeyedStatement(render(tree), self.steps, is_query=isinstance(tree, exp.Query))
 
     # ------------------------------------------------------------------ one keyed select
     def _plan_select(self, sel: exp.Select, top_with: exp.With | None) -> exp.Expression:

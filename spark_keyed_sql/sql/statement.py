@@ -4,6 +4,7 @@ reads (``bind``)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -16,7 +17,9 @@ from ..runtime.connect import is_connect
 from ..runtime.plan import KeyedPlan
 from .errors import KeyedQueryError
 
-__all__ = ["KeyedStatement", "KeyedStep", "RunMode", "bind"]
+__all__ = ["KeyedStatement", "KeyedStep", "RunMode", "bind", "release_views"]
+
+log = logging.getLogger(__name__)
 
 
 class RunMode(str, Enum):
@@ -64,6 +67,9 @@ class KeyedStep:
 class KeyedStatement:
     final_sql: str
     steps: list[KeyedStep]
+    # the statement is a query (not e.g. CREATE VIEW / CACHE TABLE ... AS a keyed select, which
+    # Spark keeps as SQL text naming the step views and analyzes again at each use)
+    is_query: bool = True
 
     @property
     def per_batch_steps(self) -> list[KeyedStep]:
@@ -75,11 +81,16 @@ def release_views(spark: Any, statement: KeyedStatement | None) -> None:
     analyzes ``spark.sql`` at once, so the DataFrame keeps the steps' plans by itself, and a view
     left behind holds its plan (with any local data in it) for the session's lifetime: a session
     running many keyed statements ran the driver's heap out. Spark Connect analyzes a DataFrame
-    again at each action, by view name: its views stay."""
-    if statement is None or is_connect(spark):
+    again at each action, by view name: its views stay, as they do under a statement that is not
+    a query (``CREATE VIEW v AS`` a keyed select: Spark keeps the view's text, naming them). A
+    view that cannot be dropped stays (this runs after the statement's own outcome)."""
+    if statement is None or not statement.is_query or is_connect(spark):
         return
     for step in statement.steps:
-        spark.catalog.dropTempView(step.view)
+        try:
+            spark.catalog.dropTempView(step.view)
+        except Exception:  # noqa: BLE001 - a failing gateway: the statement's own result or error matters
+            log.debug("could not drop the temp view %s", step.view, exc_info=True)
 
 
 def bind(step: KeyedStep, mode: RunMode) -> None:
