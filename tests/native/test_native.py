@@ -366,7 +366,9 @@ def test_generated_classes_agree_with_plain_python(ks_auto, spark, tmp_path_fact
     q += " OPTIONS (native = true)"
     from spark_keyed_sql.sql import statement  # what the planner made of it
 
-    planned = ks_auto._plan(q, statement.RunMode.SQL)[0].steps[0].native
+    made = ks_auto._plan(q, statement.RunMode.SQL)[0]
+    statement.release_views(spark, made)  # (ks.sql drops its views; a plan made here must too)
+    planned = made.steps[0].native
     hypothesis.note(source)
     hypothesis.event("native" if isinstance(planned, NativePlan) else f"declined: {str(planned).split(': ')[-1]}")
     if not isinstance(planned, NativePlan):

@@ -248,8 +248,9 @@ def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tm
         "SELECT user_id, ts, a, b, c, m, at, o FROM parquet.`{src}` GROUP BY KEY user_id "
         f"WITH STATE {name}(x, y, z, ts) ORDER BY ts OPTIONS (engine = 'bulk', native = {{native}})"
     )
-    planned = ks_auto._plan(q.format(src=src + "_probe", native="true"), statement.RunMode.STREAM, cp + "_probe")
-    planned = planned[0].steps[0].native
+    made = ks_auto._plan(q.format(src=src + "_probe", native="true"), statement.RunMode.STREAM, cp + "_probe")[0]
+    statement.release_views(spark, made)  # (a plan made here leaves its views to the caller)
+    planned = made.steps[0].native
     hypothesis.note(source)
     hypothesis.event("native" if isinstance(planned, NativePlan) else f"declined: {str(planned).split(': ')[-1]}")
     if not isinstance(planned, NativePlan):
