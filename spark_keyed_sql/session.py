@@ -160,9 +160,7 @@ class KeyedSQL:
         statement, explained = self._plan(query, RunMode.SQL)
         if isinstance(statement, StateEdit):  # DELETE / UPDATE of keyed_state (or its EXPLAIN KEYED)
             return edit_result(self.spark, statement, explained is not None, self.functions.get)
-        if statement is None:
-            if explained is not None:
-                return self.spark.createDataFrame([(explain_text(query, statement, explained),)], "plan string")
+        if statement is None and explained is None:
             return translating(self.spark.sql(query))  # a table-function call fails with our error too
         try:
             return self._keyed_frame(query, statement, explained)
