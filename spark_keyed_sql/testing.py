@@ -161,14 +161,16 @@ class KeyedTester:
     def broadcast(self, name: str, rows: Iterable[Mapping[str, Any]]) -> None:
         """Broadcast rows of input ``name`` (each a dict; its first column is the key unless
         ``broadcast_key=`` names it), applied before the next ``run`` as a batch's are: in order
-        of ``event_time`` (versioned), then their values; an ``on_broadcast`` hook runs for each."""
+        of ``event_time`` (versioned), then the ``order_by`` columns they have (in their
+        directions), then their values; an ``on_broadcast`` hook runs for each."""
         rows = [dict(r.asDict() if hasattr(r, "asDict") else r) for r in rows]
         b = self._broadcasts.get(name)
         if b is None and rows:  # the input's columns, key and time: from its first rows
             names = list(rows[0])
             key = [k for k in (self._broadcast_key or []) if k in names] or names[:1]
             time = self._event_time if self._event_time in names else None
-            b = self._broadcasts[name] = BroadcastInput(name, 0, tuple((n, n) for n in names), tuple(key), time)
+            order = tuple(o for o in self._order if o.column in names)  # (the order_by columns it has)
+            b = self._broadcasts[name] = BroadcastInput(name, 0, tuple((n, n) for n in names), tuple(key), time, order)
         if b is None:
             self._broadcast_state.declare(name, versioned=False)  # (no rows yet: an empty mapping)
         else:

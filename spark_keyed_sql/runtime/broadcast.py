@@ -38,6 +38,7 @@ from typing import Any
 
 from ..api.context import to_epoch_ms
 from ..api.errors import KeyedSQLError, StateAccessError, UserFunctionError
+from .keys import OrderSpec, sort_rows
 
 __all__ = [
     "BROADCAST_MAX_ROWS",
@@ -88,16 +89,14 @@ class BroadcastInput:
     """A broadcast input of a plan: its rows are the source rows whose input index is ``index``;
     ``event_map`` gives a row's dict (its own column name -> source column). ``key`` names the
     broadcast key column(s), ``time`` its event-time column (versioned state), ``order`` the
-    ``order_by`` columns it has (all by the input's own names), ``directions`` each one's
-    (descending, NULLS FIRST); none given: ascending, NULLS FIRST."""
+    ``order_by`` columns it has, each in its direction (all by the input's own names)."""
 
     name: str
     index: int
     event_map: tuple[tuple[str, str], ...]
     key: tuple[str, ...]
     time: str | None = None
-    order: tuple[str, ...] = ()
-    directions: tuple[tuple[bool, bool], ...] = ()
+    order: tuple[OrderSpec, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -106,7 +105,7 @@ class BroadcastInput:
     @functools.cached_property
     def value_columns(self) -> list[str]:
         """The columns that make a row's value: all but the key, time and order columns."""
-        skip = {*self.key, *([self.time] if self.time else []), *self.order}
+        skip = {*self.key, *([self.time] if self.time else []), *(o.column for o in self.order)}
         return [n for n in self.names if n not in skip]
 
     def key_of(self, row: Mapping[str, Any]) -> Any:
@@ -473,15 +472,10 @@ def _in_order(b: BroadcastInput, timed: list[tuple[int | None, dict]], by_value:
 
 
 def _sorted(b: BroadcastInput, rows: list[tuple[int | None, dict]]) -> list[tuple[int | None, dict]]:
-    """``rows`` by time, then each order_by column in its direction, then value: stable sorts
-    from the last criterion to the first (a column's NULLs placed apart, as Spark places them)."""
+    """``rows`` by time, then the order_by columns, then value: stable sorts from the last
+    criterion to the first."""
     rows.sort(key=lambda tr: _canonical(tr[1]))
-    directions = b.directions or tuple((False, True) for _ in b.order)
-    for c, (desc, nulls_first) in reversed(list(zip(b.order, directions))):
-        present = [tr for tr in rows if tr[1][c] is not None]
-        missing = [tr for tr in rows if tr[1][c] is None]
-        present.sort(key=lambda tr: tr[1][c], reverse=desc)
-        rows = missing + present if nulls_first else present + missing
+    rows = sort_rows(rows, b.order, lambda tr, c: tr[1][c])
     rows.sort(key=lambda tr: tr[0] or 0)
     return rows
 

@@ -303,8 +303,7 @@ class _Planner:
                         tuple((n, internal[c]) for n, c in m),
                         key,
                         time,
-                        tuple(c for c, _, _ in order),
-                        tuple((desc, nulls) for _, desc, nulls in order),
+                        tuple(OrderSpec(c, not desc, nulls) for c, desc, nulls in order),
                     )
                     for name, index, m, key, time, order in broadcast
                 ]

@@ -11,9 +11,12 @@ import pytest
 
 from spark_keyed_sql import KeyedSQLError
 from spark_keyed_sql.runtime.broadcast import BroadcastInput, BroadcastState
+from spark_keyed_sql.runtime.keys import OrderSpec
 
 RATES = BroadcastInput("rates", 1, (("currency", "c"), ("ts", "t"), ("rate", "r")), ("currency",), time="ts")
-LATEST = BroadcastInput("rates", 1, (("currency", "c"), ("seq", "s"), ("rate", "r")), ("currency",), order=("seq",))
+LATEST = BroadcastInput(
+    "rates", 1, (("currency", "c"), ("seq", "s"), ("rate", "r")), ("currency",), order=(OrderSpec("seq"),)
+)
 
 
 def _rows():

@@ -386,6 +386,46 @@ def test_keyed_tester_versioned_by_event_time_and_on_broadcast():
     assert a.run([{"ts": _t(1), "amount": 2.0}], key="x") == [{"ts": _t(1), "rule": "r1"}]
 
 
+_ORDERED_RATES = [
+    ("USD", _t(1), 0.5),
+    ("USD", _t(3), 0.75),
+    ("USD", None, 2.0),
+    ("GBP", _t(2), 1.25),
+    ("GBP", _t(4), None),
+]
+
+
+def _rates_in_order(order: str) -> dict:
+    """The rates table once every row applied in ``order`` (by hand: ASC puts a NULL time first,
+    DESC and NULLS LAST last; a NULL rate removes its currency)."""
+    desc, nulls_last = order.endswith("DESC"), order != "ts"
+    timed = sorted((r for r in _ORDERED_RATES if r[1] is not None), key=lambda r: r[1], reverse=desc)
+    untimed = [r for r in _ORDERED_RATES if r[1] is None]
+    now: dict = {}
+    for cur, _ts, rate in timed + untimed if nulls_last else untimed + timed:
+        if rate is None:
+            now.pop(cur, None)
+        else:
+            now[cur] = rate
+    return now
+
+
+@pytest.mark.parametrize("order", ["ts DESC", "ts NULLS LAST", "ts"])
+def test_keyed_tester_orders_broadcast_rows_by_order_by_too(order):
+    """KeyedTester applies a batch's broadcast rows as a query does: by the ``order_by`` columns
+    they have, in their directions."""
+    now = _rates_in_order(order)
+    others = [_rates_in_order(o) for o in ("ts DESC", "ts NULLS LAST", "ts") if o != order]
+    assert all(now != o for o in others)  # the data tells the three orders apart
+    t = KeyedTester(
+        Spend,
+        broadcast={"rates": [{"currency": c, "ts": ts, "rate": r} for c, ts, r in _ORDERED_RATES]},
+        order_by=order,
+    )
+    rows = [{"ts": _t(9), "currency": c, "amount": 1.0} for c in ("USD", "GBP")]
+    assert [r["eur"] for r in t.run(rows, key="a")] == [now[c] for c in ("USD", "GBP") if c in now]
+
+
 class RateAsOf(StatefulFunction):
     returns = "rate double"
 
