@@ -111,7 +111,12 @@ class _Planner:
                 tree = outer
             else:
                 sel.replace(outer)
-        return KeyedStatement(render(tree), self.steps, is_query=isinstance(tree, exp.Query))
+        return KeyedStatement(
+            render(tree),
+            self.steps,
+            is_query=isinstance(tree, exp.Query),
+            source_views=list(self.sources.stream_views.values()),
+        )
 
     # ------------------------------------------------------------------ one keyed select
     def _plan_select(self, sel: exp.Select, top_with: exp.With | None) -> exp.Expression:

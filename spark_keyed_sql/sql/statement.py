@@ -70,6 +70,8 @@ class KeyedStatement:
     # the statement is a query (not e.g. CREATE VIEW / CACHE TABLE ... AS a keyed select, which
     # Spark keeps as SQL text naming the step views and analyzes again at each use)
     is_query: bool = True
+    # the temp views of its sources it made (a table read as a stream: ks.start / ks.run)
+    source_views: list[str] = field(default_factory=list)
 
     @property
     def per_batch_steps(self) -> list[KeyedStep]:
@@ -83,14 +85,16 @@ def release_views(spark: Any, statement: KeyedStatement | None) -> None:
     running many keyed statements ran the driver's heap out. Spark Connect analyzes a DataFrame
     again at each action, by view name: its views stay, as they do under a statement that is not
     a query (``CREATE VIEW v AS`` a keyed select: Spark keeps the view's text, naming them). A
-    view that cannot be dropped stays (this runs after the statement's own outcome)."""
+    view that cannot be dropped stays (this runs after the statement's own outcome). ks.start /
+    ks.run release theirs, and their sources' stream views, once the query has ended (a
+    micro-batch reads them by name)."""
     if statement is None or not statement.is_query or is_connect(spark):
         return
-    for step in statement.steps:
+    for view in [*(step.view for step in statement.steps), *statement.source_views]:
         try:
-            spark.catalog.dropTempView(step.view)
+            spark.catalog.dropTempView(view)
         except Exception:  # noqa: BLE001 - a failing gateway: the statement's own result or error matters
-            log.debug("could not drop the temp view %s", step.view, exc_info=True)
+            log.debug("could not drop the temp view %s", view, exc_info=True)
 
 
 def bind(step: KeyedStep, mode: RunMode) -> None:

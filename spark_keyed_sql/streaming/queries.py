@@ -18,7 +18,7 @@ from ..engines.dataframe_stream import DataFrameStreamRun, recent_progress, stat
 from ..engines.native import NativePlan
 from ..runtime.spec import FunctionSpec
 from ..sql.errors import KeyedQueryError
-from ..sql.statement import KeyedStatement
+from ..sql.statement import KeyedStatement, release_views
 from ..state.filesystems import filesystem
 from ..state.fs import is_path
 from ..state.lock import CheckpointLock
@@ -56,12 +56,12 @@ def start(
     except BaseException:
         if lock:
             lock.release()
+        release_views(spark, statement)
         raise
     for qid in [q for q, r in _RUNS.items() if not r.query.isActive]:
         del _RUNS[qid]
     _RUNS[str(stream.query.id)] = stream
-    if lock:
-        _release_when_done(stream, lock)
+    _release_when_done(spark, stream, lock, statement)
     log.info("ks.start: query %s on checkpoint %s, sink %s", stream.query.id, checkpoint, sink)
     return translating(stream.query)
 
@@ -107,6 +107,7 @@ def run(
             stream.close()
         if lock:
             lock.release()
+        release_views(spark, statement)  # (its micro-batches read them by name: now done)
 
 
 def metrics(query: Any) -> list[dict[str, Any]]:
@@ -188,12 +189,17 @@ def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> Checkpoint
     return CheckpointLock(checkpoint, spark, query=where or None).acquire()
 
 
-def _release_when_done(run: StreamRun, lock: CheckpointLock) -> None:
+def _release_when_done(
+    spark: SparkSession, run: StreamRun, lock: CheckpointLock | None, statement: KeyedStatement | None
+) -> None:
+    """Once ``run``'s query has ended: its checkpoint's lease (``lock``) released and the
+    statement's temp views dropped (its micro-batches read them by name until then)."""
     query = run.query
-    key = lock.fs.qualify(lock.checkpoint)
-    with _HELD_LOCK:
-        _HELD[key] = (lock, run)
-    lock.on_lost = lambda err: fail_query(query, err, "the checkpoint lease")
+    key = lock.fs.qualify(lock.checkpoint) if lock else None
+    if lock:
+        with _HELD_LOCK:
+            _HELD[key] = (lock, run)
+        lock.on_lost = lambda err: fail_query(query, err, "the checkpoint lease")
 
     def wait() -> None:
         try:
@@ -201,12 +207,15 @@ def _release_when_done(run: StreamRun, lock: CheckpointLock) -> None:
         except Exception:  # noqa: BLE001 - the failure is the query's to report
             pass
         finally:
-            with _HELD_LOCK:
-                mine = _HELD.get(key, (None,))[0] is lock
-                if mine:
-                    _HELD.pop(key, None)
+            mine = False
+            if lock:
+                with _HELD_LOCK:
+                    mine = _HELD.get(key, (None,))[0] is lock
+                    if mine:
+                        _HELD.pop(key, None)
             if mine:
                 run.close()
-                lock.release()
+                lock.release()  # type: ignore[union-attr]
+            release_views(spark, statement)
 
-    threading.Thread(target=wait, name="spark-keyed-sql checkpoint lock", daemon=True).start()
+    threading.Thread(target=wait, name="spark-keyed-sql query end", daemon=True).start()

@@ -1,5 +1,7 @@
 """ks.start over a streaming view (stop, restart) and ks.run incremental batches."""
 
+import time
+
 import pytest
 from data import SCHEMA, by_key_in_ts_order, clock_moved, make_events, write_parquet
 
@@ -31,6 +33,18 @@ def oracle(all_rows):
     return sorted(out)
 
 
+def _ks_views(spark):
+    return sorted(t.name for t in spark.catalog.listTables() if t.name.startswith("__ks_"))
+
+
+def _views_gone(spark, before, within_s=30.0):
+    """The query's views, dropped once it has ended (by a thread waiting for its end)."""
+    deadline = time.monotonic() + within_s
+    while _ks_views(spark) != before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _ks_views(spark) == before
+
+
 def test_start_restart_from_checkpoint(spark, ks, tmp_path):
     ks.register("running_sum", RunningSum, returns="n bigint, total double")
     src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
@@ -46,6 +60,7 @@ def test_start_restart_from_checkpoint(spark, ks, tmp_path):
             ks.sql(sql)
     else:
         assert ks.sql(sql).isStreaming
+    before = _ks_views(spark)
     q = ks.start(sql, checkpoint=cp, sink=sink)
     q.processAllAvailable()
     q.stop()
@@ -53,7 +68,9 @@ def test_start_restart_from_checkpoint(spark, ks, tmp_path):
     write_parquet(spark, files[2], src)
     q = ks.start(sql, checkpoint=cp, sink=sink)
     q.processAllAvailable()
+    assert _ks_views(spark) != before  # (the running query's, read by name by its micro-batches)
     q.stop()
+    assert _views_gone(spark, before)  # dropped once it ended: none kept for the session's lifetime
     got = sorted(tuple(r) for r in spark.read.parquet(sink).collect())
     assert got == oracle(files[0] + files[1] + files[2])
 
@@ -67,7 +84,9 @@ def test_run_incremental_exactly_once(spark, ks, tmp_path):
         f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id "
         "WITH STATE running_sum(value) AS s ORDER BY ts"
     )
+    before = _ks_views(spark)
     first = ks.run(sql, checkpoint=cp, output=out)
+    assert _ks_views(spark) == before  # its step and stream views: dropped once it returned
     assert first["input_rows"] == 240 and first["output_rows"] == 240 and first["batches"] == 1
     again = ks.run(sql, checkpoint=cp, output=out)  # nothing new: nothing changes
     assert again["input_rows"] == 0

@@ -17,6 +17,7 @@ from viewfs import assert_nothing_written_on_the_side, new_place
 
 from spark_keyed_sql import StatefulFunction
 from spark_keyed_sql.api.errors import KeyedSQLError
+from spark_keyed_sql.sql.errors import KeyedQueryError
 from spark_keyed_sql.state.checkpoint import CheckpointError
 
 
@@ -217,6 +218,50 @@ def test_start_stop_restart(spark, ks, viewfs_root):
     q.processAllAvailable()
     q.stop()
     assert rows_of(spark, sink) == outputs(files[0] + files[1] + files[2])
+    assert_nothing_written_on_the_side(place)
+
+
+class VfsScaled(StatefulFunction):
+    """A running total of ``value`` times the factor the broadcast input holds for 'all'."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = 0.0
+
+    def execute(self, e):
+        self.total = round(self.total + e["value"] * self.ctx.broadcast("factors")["all"], 6)
+        return {"total": self.total}
+
+
+@pytest.mark.notyet("tws", raises=KeyedQueryError, reason="broadcast inputs on a stream run on engine 'bulk'")
+def test_broadcast_input_on_viewfs(spark, ks, viewfs_root):
+    """A broadcast directory, the keyed input, the checkpoint (the broadcast state stored once
+    in it) and the output all on viewfs: two ``ks.run`` increments with the factor changed
+    between them, the second run's rows at the new factor; ``read_state(broadcast=)`` reads it."""
+    ks.register("vfs_scaled", VfsScaled, returns="total double")
+    place = new_place(viewfs_root, f"vfs-bc-{ks.default_engine}")
+    src, factors, cp, out = place.uri("in"), place.uri("factors"), place.uri("cp"), place.uri("out")
+    a, b = make_events(20, 2, seed=171), make_events(20, 1, seed=172, start_second=70_000)
+    spark.createDataFrame([("all", 2.0)], "name string, factor double").write.parquet(factors)
+    sql = (
+        f"SELECT user_id, total FROM vfs_scaled(events => TABLE(parquet.`{src}`), "
+        f"factors => TABLE(parquet.`{factors}`), key => 'user_id', order_by => 'ts', broadcast => 'factors')"
+    )
+    write_parquet(spark, a, src)
+    ks.run(sql, checkpoint=cp, output=out)
+    spark.createDataFrame([("all", 3.0)], "name string, factor double").write.mode("append").parquet(factors)
+    write_parquet(spark, b, src)
+    ks.run(sql, checkpoint=cp, output=out)
+    expected, totals = [], {}
+    for factor, rows in ((2.0, a), (3.0, b)):
+        for u, evs in by_key_in_ts_order(rows).items():
+            for e in evs:
+                totals[u] = round(totals.get(u, 0.0) + e["value"] * factor, 6)
+                expected.append((u, totals[u]))
+    got = sorted((r.user_id, round(r.total, 6)) for r in spark.read.parquet(out).collect())
+    assert got == sorted(expected)
+    held = [(r.name, r.factor) for r in ks.read_state(cp, broadcast="factors").collect()]
+    assert held == [("all", 3.0)]
     assert_nothing_written_on_the_side(place)
 
 
