@@ -39,7 +39,7 @@ from .expressions import KNOWN_OPTIONS, STREAMING_ONLY_OPTIONS, KeyedGroup
 from .parse import render
 from .resolution import Call, Outer, Source, quoted, quoted_identifier, resolve_call, resolve_outer
 from .sources import Sources, literal, view_name
-from .statement import KeyedStatement, KeyedStep, RunMode
+from .statement import KeyedStatement, KeyedStep, RunMode, drop_views
 from .table_calls import INPUT_COLUMN
 
 __all__ = ["KNOWN_OPTIONS", "STREAMING_ONLY_OPTIONS", "plan_statement"]
@@ -100,6 +100,13 @@ class _Planner:
 
     # ------------------------------------------------------------------ entry
     def run(self, tree: exp.Expression) -> KeyedStatement:
+        try:
+            return self._run(tree)
+        except BaseException:  # no statement to run: the views its planned steps and streams made go
+            drop_views(self.spark, [s.view for s in self.steps] + list(self.sources.stream_views.values()))
+            raise
+
+    def _run(self, tree: exp.Expression) -> KeyedStatement:
         self.sources.replace_keyed_state(tree)
         keyed = [s for s in tree.find_all(exp.Select) if isinstance(s.args.get("group"), KeyedGroup)]
         # innermost first: a keyed select nested in another one's FROM is replaced before

@@ -17,7 +17,7 @@ from ..runtime.connect import is_connect
 from ..runtime.plan import KeyedPlan
 from .errors import KeyedQueryError
 
-__all__ = ["KeyedStatement", "KeyedStep", "RunMode", "bind", "release_views"]
+__all__ = ["KeyedStatement", "KeyedStep", "RunMode", "bind", "drop_views", "release_views"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,12 @@ def release_views(spark: Any, statement: KeyedStatement | None) -> None:
     micro-batch reads them by name)."""
     if statement is None or not statement.is_query or is_connect(spark):
         return
-    for view in [*(step.view for step in statement.steps), *statement.source_views]:
+    drop_views(spark, [*(step.view for step in statement.steps), *statement.source_views])
+
+
+def drop_views(spark: Any, views: list[str]) -> None:
+    """Drop these temp views; one that cannot be dropped is logged and stays."""
+    for view in views:
         try:
             spark.catalog.dropTempView(view)
         except Exception:  # noqa: BLE001 - a failing gateway: the statement's own result or error matters

@@ -48,9 +48,10 @@ def start(
     function: Callable[[str], FunctionSpec],
 ) -> Any:
     """ks.start: the running pyspark StreamingQuery (its failures raise our errors)."""
-    _probe_output(spark, sink)
-    lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.start")
+    lock = None
     try:
+        _probe_output(spark, sink)
+        lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.start")
         checkpoint = prepare_checkpoint(spark, statement, checkpoint, "ks.start", function)
         stream = _launch(spark, statement, query, checkpoint, sink, trigger, False, "ks.start", function, None)
     except BaseException:
@@ -76,11 +77,12 @@ def run(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """ks.run: process what is new since the last run (availableNow), then return the summary."""
-    if output:
-        _probe_output(spark, output)
-    lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.run")
+    lock = None
     stream: StreamRun | None = None
     try:
+        if output:
+            _probe_output(spark, output)
+        lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.run")
         checkpoint = prepare_checkpoint(spark, statement, checkpoint, "ks.run", function)
         if not checkpoint:
             raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")

@@ -6,7 +6,7 @@ import pytest
 from data import SCHEMA, by_key_in_ts_order, make_events
 from processors import Spend
 
-from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql import KeyedSQLError, StatefulFunction
 
 
 class Running(StatefulFunction):
@@ -97,6 +97,25 @@ def test_a_keyed_statement_leaves_no_view_behind_and_its_frame_still_reads(spark
     )
     for _ in range(2):
         assert sorted(map(tuple, spark.sql("SELECT * FROM q_kept").collect()), key=repr) == expected
+
+
+def test_a_statement_that_fails_to_plan_leaves_no_view_behind(spark, ks, data, tmp_path):
+    """Its first keyed select planned (and bound as a view), the second failing; ks.run failing
+    after planning (no output given) with a stream view made: none of their views stays."""
+    before = _step_views(spark)
+    with pytest.raises(KeyedSQLError, match="no_such_function"):
+        ks.sql(
+            "WITH k AS (SELECT user_id, s.n FROM q_events GROUP BY KEY user_id WITH STATE running(value) AS s "
+            "ORDER BY ts) SELECT user_id, t.* FROM k GROUP BY KEY user_id WITH STATE no_such_function(n) AS t"
+        )
+    assert _step_views(spark) == before
+    spark.range(3).selectExpr("'u' AS user_id", "id AS value", "id AS ts").write.parquet(str(tmp_path / "in"))
+    with pytest.raises(KeyedSQLError, match="output="):
+        ks.run(
+            f"SELECT user_id, s.n FROM parquet.`{tmp_path / 'in'}` GROUP BY KEY user_id WITH STATE running(value) AS s",
+            checkpoint=str(tmp_path / "cp"),
+        )
+    assert _step_views(spark) == before
 
 
 def test_multi_column_key_gives_tuple(ks, data):
