@@ -4,14 +4,23 @@ batch's state is the engine's (its checkpoint layout)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import operator
+from collections.abc import Callable, Iterable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .checkpoint import CheckpointError, CheckpointMeta, OperatorRecord
 
-__all__ = ["pick_operator", "state_changes"]
+__all__ = ["null_safe_match", "pick_operator", "state_changes"]
+
+
+def null_safe_match(pairs: Iterable[tuple[Column, Column]]) -> Column | None:
+    """``a <=> b`` for each pair of key columns, ANDed: a NULL key matches a NULL key, as
+    ``GROUP BY KEY`` groups them. None for no pairs (an unkeyed function)."""
+    conds = [a.eqNullSafe(b) for a, b in pairs]
+    return functools.reduce(operator.and_, conds) if conds else None
 
 
 def pick_operator(
@@ -95,10 +104,7 @@ def state_changes(
                 F.to_json(F.struct(F.col(var).alias(var))).alias("__old"),
                 F.col(var).isNull().alias("__pnull"),
             )
-            cond = None
-            for k in keys:
-                e = F.col(k).eqNullSafe(F.col(f"__p_{k}"))
-                cond = e if cond is None else cond & e
+            cond = null_safe_match((F.col(k), F.col(f"__p_{k}")) for k in keys)
             j = c.join(p, on=cond, how="full_outer") if keys else c.crossJoin(p)
             key_out = [F.coalesce(F.col(k), F.col(f"__p_{k}")).alias(k) for k in keys]
             now_present = F.col("__new").isNotNull() & ~F.coalesce(F.col("__cnull"), F.lit(True))

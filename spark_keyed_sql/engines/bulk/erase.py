@@ -30,6 +30,7 @@ from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.commit_record import BatchMetrics
 from ...state.encoding import loads
 from ...state.fs import join
+from ...state.reader import null_safe_match
 from ...state.snapshots import KEY_PREFIX, SnapshotStore, state_column_names
 from ..base import new_audit
 from .layout import DELETED, VERSION, state_frame, write_base
@@ -267,10 +268,7 @@ def _output_batches(
         return []
     deltas = state_frame(spark, store, latest, versions=True, deltas_only=True).select(*keys, VERSION, DELETED)
     m = matched.select(*[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)])
-    cond = None
-    for i, k in enumerate(keys):
-        e = F.col(k).eqNullSafe(F.col(f"__m{i}"))
-        cond = e if cond is None else cond & e
+    cond = null_safe_match((F.col(k), F.col(f"__m{i}")) for i, k in enumerate(keys))
     hits = deltas.join(m, on=cond, how="left_semi") if keys else deltas
     return sorted(int(r[0]) for r in hits.select(VERSION).distinct().collect())
 

@@ -40,6 +40,7 @@ from ...runtime.connect import is_connect
 from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.filesystems import filesystem
 from ...state.fs import join
+from ...state.reader import null_safe_match
 from ..base import new_audit
 
 __all__ = ["ERASED_FILE", "applied", "edit_state", "erased_before"]
@@ -87,10 +88,7 @@ class _KeyFilter:
     def apply(self, jdf: Any) -> Any:
         try:
             df = DataFrame(jdf, self.spark)
-            cond = None
-            for i, f in enumerate(self.key_fields):
-                e = F.col("partition_key")[f].eqNullSafe(F.col(f"__m{i}"))
-                cond = e if cond is None else cond & e
+            cond = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(self.key_fields))
             return df.join(F.broadcast(self.matched), on=cond, how="left_anti")._jdf
         except BaseException as exc:  # noqa: BLE001 - raised again by the caller, after the JVM returns
             self.error = exc
