@@ -78,7 +78,7 @@ class KeyedStatement:
         return [s for s in self.steps if s.per_batch]
 
 
-def release_views(spark: Any, statement: KeyedStatement | None) -> None:
+def release_views(spark: Any, statement: KeyedStatement | None, ended: bool = False) -> None:
     """Drop the statement's step views once the DataFrame over them is made: classic PySpark
     analyzes ``spark.sql`` at once, so the DataFrame keeps the steps' plans by itself, and a view
     left behind holds its plan (with any local data in it) for the session's lifetime: a session
@@ -87,8 +87,9 @@ def release_views(spark: Any, statement: KeyedStatement | None) -> None:
     a query (``CREATE VIEW v AS`` a keyed select: Spark keeps the view's text, naming them). A
     view that cannot be dropped stays (this runs after the statement's own outcome). ks.start /
     ks.run release theirs, and their sources' stream views, once the query has ended (a
-    micro-batch reads them by name)."""
-    if statement is None or not statement.is_query or is_connect(spark):
+    micro-batch reads them by name): ``ended``, on Spark Connect too (no frame reads them
+    afterwards)."""
+    if statement is None or not statement.is_query or (is_connect(spark) and not ended):
         return
     drop_views(spark, [*(step.view for step in statement.steps), *statement.source_views])
 

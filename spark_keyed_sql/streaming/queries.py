@@ -57,7 +57,7 @@ def start(
     except BaseException:
         if lock:
             lock.release()
-        release_views(spark, statement)
+        release_views(spark, statement, ended=True)
         raise
     for qid in [q for q, r in _RUNS.items() if not r.query.isActive]:
         del _RUNS[qid]
@@ -109,7 +109,7 @@ def run(
             stream.close()
         if lock:
             lock.release()
-        release_views(spark, statement)  # (its micro-batches read them by name: now done)
+        release_views(spark, statement, ended=True)  # (its micro-batches read them by name: now done)
 
 
 def metrics(query: Any) -> list[dict[str, Any]]:
@@ -218,6 +218,6 @@ def _release_when_done(
             if mine:
                 run.close()
                 lock.release()  # type: ignore[union-attr]
-            release_views(spark, statement)
+            release_views(spark, statement, ended=True)
 
     threading.Thread(target=wait, name="spark-keyed-sql query end", daemon=True).start()

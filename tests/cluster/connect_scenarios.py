@@ -60,6 +60,10 @@ class Scaled(StatefulFunction):
         return (e["seq"], self.total)
 
 
+def ks_views(spark):
+    return [t.name for t in spark.catalog.listTables() if t.name.startswith("__ks_")]
+
+
 def rows(df):
     return sorted(map(list, df.collect()))
 
@@ -115,10 +119,12 @@ def main(url: str, root: str, tier: str = "full") -> None:
         w = f"{root}/work/{engine}"
         run_sql = running_over(f"{w}/src", engine)
         add_part(spark, root, "a", f"{w}/src")
+        views = ks_views(spark)
         first = ks.run(run_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
         add_part(spark, root, "b", f"{w}/src")
         seen = []  # the progress callback: on bulk the batches commit on the server
         second = ks.run(run_sql, checkpoint=f"{w}/cp", output=f"{w}/out", progress=seen.append)
+        out[f"run_views_left_{engine}"] = sorted(set(ks_views(spark)) - set(views))  # (dropped once run)
         out[f"progress_{engine}"] = sum(p.get("input_rows") or 0 for p in seen)
         out[f"run_{engine}"] = rows(spark.read.parquet(f"{w}/out"))
         out[f"run_inputs_{engine}"] = [first["input_rows"], second["input_rows"]]

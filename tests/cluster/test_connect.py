@@ -144,6 +144,7 @@ def test_every_entry_point_through_a_pyspark_client_client(client_python, server
         assert got[f"run_{engine}"] == all_rows, engine
         assert got[f"run_inputs_{engine}"] == [len(frames["a"]), len(frames["b"])], engine  # only new files read
         assert got[f"progress_{engine}"] == len(frames["b"]), engine  # the callback saw the second run's batches
+        assert got[f"run_views_left_{engine}"] == [], engine  # ks.run's step and stream views dropped
         assert got[f"state_{engine}"] == all_state, engine
         assert got[f"keyed_state_{engine}"] == all_state, engine
         touched = frames["a"].user_id.nunique() + frames["b"].user_id.nunique()
