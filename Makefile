@@ -107,7 +107,7 @@ crash: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/crash/full.py $(CRASH_ARGS)
 
 # the SQL fuzzer with many more examples than CI's fixed-seed run, the native planner's generated
-# classes (5,000 one-shot; 1,000 on streams: three ks.run increments each, ~30 min), and the differential test
+# classes (5,000 one-shot, ~10 min; 1,000 on streams: three ks.run increments each, ~41 min), and the differential test
 # with more seeds on every (class, path) pair (CI runs one seed on a selection)
 fuzz: check-java $(STAMP)
 	KS_FUZZ_EXAMPLES=5000 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/sql/test_fuzz.py
