@@ -1,8 +1,10 @@
-"""DELETE of keyed state on a stopped transformWithState checkpoint (issue 45, engine tws; Spark
+"""DELETE / UPDATE of keyed state on a stopped transformWithState checkpoint (issue 45, engine tws; Spark
 4.2+ has the state rewriter it uses): the audit and the state against a plain-Python oracle, no
 state file of the checkpoint left but the rewritten version, that version read back without the
 key, older batches said to be erased, the query continuing exactly once (the key afresh); an
-UPDATE refused naming why, and a DELETE while a tws query runs refused at once naming the stop."""
+UPDATE of attributes and of typed value state the same way (the query continuing from the set
+values), what it cannot set refused with nothing written, and a DELETE while a tws query runs
+refused at once naming the stop."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import glob
 import os
 
 import pytest
+from data import by_key_in_ts_order, make_events, write_parquet
+from processors import Spend
 from test_erase import ERASED, SECRET, SQL, Notes, _all_bytes, _batch, _oracle, _rows, _state
 
 from spark_keyed_sql import KeyedSQL
@@ -77,13 +81,52 @@ def test_an_empty_batch_a_crashed_delete_left_is_taken_over(spark, kt, tmp_path)
     assert _state(kt, cp) == _oracle(batches, erased_after=1)
 
 
-def test_update_on_tws_is_refused_and_writes_nothing(spark, kt, tmp_path):
+def test_update_on_a_stopped_tws_checkpoint_changes_exactly_the_matched_keys(spark, kt, tmp_path):
+    src, cp, out, batches = _history(spark, kt, tmp_path, runs=2)
+    limit = 25.0
+
+    def fix(state):
+        for u, (n, total, _note) in list(state.items()):
+            if total > limit:
+                state[u] = (n, round(total * 10, 6), "fixed")
+
+    expected = _oracle(batches, erased_after=1, updates=fix)
+    changed = [u for u, (_, t, _) in _oracle(batches).items() if t > limit]
+    assert 0 < len(changed) < len(expected)
+    row = kt.sql(
+        f"UPDATE keyed_state('{cp}', 'erase_notes') SET total = total * 10, note = 'fixed' WHERE total > {limit}"
+    )
+    (audit,) = row.collect()
+    assert audit.operation == "update" and audit.keys_matched == len(changed) and audit.state_rows == len(changed)
+    assert audit.batch_id == 2
+    assert _state(kt, cp) == expected
+    for u in changed:  # the changed keys' old values are in no state file (the history before was dropped)
+        assert [
+            p for p, data in _all_bytes(os.path.join(cp, "state")).items() if f"SECRET-{u}-xyz".encode() in data
+        ] == []
+    with pytest.raises(KeyedSQLError, match="history before batch 2 was erased"):
+        kt.read_state(cp, batch_id=1)
+    batches.append(_rows(2))
+    _batch(spark, src, batches[-1])
+    kt.run(SQL.format(src=src), checkpoint=cp, output=out)
+    assert _state(kt, cp) == _oracle(batches, erased_after=1, updates=fix)  # continued from the set values
+
+
+def test_update_on_tws_refuses_what_it_cannot_set_and_writes_nothing(spark, kt, tmp_path):
     _, cp, _, _ = _history(spark, kt, tmp_path, runs=1)
-    before = _all_bytes(cp)
-    with pytest.raises(KeyedSQLError, match="UPDATE is not built on engine 'tws'"):
-        kt.update_state(cp, set={"total": "0"}, where="true")
+    before = {k: v for k, v in _all_bytes(cp).items() if "/edits/" not in k}
+    cases = [
+        ({"n": "'many'"}, r"column 'n' is bigint and cannot hold 'many' \(key user_id="),
+        ({"n": "1.5"}, r"column 'n' is bigint and cannot hold"),
+        ({"user_id": "'x'"}, "a key column cannot be set"),
+        ({"nope": "1"}, r"SET nope: no such state column \(state columns: total, n, note\)"),
+        ({"total": "no_such_col + 1"}, "no_such_col"),
+    ]
+    for assignments, message in cases:
+        with pytest.raises(KeyedSQLError, match=message):
+            kt.update_state(cp, set=assignments, where="true")
     after = {k: v for k, v in _all_bytes(cp).items() if "/edits/" not in k}
-    assert after == {k: v for k, v in before.items() if "/edits/" not in k}
+    assert after == before
 
 
 def test_delete_while_a_tws_query_runs_is_refused_naming_the_stop(spark, kt, tmp_path):
@@ -96,3 +139,44 @@ def test_delete_while_a_tws_query_runs_is_refused_naming_the_stop(spark, kt, tmp
         assert not glob.glob(f"{cp}/edits/*.request.json")  # withdrawn: no query of this engine would apply it
     finally:
         q.stop()
+
+
+def test_update_of_typed_value_state_keeps_the_rest_and_refuses_list_and_map_variables(spark, kt, tmp_path):
+    """Spend (tests/processors.py): ``total`` a ValueState with a TTL, ``recent`` a ListState,
+    ``by_merchant`` a MapState. SET total on some keys: their totals move by exactly that, the
+    list and map state of every key and the other keys' totals stay as the oracle has them,
+    and the next run adds to the set totals (the TTL'd value stored, not expired)."""
+    kt.register("spend_upd", Spend)
+    d = tmp_path
+    first, second = make_events(12, 2, seed=41), make_events(12, 1, seed=42, start_second=50_000)
+    sql = (
+        f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id "
+        "WITH STATE spend_upd(amount, merchant, ts) AS s"
+    )
+    write_parquet(spark, first, str(d / "in"))
+    cp = str(d / "cp")
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    picked = sorted(by_key_in_ts_order(first))[:3]
+    audit = kt.update_state(
+        cp, set={"total": "total + 1000"}, where="user_id IN (" + ", ".join(f"'{u}'" for u in picked) + ")"
+    )
+    assert audit["keys_matched"] == 3 and audit["batch_id"] == 1
+
+    def check(events):
+        rows = {r.user_id: r for r in kt.read_state(cp).collect()}
+        assert set(rows) == set(by_key_in_ts_order(events))
+        for u, evs in by_key_in_ts_order(events).items():
+            assert rows[u].total == pytest.approx(sum(e["amount"] for e in evs) + (1000 if u in picked else 0))
+            per: dict[str, float] = {}
+            for e in evs:
+                per[e["merchant"]] = per.get(e["merchant"], 0.0) + e["amount"]
+            assert rows[u].by_merchant == pytest.approx(per)
+            assert [x.amount for x in rows[u].recent] == [e["amount"] for e in evs][-3:]
+
+    check(first)
+    for column in ("recent", "by_merchant"):
+        with pytest.raises(KeyedSQLError, match=f"SET {column}: '{column}' is a (List|Map)State variable"):
+            kt.update_state(cp, set={column: "NULL"}, where="true")
+    write_parquet(spark, second, str(d / "in"))
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    check(first + second)

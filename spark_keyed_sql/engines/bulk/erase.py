@@ -28,15 +28,15 @@ from ...runtime.faults import crash_point
 from ...runtime.spec import FunctionSpec
 from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.commit_record import BatchMetrics
-from ...state.encoding import loads
 from ...state.fs import join
 from ...state.reader import null_safe_match
 from ...state.snapshots import KEY_PREFIX, SnapshotStore, state_column_names
 from ..base import new_audit
+from ..edit_values import assigned_values, first_line
 from .layout import DELETED, VERSION, state_frame, write_base
 from .local_store import cache_root, remove_store
 from .partitioning import PART
-from .state_row import HAS_ATTRS, TIMERS, StateRowCodec
+from .state_row import HAS_ATTRS, TIMERS
 from .step import LOCAL_STATE_DIR_CONF
 
 __all__ = ["edit_state", "finish_erase"]
@@ -44,10 +44,6 @@ __all__ = ["edit_state", "finish_erase"]
 log = logging.getLogger(__name__)
 
 _MATCH = "__ks_match"
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _files(fs: Any, root: str) -> set[str]:
@@ -107,7 +103,7 @@ def edit_state(
         flagged = view.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
         flagged.schema  # noqa: B018 - analysed now: a wrong name fails here, before anything is written
     except (AnalysisException, ParseException) as exc:
-        raise CheckpointError(f"{what}: WHERE {where}: {_first_line(exc)} (columns: {readable})") from None
+        raise CheckpointError(f"{what}: WHERE {where}: {first_line(exc)} (columns: {readable})") from None
     matched = flagged.where(F.col(_MATCH))
     n = matched.count()
     audit = new_audit(kind, checkpoint, op.function, n)
@@ -202,61 +198,14 @@ def _updated(
     spec: FunctionSpec | None,
     what: str,
 ) -> DataFrame:
-    """The state with ``assignments`` applied to the matched keys, each value checked against
-    its column's type first (a value the type cannot hold is refused, naming column and key)."""
-    by_name = {n.lower(): c for c, n in shown.items() if c not in keys}
-    key_names = {k.lower() for k in op.keys}
-    codec = StateRowCodec(spec) if spec is not None else None
-    attributes = HAS_ATTRS in schema.names
+    """The state with ``assignments`` applied to the matched keys (each checked first:
+    ``edit_values.assigned_values``)."""
+    attributes = {c for c in shown if c not in keys} if HAS_ATTRS in schema.names else set()
+    values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
     out = flagged
-    for column, text in assignments:
-        if column.lower() in key_names:
-            raise CheckpointError(f"{what}: SET {column}: a key column cannot be set (DELETE the key instead)")
-        internal = by_name.get(column.lower())
-        if internal is None:
-            raise CheckpointError(
-                f"{what}: SET {column}: no such state column (state columns: {', '.join(by_name.values()) or 'none'})"
-            )
-        target = schema[internal].dataType
-        name = shown[internal]
-        try:
-            value = F.expr(text)
-            vtype = flagged.select(value.alias("v")).schema["v"].dataType
-        except (AnalysisException, ParseException) as exc:
-            raise CheckpointError(f"{what}: SET {column} = {text}: {_first_line(exc)}") from None
-        checked = F.expr(f"try_cast(({text}) AS {target.simpleString()})")
-        lost = value.isNotNull() & checked.isNull()
-        if vtype != target and isinstance(target, T.AtomicType) and isinstance(vtype, T.AtomicType):
-            lost = lost | (value.isNotNull() & ~checked.cast(vtype).eqNullSafe(value))  # e.g. 1.5 into an int
-        bad = flagged.where(F.col(_MATCH) & lost).select(*keys, value.alias("v")).limit(1).collect()
-        if bad:
-            raise CheckpointError(
-                f"{what}: SET {column} = {text}: column '{name}' is {target.simpleString()} and cannot hold "
-                f"{bad[0]['v']!r} (key {_key_text(op, bad[0], keys)}); nothing was written"
-            )
-        if attributes and isinstance(target, T.StringType):
-            if codec is None or codec.layout is None:
-                raise CheckpointError(
-                    f"{what}: SET {column}: attribute '{name}' is a string column, which holds either a str or the "
-                    "JSON encoding of an untyped attribute; register the function (ks.register) so the edit knows "
-                    "which, and run it again"
-                )
-            if codec.layout.is_encoded(name):
-                for r in flagged.where(F.col(_MATCH)).select(*keys, checked.alias("v")).collect():
-                    try:
-                        if r["v"] is not None:
-                            loads(r["v"])
-                    except (ValueError, TypeError, KeyError) as exc:
-                        raise CheckpointError(
-                            f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding "
-                            f"and {r['v']!r} (key {_key_text(op, r, keys)}) is not one ({exc}); nothing was written"
-                        ) from None
+    for internal, checked in values.items():
         out = out.withColumn(internal, F.when(F.col(_MATCH), checked).otherwise(F.col(internal)))
     return out
-
-
-def _key_text(op: OperatorRecord, row: Any, keys: list[str]) -> str:
-    return ", ".join(f"{name}={row[k]!r}" for name, k in zip(op.keys, keys))
 
 
 def _output_batches(

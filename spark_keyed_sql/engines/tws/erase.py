@@ -1,5 +1,5 @@
-"""DELETE of keyed state on a stopped transformWithState checkpoint (Spark >= 4.2): Spark's own
-``StateRewriter`` reads every column family of the last committed state (value, list, map,
+"""DELETE / UPDATE of keyed state on a stopped transformWithState checkpoint (Spark >= 4.2):
+Spark's own ``StateRewriter`` reads every column family of the last committed state (value, list, map,
 timer and TTL families, all keyed by the grouping key), drops the matched keys' rows, and
 writes them as a fresh RocksDB snapshot of the next version (no file shared with the older
 versions); the offset and commit logs get one more batch (a copy of the last: no new input),
@@ -17,8 +17,11 @@ Steps, and what a crash at each leaves:
    request), then the older versions' files go. A crash here leaves files no version reads;
    the next edit finishes removing them.
 
-UPDATE is not built on this engine (its state is Spark's encoded rows): refused, naming the
-way around (ks.migrate_state with a transform into a bulk checkpoint).
+An UPDATE goes the same way: its SET values, checked as on every engine (``edit_values.py``),
+are written over the matched keys' stored values (the StatefulFunction's ``attributes`` value
+and typed value-state variables; list and map variables are refused) as Spark's UnsafeRow bytes
+(``unsafe_row.py``), which the rewriter stores in the checkpoint's own encoding; every other
+row (other keys, timers, TTL entries) is carried over as it is.
 
 A crash between 3 and the record in 4 leaves the edit done but unrecorded: its request is
 applied again and matches no key (the answer then says 0 keys)."""
@@ -37,11 +40,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...runtime.connect import is_connect
+from ...runtime.spec import FunctionSpec
 from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.filesystems import filesystem
 from ...state.fs import join
 from ...state.reader import null_safe_match
 from ..base import new_audit
+from ..edit_values import assigned_values, first_line
+from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, stored_targets
+from .unsafe_row import encoded
 
 __all__ = ["ERASED_FILE", "applied", "edit_state", "erased_before"]
 
@@ -49,6 +56,7 @@ log = logging.getLogger(__name__)
 
 ERASED_FILE = "tws_erased.json"
 _REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
+_MATCH, _FAMILY, _BYTES = "__ks_match", "__ks_family", "__ks_bytes"
 
 
 def _batches(fs: Any, d: str) -> list[int]:
@@ -98,6 +106,28 @@ class _KeyFilter:
         implements = ["scala.Function1"]
 
 
+class _ValueSwap(_KeyFilter):
+    """The UPDATE's transform: every row kept, the matched keys' value rows of the edited
+    families with their new bytes (a broadcast left join on ``partition_key`` and the family:
+    no shuffle, as the DELETE's)."""
+
+    def apply(self, jdf: Any) -> Any:
+        try:
+            df = DataFrame(jdf, self.spark)
+            cond = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(self.key_fields))
+            cond = cond & (F.col("column_family_name") == F.col(_FAMILY))
+            joined = df.join(F.broadcast(self.matched), on=cond, how="left")
+            return joined.select(
+                "partition_key",
+                "key_bytes",
+                F.coalesce(F.col(_BYTES), F.col("value_bytes")).alias("value_bytes"),
+                "column_family_name",
+            )._jdf
+        except BaseException as exc:  # noqa: BLE001 - raised again by the caller, after the JVM returns
+            self.error = exc
+            raise
+
+
 def edit_state(
     spark: SparkSession,
     checkpoint: str,
@@ -107,18 +137,16 @@ def edit_state(
     read: Callable[[], DataFrame],
     request: str | None = None,
     before_commit: Callable[[], None] | None = None,
+    assignments: tuple[tuple[str, str], ...] = (),
+    spec: FunctionSpec | None = None,
+    op_index: int = 0,
 ) -> dict[str, Any]:
     started = time.time()
     what = f"{kind.upper()} of keyed state (checkpoint {checkpoint!r}, function '{op.function}', engine 'tws')"
-    if kind != "delete":
-        raise CheckpointError(
-            f"{what}: UPDATE is not built on engine 'tws' (its state is Spark's encoded rows); DELETE the keys, or "
-            "migrate the state into a bulk checkpoint with ks.migrate_state(..., transform=...)"
-        )
     if is_connect(spark):
         raise CheckpointError(
             f"{what}: not built through Spark Connect (Spark's state rewriter is a JVM class the client cannot "
-            "reach); run the DELETE from a classic session"
+            f"reach); run the {kind.upper()} from a classic session"
         )
     jvm = spark._jvm  # type: ignore[attr-defined]
     try:
@@ -146,19 +174,28 @@ def edit_state(
     state = read()
     keys = list(op.keys)
     try:
-        matched = state.where(F.coalesce(F.expr(where).cast("boolean"), F.lit(False))).select(
-            *[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)]
-        )
-        matched.schema  # noqa: B018 - a wrong name fails here, before anything is written
+        flagged = state.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
+        flagged.schema  # noqa: B018 - a wrong name fails here, before anything is written
     except Exception as exc:  # noqa: BLE001
-        raise CheckpointError(f"{what}: WHERE {where}: {str(exc).strip().splitlines()[0]}") from None
+        raise CheckpointError(f"{what}: WHERE {where}: {first_line(exc)}") from None
+    matched = flagged.where(F.col(_MATCH)).select(*[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)])
     found = matched.count()
     audit = new_audit(kind, checkpoint, op.function, found, state_rows=found)
     if found == 0:
         audit["seconds"] = round(time.time() - started, 3)
         return audit
     key_fields = [f"__ks_k{i}" for i in range(len(keys))]
-    transform = _KeyFilter(spark, matched.localCheckpoint(), key_fields)
+    if kind == "update":
+        values = _new_values(spark, checkpoint, n, op, op_index, flagged, assignments, spec, what)
+        try:
+            values = values.localCheckpoint()  # computed (and every value encoded) before anything is written
+        except Exception as exc:  # noqa: BLE001 - e.g. a value the encoding refuses
+            raise CheckpointError(
+                f"{what}: the new values could not be encoded: {first_line(exc)}; nothing was written"
+            ) from None
+        transform: _KeyFilter = _ValueSwap(spark, values, key_fields)
+    else:
+        transform = _KeyFilter(spark, matched.localCheckpoint(), key_fields)
     from pyspark.java_gateway import ensure_callback_server_started
 
     ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[attr-defined]
@@ -205,6 +242,92 @@ def edit_state(
     )
     log.info("%s: %d key(s) erased at batch %d; %d file(s) removed", what, found, n + 1, removed)
     return audit
+
+
+def _new_values(
+    spark: SparkSession,
+    checkpoint: str,
+    batch: int,
+    op: OperatorRecord,
+    op_index: int,
+    flagged: DataFrame,
+    assignments: tuple[tuple[str, str], ...],
+    spec: FunctionSpec | None,
+    what: str,
+) -> DataFrame:
+    """The matched keys' new stored values, one row a key and edited family: ``__m<i>`` (the
+    key), the family's name and its value as UnsafeRow bytes."""
+    keys = list(op.keys)
+    targets = stored_targets(spark, checkpoint, op_index, op)
+    shown = {c: c for c in flagged.columns if c not in keys and c not in (_MATCH, "batch_id")}
+    attributes = {c for c, t in targets.items() if t.family == ATTRIBUTES_VAR}
+    for column, _ in assignments:
+        t = targets.get(column) or next((v for k, v in targets.items() if k.lower() == column.lower()), None)
+        if t is not None and t.kind != "ValueState":
+            raise CheckpointError(
+                f"{what}: SET {column}: '{column}' is a {t.kind} variable, which an UPDATE on engine 'tws' does not "
+                "set (its value variables and attributes it does); DELETE the keys, or migrate the state into a bulk "
+                "checkpoint with ks.migrate_state(..., transform=...)"
+            )
+    values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
+    edited = flagged.where(F.col(_MATCH)).select(
+        *[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)], *[v.alias(c) for c, v in values.items()]
+    )
+    by_family: dict[str, list[str]] = {}
+    for column in values:
+        by_family.setdefault(targets[column].family, []).append(column)
+    added = set(op.absent_attributes)
+    frames = []
+    for family, columns in by_family.items():
+        raw = (
+            spark.read.format("statestore")
+            .option("operatorId", op_index)
+            .option("stateVarName", family)
+            .option("batchId", batch)
+            .load(checkpoint)
+        )
+        vtype = raw.schema["value"].dataType
+        stored = [f.name for f in vtype.fields]
+        key_names = [f.name for f in raw.schema["key"].dataType.fields]
+        cond = null_safe_match((F.col("key")[f], F.col(f"__m{i}")) for i, f in enumerate(key_names))
+        joined = raw.join(edited, on=cond, how="inner")
+        held = joined.select(*[F.col(f"__m{i}").alias(f"__h{i}") for i in range(len(keys))])
+        cond = null_safe_match((F.col(f"__m{i}"), F.col(f"__h{i}")) for i in range(len(keys)))
+        lacking = edited.join(held, on=cond, how="left_anti").limit(1).collect()
+        if lacking:
+            key = ", ".join(f"{k}={lacking[0][f'__m{i}']!r}" for i, k in enumerate(keys))
+            raise CheckpointError(
+                f"{what}: SET {', '.join(columns)}: key {key} holds no stored value of '{family}' to set (an UPDATE "
+                "changes stored values, it adds none); nothing was written"
+            )
+        whole = next((c for c in columns if targets[c].field is None), None)  # a struct variable, set whole
+        named = {targets[c].field: c for c in columns if targets[c].field is not None}
+        newly = [str(targets[c].field) for c in columns if c in added]
+        if newly and ADDED not in stored:  # rows stored before it was added: NULL reads as its __init__ value
+            nulls = edited.where(F.greatest(*[F.col(c).isNull() for c in columns if c in added], F.lit(False)))
+            if nulls.limit(1).count():
+                raise CheckpointError(
+                    f"{what}: SET {', '.join(c for c in columns if c in added)} = NULL: the attribute was added after "
+                    "the state began, and this checkpoint's rows read a NULL there as its __init__ value; set a "
+                    "value, or migrate the state (ks.migrate_state); nothing was written"
+                )
+        parts = []
+        for f in stored:
+            if f == ADDED and newly:
+                held = F.coalesce(F.col("value")[ADDED], F.array().cast("array<string>"))
+                parts.append(F.array_union(held, F.array(*[F.lit(x) for x in newly])).alias(f))
+            elif f in named:
+                parts.append(F.col(named[f]).alias(f))
+            elif whole is not None and f not in HIDDEN:
+                parts.append(F.col(whole)[f].alias(f))
+            else:
+                parts.append(F.col("value")[f].alias(f))
+        frame = joined.select(*[f"__m{i}" for i in range(len(keys))], F.struct(*parts).cast(vtype).alias("__v"))
+        frames.append(encoded(frame, "__v", vtype, _FAMILY, family, _BYTES))
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
 
 
 def _remove_version(fs: Any, state_root: str, version: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -20,7 +21,7 @@ from ...state.filesystems import filesystem
 from ...state.fs import join
 from ..base import Position, StateLayout
 
-__all__ = ["ADDED", "ATTRIBUTES_VAR", "EXPIRES", "TwsLayout"]
+__all__ = ["ADDED", "ATTRIBUTES_VAR", "EXPIRES", "HIDDEN", "StoredTarget", "TwsLayout", "stored_targets"]
 
 ATTRIBUTES_VAR = "attributes"  # the ValueState holding a StatefulFunction's attributes
 EXPIRES = "__expires_ms"  # last field of a stored row with TTL: its expiry (epoch ms)
@@ -28,7 +29,7 @@ EXPIRES = "__expires_ms"  # last field of a stored row with TTL: its expiry (epo
 # row holds (a row stored before has none, and Spark's Avro encoding resolves the rest as NULL;
 # NULL then stands for the __init__ value, not for a None the class set)
 ADDED = "__ks_added"
-_HIDDEN = (EXPIRES, ADDED)
+HIDDEN = (EXPIRES, ADDED)
 
 
 def _initial_column(name: str, attribute: Mapping[str, Any], marked: bool) -> Any:
@@ -84,8 +85,48 @@ def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
     return rows[0]
 
 
+@dataclass(frozen=True)
+class StoredTarget:
+    """Where a state column read_state shows is stored: its Spark state variable (column
+    family), that variable's kind, and the field of its stored struct (None: the whole struct,
+    a struct-valued variable)."""
+
+    family: str
+    kind: str  # 'ValueState' | 'ListState' | 'MapState'
+    field: str | None
+
+
+def stored_targets(spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord) -> dict[str, StoredTarget]:
+    """Each state column read_state shows (by that name) -> where it is stored."""
+    info = _operator_info(spark, checkpoint, op_index)
+    props = json.loads(info.operatorProperties)
+    attribute_names, variable_names = _shown_names(op.attributes), _shown_names(op.variables)
+    out: dict[str, StoredTarget] = {}
+    for v in props.get("stateVariables", []):
+        var, kind = v["stateName"], v["stateVariableType"]
+        if kind != "ValueState":
+            out[variable_names.get(var, var)] = StoredTarget(var, kind, None)
+            continue
+        value = (
+            spark.read.format("statestore")
+            .option("operatorId", op_index)
+            .option("stateVarName", var)
+            .option("batchId", info.maxBatchId)
+            .load(checkpoint)
+            .schema["value"]
+            .dataType
+        )
+        stored = [f.name for f in value.fields]
+        fields = [f for f in stored if f not in HIDDEN]
+        if var == ATTRIBUTES_VAR and op.kind == FunctionKind.FUNCTION.value:
+            out.update({attribute_names.get(f, f): StoredTarget(var, kind, f) for f in fields})
+        else:
+            out[variable_names.get(var, var)] = StoredTarget(var, kind, "value" if fields == ["value"] else None)
+    return out
+
+
 class TwsLayout(StateLayout):
-    edits_state = True  # DELETE on a stopped query, Spark 4.2+ (erase.py); UPDATE refused there
+    edits_state = True  # DELETE / UPDATE on a stopped query, Spark 4.2+ (erase.py)
     edits_running = False  # Spark runs the batches: no boundary this project can apply an edit at
 
     def edit(
@@ -117,6 +158,9 @@ class TwsLayout(StateLayout):
             lambda: self.read(spark, checkpoint, index, op, None),
             request,
             before_commit,
+            assignments=assignments,
+            spec=spec,
+            op_index=index,
         )
 
     def applied_edit(self, spark: SparkSession, checkpoint: str, request: str) -> dict[str, Any] | None:
@@ -176,7 +220,7 @@ class TwsLayout(StateLayout):
             if kind == "ValueState":
                 df = load(var)
                 stored = [f.name for f in df.schema["value"].dataType.fields]
-                fields = [f for f in stored if f not in _HIDDEN]
+                fields = [f for f in stored if f not in HIDDEN]
                 if var == ATTRIBUTES_VAR and (op is None or op.kind == FunctionKind.FUNCTION.value):
                     added = set(op.absent_attributes) if op else set()
                     record = {a["name"]: a for a in (op.attributes if op else ())}

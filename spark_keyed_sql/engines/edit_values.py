@@ -1,0 +1,98 @@
+"""UPDATE of keyed state, the part every engine shares: each ``SET column = expr`` checked
+against the state as ``read_state`` shows it — a key column or an unknown column refused, an
+expression that does not analyse refused, a value its column's type cannot hold refused
+naming the column and the first key, a JSON-encoded attribute given text that is no JSON
+refused — and turned into the column's new value (an expression over the flagged frame).
+Nothing is written here: an engine writes the values its own way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..runtime.spec import FunctionSpec
+from ..state.attributes import AttributeLayout
+from ..state.checkpoint import CheckpointError, OperatorRecord
+from ..state.encoding import loads
+
+__all__ = ["assigned_values", "first_line", "key_text"]
+
+
+def first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def key_text(op: OperatorRecord, row: Any, keys: list[str]) -> str:
+    return ", ".join(f"{name}={row[k]!r}" for name, k in zip(op.keys, keys))
+
+
+def assigned_values(
+    flagged: DataFrame,
+    match: str,
+    shown: dict[str, str],
+    keys: list[str],
+    op: OperatorRecord,
+    assignments: tuple[tuple[str, str], ...],
+    spec: FunctionSpec | None,
+    attributes: set[str],
+    what: str,
+) -> dict[str, Column]:
+    """``flagged``: the state with a boolean column ``match`` (the keys the WHERE matched);
+    ``shown``: its state columns, internal name -> the name read_state shows; ``keys``: its key
+    columns; ``attributes``: the internal names holding a StatefulFunction's attributes (a
+    string one may hold an untyped attribute's JSON). Returns internal name -> its checked new
+    value (the matched rows' only: the caller keeps the others' values)."""
+    by_name = {n.lower(): c for c, n in shown.items() if c not in keys}
+    key_names = {k.lower() for k in op.keys}
+    layout: AttributeLayout | None = None
+    out: dict[str, Column] = {}
+    for column, text in assignments:
+        if column.lower() in key_names:
+            raise CheckpointError(f"{what}: SET {column}: a key column cannot be set (DELETE the key instead)")
+        internal = by_name.get(column.lower())
+        if internal is None:
+            raise CheckpointError(
+                f"{what}: SET {column}: no such state column (state columns: {', '.join(by_name.values()) or 'none'})"
+            )
+        target = flagged.schema[internal].dataType
+        name = shown[internal]
+        try:
+            value = F.expr(text)
+            vtype = flagged.select(value.alias("v")).schema["v"].dataType
+        except (AnalysisException, ParseException) as exc:
+            raise CheckpointError(f"{what}: SET {column} = {text}: {first_line(exc)}") from None
+        checked = F.expr(f"try_cast(({text}) AS {target.simpleString()})")
+        lost = value.isNotNull() & checked.isNull()
+        if vtype != target and isinstance(target, T.AtomicType) and isinstance(vtype, T.AtomicType):
+            lost = lost | (value.isNotNull() & ~checked.cast(vtype).eqNullSafe(value))  # e.g. 1.5 into an int
+        bad = flagged.where(F.col(match) & lost).select(*keys, value.alias("v")).limit(1).collect()
+        if bad:
+            raise CheckpointError(
+                f"{what}: SET {column} = {text}: column '{name}' is {target.simpleString()} and cannot hold "
+                f"{bad[0]['v']!r} (key {key_text(op, bad[0], keys)}); nothing was written"
+            )
+        if internal in attributes and isinstance(target, T.StringType):
+            if layout is None:
+                if spec is None:
+                    raise CheckpointError(
+                        f"{what}: SET {column}: attribute '{name}' is a string column, which holds either a str or "
+                        "the JSON encoding of an untyped attribute; register the function (ks.register) so the edit "
+                        "knows which, and run it again"
+                    )
+                layout = AttributeLayout(spec.instantiate())
+            if layout.is_encoded(name):
+                for r in flagged.where(F.col(match)).select(*keys, checked.alias("v")).collect():
+                    try:
+                        if r["v"] is not None:
+                            loads(r["v"])
+                    except (ValueError, TypeError, KeyError) as exc:
+                        raise CheckpointError(
+                            f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding "
+                            f"and {r['v']!r} (key {key_text(op, r, keys)}) is not one ({exc}); nothing was written"
+                        ) from None
+        out[internal] = checked
+    return out
