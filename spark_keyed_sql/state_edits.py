@@ -176,7 +176,7 @@ class _Waiting:
             except KeyedSQLError:
                 holder = None
             log.debug("%s of keyed state on %s: lease not taken (%s)", self.edit.verb, self.edit.checkpoint, exc)
-            if not self.layout.edits_running and holder:  # no running query of this engine applies it
+            if not (self.layout.edits_running or self.layout.edits_by_restart) and holder:  # none would apply it
                 self.queue.collect(self.request.id)  # withdrawn: nothing would ever pick it up
                 who = holder.get("query") or "a query"
                 raise CheckpointError(
@@ -185,7 +185,7 @@ class _Waiting:
                     f"{holder.get('pid')} on {holder.get('host')}) holds the checkpoint: stop it, then run the "
                     f"{self.edit.verb} again"
                 ) from None
-            if holder and holder != self.holder:
+            if holder and holder.get("owner") != (self.holder or {}).get("owner"):  # (its heartbeats aside)
                 log.info(
                     "%s of keyed state on %s queued (request %s): waiting for %s (process %s on %s) to apply it at "
                     "its next batch boundary",

@@ -151,6 +151,9 @@ class StateLayout(ABC):
 
     edits_state: ClassVar[bool] = False  # DELETE / UPDATE of keyed state (``edit``) built
     edits_running: ClassVar[bool] = True  # a running query applies a queued edit at a batch boundary
+    # ... or, where its batches cannot (Spark runs them), ks.start's query is stopped at a batch
+    # boundary, the edit applied and the query started again (streaming/edit_restarts.py)
+    edits_by_restart: ClassVar[bool] = False
 
     @abstractmethod
     def read(

@@ -4,6 +4,7 @@ this project's error, its lock released when it ends, and its progress and metri
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ..api.errors import SchemaError
-from ..engines import ENGINES, StreamJob, StreamRun
+from ..engines import ENGINES, Engine, StreamJob, StreamRun
 from ..engines.background import fail_query
 from ..engines.dataframe_stream import DataFrameStreamRun, recent_progress, state_metrics
 from ..engines.native import NativePlan
@@ -23,6 +24,7 @@ from ..state.filesystems import filesystem
 from ..state.fs import is_path
 from ..state.lock import CheckpointLock
 from .checkpoints import checkpoint_in_sql, prepare_checkpoint
+from .edit_restarts import EditRestarts, apply_queued
 from .failures import from_stream_failure, translating
 
 __all__ = ["start", "run", "metrics"]
@@ -53,7 +55,21 @@ def start(
         _probe_output(spark, sink)
         lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.start")
         checkpoint = prepare_checkpoint(spark, statement, checkpoint, "ks.start", function)
+        edits = _restarted_for_edits(statement)
+        if edits is not None and checkpoint:
+            apply_queued(spark, checkpoint, edits.layout, edits.name, _spec_of(function), lock)
         stream = _launch(spark, statement, query, checkpoint, sink, trigger, False, "ks.start", function, None)
+        if edits is not None and checkpoint:
+            EditRestarts(
+                spark,
+                stream,
+                checkpoint,
+                lock,
+                edits.layout,
+                edits.name,
+                _spec_of(function),
+                functools.partial(edits.start_stream, stream.job),  # type: ignore[attr-defined]
+            )
     except BaseException:
         if lock:
             lock.release()
@@ -88,6 +104,9 @@ def run(
             raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")
         if not output:
             raise SchemaError("ks.run needs output=<parquet directory or table name>")
+        edits = _restarted_for_edits(statement)
+        if edits is not None:  # queued before: applied before the run
+            apply_queued(spark, checkpoint, edits.layout, edits.name, _spec_of(function), lock)
         stream = _launch(spark, statement, query, checkpoint, output, None, True, "ks.run", function, progress)
         if lock:
             lock.on_lost = lambda err: fail_query(stream.query, err, "the checkpoint lease")
@@ -96,6 +115,8 @@ def run(
         except Exception as exc:  # noqa: BLE001 - Spark's StreamingQueryException, turned into ours
             raise from_stream_failure(exc, checkpoint) from None
         summary = stream.summary()
+        if edits is not None:  # queued while it ran: applied now, at its end
+            apply_queued(spark, checkpoint, edits.layout, edits.name, _spec_of(function), lock)
         log.info(
             "ks.run on checkpoint %s: %d batch(es), %d rows in, %d rows out",
             checkpoint,
@@ -167,6 +188,23 @@ def _launch(
     if isinstance(step.native, NativePlan) and step.native.stream is not None:
         job.native = step.native
     return engine.start_stream(job)
+
+
+def _restarted_for_edits(statement: KeyedStatement | None) -> Engine | None:
+    """The statement's engine when its running query takes queued edits by a restart."""
+    steps = statement.steps if statement else []
+    engine = steps[0].engine if steps else None
+    return engine if engine is not None and engine.layout.edits_by_restart else None
+
+
+def _spec_of(function: Callable[[str], FunctionSpec]) -> Callable[[str], FunctionSpec | None]:
+    def spec(name: str) -> FunctionSpec | None:
+        try:
+            return function(name)
+        except Exception:  # noqa: BLE001 - not registered in this session: the edit goes without it
+            return None
+
+    return spec
 
 
 def _probe_output(spark: SparkSession, sink: str | None) -> None:

@@ -3,8 +3,8 @@
 state file of the checkpoint left but the rewritten version, that version read back without the
 key, older batches said to be erased, the query continuing exactly once (the key afresh); an
 UPDATE of attributes and of typed value state the same way (the query continuing from the set
-values), what it cannot set refused with nothing written, and a DELETE while a tws query runs
-refused at once naming the stop."""
+values), what it cannot set refused with nothing written; and both on a running ks.start query,
+applied by restarting it around the edit (the user's handle going on), or by the next ks.run."""
 
 from __future__ import annotations
 
@@ -129,16 +129,74 @@ def test_update_on_tws_refuses_what_it_cannot_set_and_writes_nothing(spark, kt, 
     assert after == before
 
 
-def test_delete_while_a_tws_query_runs_is_refused_naming_the_stop(spark, kt, tmp_path):
-    src, cp, out, _ = _history(spark, kt, tmp_path, runs=1)
-    q = kt.start(SQL.format(src=src), checkpoint=cp, sink=str(tmp_path / "out2"))
+def test_delete_and_update_on_a_running_tws_query_restart_it_around_the_edit(spark, kt, tmp_path):
+    """ks.start's query holds the checkpoint: the DELETE is queued, the query stopped at a batch
+    boundary, the edit applied, the query started again; the caller gets the audit, the user's
+    handle (and a thread waiting on it) goes on with the restarted query, which continues
+    exactly once (the erased key afresh), and an UPDATE after it goes the same way."""
+    import threading
+
+    src, cp, _, batches = _history(spark, kt, tmp_path, runs=1)
+    sink = str(tmp_path / "out2")
+    q = kt.start(SQL.format(src=src), checkpoint=cp, sink=sink)
+    waited: list = []
+    waiter = threading.Thread(target=lambda: waited.append(q.awaitTermination()), daemon=True)
     try:
         q.processAllAvailable()
-        with pytest.raises(KeyedSQLError, match="on a stopped query only .* stop it, then run the DELETE again"):
-            kt.delete_state(cp, where=f"user_id = '{ERASED}'", timeout=30)
-        assert not glob.glob(f"{cp}/edits/*.request.json")  # withdrawn: no query of this engine would apply it
+        waiter.start()
+        audit = kt.delete_state(cp, where=f"user_id = '{ERASED}'", timeout=120)
+        assert audit["keys_matched"] == 1 and audit["operation"] == "delete"
+        assert _state(kt, cp) == _oracle(batches, erased_after=0)
+        for needle in (ERASED.encode(), SECRET.encode()):
+            assert [p for p, data in _all_bytes(os.path.join(cp, "state")).items() if needle in data] == []
+        assert q.isActive and waiter.is_alive() and waited == []  # the same handle, still running
+        batches.append(_rows(1))
+        _batch(spark, src, batches[-1])
+        q.processAllAvailable()
+        assert _state(kt, cp) == _oracle(batches, erased_after=0)  # the erased key afresh, the others once
+
+        def double(state):
+            for u, (n, total, _note) in list(state.items()):
+                if u == "k01":
+                    state[u] = (n, round(total * 2, 6), "doubled")
+
+        audit = kt.update_state(cp, set={"total": "total * 2", "note": "'doubled'"}, where="user_id = 'k01'")
+        assert audit["keys_matched"] == 1 and audit["operation"] == "update"
+        batches.append(_rows(2))
+        _batch(spark, src, batches[-1])
+        q.processAllAvailable()
+
+        expected = _oracle(batches[:1], erased_after=0)
+        for b, rows in enumerate(batches[1:], start=1):  # the erase after batch 0, the update after batch 1
+            for u, v, _ in sorted(rows, key=lambda r: r[2]):
+                n, total, _note = expected.get(u, (0, 0.0, ""))
+                expected[u] = (n + 1, round(total + v, 6), f"SECRET-{u}-xyz")
+            if b == 1:
+                double(expected)
+        assert _state(kt, cp) == expected
+        assert q.isActive and waiter.is_alive()
     finally:
         q.stop()
+    waiter.join(timeout=60)
+    assert not waiter.is_alive() and not q.isActive
+    assert not glob.glob(f"{cp}/edits/*.request.json")
+
+
+def test_a_delete_queued_before_ks_run_is_applied_when_the_run_takes_the_checkpoint(spark, kt, tmp_path):
+    """A request left queued (its caller gave up waiting) is applied by the next ks.run before
+    its batch: the batch then sees the key afresh."""
+    from spark_keyed_sql.state.edit_queue import EditQueue, EditRequest
+
+    src, cp, out, batches = _history(spark, kt, tmp_path, runs=1)
+    queue = EditQueue(cp, spark)
+    request = EditRequest.new("delete", "erase_notes", f"user_id = '{ERASED}'", ())
+    queue.submit(request)
+    batches.append(_rows(1))
+    _batch(spark, src, batches[-1])
+    kt.run(SQL.format(src=src), checkpoint=cp, output=out)
+    answer = queue.answer(request.id)
+    assert answer is not None and answer.error is None and answer.audit["keys_matched"] == 1
+    assert _state(kt, cp) == _oracle(batches, erased_after=0)
 
 
 def test_update_of_typed_value_state_keeps_the_rest_and_refuses_list_and_map_variables(spark, kt, tmp_path):

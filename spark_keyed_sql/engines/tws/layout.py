@@ -127,7 +127,8 @@ def stored_targets(spark: SparkSession, checkpoint: str, op_index: int, op: Oper
 
 class TwsLayout(StateLayout):
     edits_state = True  # DELETE / UPDATE on a stopped query, Spark 4.2+ (erase.py)
-    edits_running = False  # Spark runs the batches: no boundary this project can apply an edit at
+    edits_running = False  # Spark runs the batches: no boundary inside the query to apply an edit at,
+    edits_by_restart = True  # so ks.start's query is stopped at one, and started again after the edit
 
     def edit(
         self,
