@@ -1,5 +1,6 @@
 """``make bench-erase``: erasing 1,000 keys out of 1M keys of state against one ordinary batch
-over 1M keys of state (issue 45's figure), on the bulk engine, side by side in one session.
+over 1M keys of state (issue 45's figure), on one engine (``--engine``: bulk, the default, or
+tws), side by side in one session.
 
 A checkpoint is built by ``ks.run`` over one event per key (``--keys``, W1's counter). Then,
 ``--rounds`` times, alternating:
@@ -10,10 +11,10 @@ A checkpoint is built by ``ks.run`` over one event per key (``--keys``, W1's cou
   the newest state without them and removes the history before it.
 
 Last, the same erase on a running ``ks.start`` over the checkpoint (queued, applied by the
-query between batches), timed as its caller waits. Each erase is timed as the user sees it (the
-call, until the audit returns); each batch as ``ks.run`` returns. The report gives both times,
-their ratio, and the audit's figures. Setting up the checkpoint is reported apart and is in
-neither figure.
+query between batches; on tws by restarting the query around it), timed as its caller waits.
+Each erase is timed as the user sees it (the call, until the audit returns); each batch as
+``ks.run`` returns. The report gives both times, their ratio, and the audit's figures. Setting
+up the checkpoint is reported apart and is in neither figure.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--erase", type=int, default=1_000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--engine", choices=("bulk", "tws"), default="bulk")
     a = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,7 +44,7 @@ def main() -> None:
 
     # the ordinary batch on the Python path (native plans off), as the recorded figure was measured
     spark = local_session("spark-keyed-sql bench erase", shuffle_partitions=8, conf={"spark.keyedsql.native": "false"})
-    ks = KeyedSQL(spark, engine="bulk")
+    ks = KeyedSQL(spark, engine=a.engine)
     ks.register("erase_counter", Counter, returns="n bigint, total double")
     root = tempfile.mkdtemp(prefix="ks-bench-erase-")
     src, cp, out = (os.path.join(root, p) for p in ("in", "cp", "out"))
@@ -80,8 +82,8 @@ def main() -> None:
             flush=True,
         )
     print(
-        f"erase {a.erase:,} of {a.keys:,} keys: best {min(erases):.1f} s vs one batch over {a.keys:,} keys "
-        f"best {min(batches):.1f} s: erase / batch {min(erases) / min(batches):.2f}x",
+        f"[{a.engine}] erase {a.erase:,} of {a.keys:,} keys: best {min(erases):.1f} s vs one batch over "
+        f"{a.keys:,} keys best {min(batches):.1f} s: erase / batch {min(erases) / min(batches):.2f}x",
         flush=True,
     )
     # on a running query: the same erase queued, applied by the stream between batches
@@ -94,8 +96,8 @@ def main() -> None:
         running = time.perf_counter() - t0
         print(
             f"erase {a.erase:,} of {a.keys:,} keys on a running ks.start: {running:.1f} s as the caller waits "
-            f"(keys matched {audit['keys_matched']:,}; includes up to one look interval, "
-            f"spark.keyedsql.editPollInterval = 2 s, before the query picks it up): erase / batch "
+            f"(keys matched {audit['keys_matched']:,}; includes up to one look interval before the query "
+            f"picks it up{', and the query restarted around it' if a.engine == 'tws' else ''}): erase / batch "
             f"{running / min(batches):.2f}x; the query ran on: {q.isActive}",
             flush=True,
         )

@@ -59,6 +59,7 @@ def start(
         if edits is not None and checkpoint:
             apply_queued(spark, checkpoint, edits.layout, edits.name, _spec_of(function), lock)
         stream = _launch(spark, statement, query, checkpoint, sink, trigger, False, "ks.start", function, None)
+        stream.query = translating(stream.query)
         if edits is not None and checkpoint:
             EditRestarts(
                 spark,
@@ -69,6 +70,7 @@ def start(
                 edits.name,
                 _spec_of(function),
                 functools.partial(edits.start_stream, stream.job),  # type: ignore[attr-defined]
+                refused=_not_restartable(sink),
             )
     except BaseException:
         if lock:
@@ -80,7 +82,7 @@ def start(
     _RUNS[str(stream.query.id)] = stream
     _release_when_done(spark, stream, lock, statement)
     log.info("ks.start: query %s on checkpoint %s, sink %s", stream.query.id, checkpoint, sink)
-    return translating(stream.query)
+    return stream.query
 
 
 def run(
@@ -197,6 +199,15 @@ def _restarted_for_edits(statement: KeyedStatement | None) -> Engine | None:
     return engine if engine is not None and engine.layout.edits_by_restart else None
 
 
+def _not_restartable(sink: str) -> str | None:
+    if sink.startswith("memory:"):
+        return (
+            "the query holding it writes to a memory sink, which Spark does not recover from a checkpoint, so it "
+            "cannot be restarted to apply the edit: stop the query, then run the edit again"
+        )
+    return None
+
+
 def _spec_of(function: Callable[[str], FunctionSpec]) -> Callable[[str], FunctionSpec | None]:
     def spec(name: str) -> FunctionSpec | None:
         try:
@@ -219,7 +230,8 @@ def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> Checkpoint
     key = filesystem(spark).qualify(checkpoint, "checkpoint")
     with _HELD_LOCK:
         held = _HELD.get(key)
-        if held is not None and not held[1].query.isActive:  # stopped, its waiter not yet run: take over
+        restarting = getattr(getattr(held[1], "edit_restarts", None), "restarting", False) if held else False
+        if held is not None and not held[1].query.isActive and not restarting:  # stopped, waiter not yet run
             _HELD.pop(key, None)
         else:
             held = None

@@ -48,7 +48,8 @@ class Rich(StatefulFunction):
         self.when = dt.datetime(2021, 3, 4, 5, 6, 7, v)
         self.day = dt.date(1969, 12, 31) + dt.timedelta(days=v)
         self.price = Decimal(v) / 4 - 3
-        self.wide = Decimal(-(10**15) * v) / 7 if v % 3 else Decimal(v)
+        wide = Decimal(f"{v}2345678901234567890.123456789012345678"[-39:])  # 38 digits: past Decimal's 28
+        self.wide = wide.copy_negate() if v % 2 else wide if v % 3 else Decimal(v)
         self.ints = list(range(v % 4))
         self.names = [self.name, "", "z"][: v % 4]
         self.scores = {f"s{i}": i / 2 for i in range(v % 3)}

@@ -182,6 +182,23 @@ def test_delete_and_update_on_a_running_tws_query_restart_it_around_the_edit(spa
     assert not glob.glob(f"{cp}/edits/*.request.json")
 
 
+def test_an_edit_on_a_running_tws_query_into_a_memory_sink_is_refused_and_the_query_runs_on(spark, kt, tmp_path):
+    """Spark does not recover a memory sink's query from its checkpoint, so it cannot be
+    restarted around the edit: the request is answered with why, nothing changes."""
+    src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
+    batches = [_rows(0)]
+    _batch(spark, src, batches[0])
+    q = kt.start(SQL.format(src=src), checkpoint=cp, sink="memory:ks_erase_tws_memory")
+    try:
+        q.processAllAvailable()
+        with pytest.raises(KeyedSQLError, match="writes to a memory sink, which Spark does not recover"):
+            kt.delete_state(cp, where=f"user_id = '{ERASED}'", timeout=60)
+        assert q.isActive
+    finally:
+        q.stop()
+    assert _state(kt, cp) == _oracle(batches)
+
+
 def test_a_delete_queued_before_ks_run_is_applied_when_the_run_takes_the_checkpoint(spark, kt, tmp_path):
     """A request left queued (its caller gave up waiting) is applied by the next ks.run before
     its batch: the batch then sees the key afresh."""

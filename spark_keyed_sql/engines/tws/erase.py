@@ -40,7 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...runtime.connect import is_connect
-from ...runtime.spec import FunctionSpec
+from ...runtime.spec import FunctionKind, FunctionSpec
 from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.filesystems import filesystem
 from ...state.fs import join
@@ -260,7 +260,8 @@ def _new_values(
     keys = list(op.keys)
     targets = stored_targets(spark, checkpoint, op_index, op)
     shown = {c: c for c in flagged.columns if c not in keys and c not in (_MATCH, "batch_id")}
-    attributes = {c for c, t in targets.items() if t.family == ATTRIBUTES_VAR}
+    function = op.kind == FunctionKind.FUNCTION.value  # (else a variable may be named 'attributes')
+    attributes = {c for c, t in targets.items() if function and t.family == ATTRIBUTES_VAR}
     for column, _ in assignments:
         t = targets.get(column) or next((v for k, v in targets.items() if k.lower() == column.lower()), None)
         if t is not None and t.kind != "ValueState":
@@ -271,7 +272,7 @@ def _new_values(
             )
     values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
     edited = flagged.where(F.col(_MATCH)).select(
-        *[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)], *[v.alias(c) for c, v in values.items()]
+        *[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)], *[v.alias(_set(c)) for c, v in values.items()]
     )
     by_family: dict[str, list[str]] = {}
     for column in values:
@@ -304,7 +305,7 @@ def _new_values(
         named = {targets[c].field: c for c in columns if targets[c].field is not None}
         newly = [str(targets[c].field) for c in columns if c in added]
         if newly and ADDED not in stored:  # rows stored before it was added: NULL reads as its __init__ value
-            nulls = edited.where(F.greatest(*[F.col(c).isNull() for c in columns if c in added], F.lit(False)))
+            nulls = edited.where(F.greatest(*[F.col(_set(c)).isNull() for c in columns if c in added], F.lit(False)))
             if nulls.limit(1).count():
                 raise CheckpointError(
                     f"{what}: SET {', '.join(c for c in columns if c in added)} = NULL: the attribute was added after "
@@ -317,9 +318,9 @@ def _new_values(
                 held = F.coalesce(F.col("value")[ADDED], F.array().cast("array<string>"))
                 parts.append(F.array_union(held, F.array(*[F.lit(x) for x in newly])).alias(f))
             elif f in named:
-                parts.append(F.col(named[f]).alias(f))
+                parts.append(F.col(_set(named[f])).alias(f))
             elif whole is not None and f not in HIDDEN:
-                parts.append(F.col(whole)[f].alias(f))
+                parts.append(F.col(_set(whole))[f].alias(f))
             else:
                 parts.append(F.col("value")[f].alias(f))
         frame = joined.select(*[f"__m{i}" for i in range(len(keys))], F.struct(*parts).cast(vtype).alias("__v"))
@@ -328,6 +329,12 @@ def _new_values(
     for f in frames[1:]:
         out = out.unionByName(f)
     return out
+
+
+def _set(column: str) -> str:
+    """A SET value's column beside the stored rows (whose ``key`` / ``value`` a state column
+    of that name would clash with)."""
+    return f"__ks_set_{column}"
 
 
 def _remove_version(fs: Any, state_root: str, version: int) -> None:

@@ -36,7 +36,12 @@ def _micros(v: dt.datetime) -> int:
 
 
 def _unscaled(v: Decimal, scale: int) -> int:
-    return int(v.scaleb(scale).to_integral_value())
+    """``v * 10**scale`` exactly (Decimal arithmetic would round past its context's 28 digits)."""
+    sign, digits, exponent = v.as_tuple()
+    n = int("".join(map(str, digits)) or "0")
+    shift = int(exponent) + scale
+    n = n * 10**shift if shift >= 0 else n // 10**-shift  # (a value of the column's scale: exact)
+    return -n if sign else n
 
 
 # fixed-size types: (struct format, bytes in an array, Python value -> the stored number)

@@ -1,0 +1,74 @@
+"""The restart around a queued edit (streaming/edit_restarts.py) where the query is never idle:
+a stop that lands inside a batch (an offset logged, no commit) applies nothing and starts the
+query again with the request still queued; after BUSY_TRIES such stops the request is answered
+with an error naming the trigger. The query here is a stand-in (no Spark job), its checkpoint
+a directory with the offset and commit logs a batch cut short leaves."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_keyed_sql.state.edit_queue import EditQueue, EditRequest
+from spark_keyed_sql.streaming import edit_restarts
+from spark_keyed_sql.streaming.edit_restarts import EditRestarts
+
+
+class _Query:
+    """Always inside a trigger; stops and starts as asked."""
+
+    def __init__(self, jsq: object):
+        self._jsq = jsq
+        self.stops = 0
+        self.isActive = True
+        self.status = {"isTriggerActive": True}
+
+    def awaitTermination(self, timeout=None):
+        return None
+
+    def stop(self):
+        self.stops += 1
+
+    def processAllAvailable(self):
+        return None
+
+    def exception(self):
+        return None
+
+
+class _Run:
+    def __init__(self, jsq: object):
+        self.query = _Query(jsq)
+
+
+class _Idle(EditRestarts):
+    LOOK_S = 3600.0  # (the watcher thread stays asleep: the test drives the restarts)
+    QUIET_S = 0.05
+
+
+def test_a_query_never_idle_keeps_running_and_the_edit_is_refused_after_the_tries(spark, tmp_path, monkeypatch):
+    cp = tmp_path / "cp"
+    for d, names in (("offsets", ["0", "1"]), ("commits", ["0"])):
+        (cp / d).mkdir(parents=True)
+        for n in names:
+            (cp / d / n).write_text("v1\n{}\n")
+    monkeypatch.setattr(edit_restarts, "apply_queued", lambda *a, **k: pytest.fail("applied inside a batch"))
+    queue = EditQueue(str(cp), spark)
+    request = EditRequest.new("delete", "f", "user_id = 'u1'", ())
+    queue.submit(request)
+    run = _Run("jvm-query-0")
+    started = []
+
+    def relaunch():
+        started.append(_Run(f"jvm-query-{len(started) + 1}"))
+        return started[-1]
+
+    restarts = _Idle(spark, run, str(cp), None, None, "tws", lambda n: None, relaunch)
+    for attempt in range(1, _Idle.BUSY_TRIES + 1):
+        assert queue.answer(request.id) is None  # still queued before each try
+        assert restarts._restart(queue.pending()) is True  # the query goes on
+        assert len(started) == attempt and run.query._jsq == f"jvm-query-{attempt}"
+    answer = queue.answer(request.id)
+    assert answer is not None and answer.audit is None
+    assert f"stopped {_Idle.BUSY_TRIES} times" in answer.error and "processing-time trigger" in answer.error
+    assert run.query.stops == _Idle.BUSY_TRIES
+    assert run.query.awaitTermination() is None  # the handle's wait goes on across the restarts (no failure)
