@@ -114,10 +114,6 @@ class EditRestarts:
         self._thread = threading.Thread(target=self._watch, name="spark-keyed-sql edit restarts", daemon=True)
         self._thread.start()
 
-    @property
-    def restarting(self) -> bool:
-        return self.swapping
-
     # ------------------------------------------------------------------ the user's handle
     def _settled(self) -> tuple[int, bool]:
         """(restarts done, the query goes on) once no restart runs."""
@@ -129,6 +125,8 @@ class EditRestarts:
             return self.generation, not (self.user_stopped or self.ended)
 
     def _await(self, timeout: float | None = None) -> Any:
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            return self._base_await(timeout)  # (pyspark's own error for a timeout it refuses)
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
             generation = self.generation
@@ -157,8 +155,28 @@ class EditRestarts:
         self._base_stop()
 
     def _process_all(self) -> None:
-        self._settled()
-        self._base_process()
+        while True:  # again on the restarted query when a restart cut this one short
+            generation, goes_on = self._settled()
+            self._base_process()
+            now, goes_on = self._settled()
+            if now == generation or not goes_on:
+                return
+
+    def held(self) -> bool:
+        """Is the query running or being restarted (its checkpoint still its own)?"""
+        with self.cond:
+            if self.swapping:
+                return True
+            return bool(self.handle.isActive)
+
+    def _lease_lost(self) -> bool:
+        """The lease went (taken over, or not renewed): the query ends with that as its failure."""
+        if self.lock is None or not self.lock.lost:
+            return False
+        self.failure = self.lock.failure or KeyedQueryError(
+            f"the query on checkpoint {self.checkpoint!r} lost the checkpoint's lease while it applied queued edits"
+        )
+        return True
 
     # ------------------------------------------------------------------ the watcher
     def _watch(self) -> None:
@@ -190,7 +208,7 @@ class EditRestarts:
     def _quiet(self) -> None:
         """Until the running trigger (if any) has ended, at most QUIET_S."""
         until = time.monotonic() + self.QUIET_S
-        while time.monotonic() < until:
+        while time.monotonic() < until and not self.user_stopped:
             try:
                 if not self.handle.status.get("isTriggerActive"):
                     return
@@ -217,13 +235,16 @@ class EditRestarts:
             self.swapping = True
         try:
             self._quiet()
+            with self.cond:
+                if self.user_stopped:  # stopped meanwhile: its own stop ends it, nothing applied
+                    return False
             log.info(
                 "checkpoint %s: %d queued edit request(s); the query stops at this batch boundary to apply them",
                 self.checkpoint,
                 len(pending),
             )
             self._base_stop()
-            if self.handle.exception() is not None or (self.lock is not None and self.lock.lost):
+            if self.handle.exception() is not None or self._lease_lost():
                 self.ended = True  # failed on its own (or lost its lease) before the stop: it stays ended
                 return False
             if self._cut_short():  # stopped inside a batch: started again to finish it, the edit left queued
@@ -250,12 +271,15 @@ class EditRestarts:
                 except Exception:  # noqa: BLE001 - left pending for the lease's next holder; the query goes on
                     log.warning("checkpoint %s: applying queued edits failed", self.checkpoint, exc_info=True)
                     self._tried.update(r.id for r in pending)
-            with self.cond:
-                if self.user_stopped or (self.lock is not None and self.lock.lost):
-                    self.ended = True
-                    return False
+            if self.user_stopped or self._lease_lost():
+                self.ended = True
+                return False
             fresh = self.relaunch()
             self.handle._jsq = fresh.query._jsq  # type: ignore[attr-defined]
+            if self.user_stopped or self._lease_lost():  # stopped (or the lease went) while it started
+                self._base_stop()  # before anyone waiting is let go (and the lease released)
+                self.ended = True
+                return False
             log.info("checkpoint %s: the query started again", self.checkpoint)
             return True
         except BaseException as exc:  # noqa: BLE001 - the query cannot go on: its handle says why

@@ -230,8 +230,9 @@ def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> Checkpoint
     key = filesystem(spark).qualify(checkpoint, "checkpoint")
     with _HELD_LOCK:
         held = _HELD.get(key)
-        restarting = getattr(getattr(held[1], "edit_restarts", None), "restarting", False) if held else False
-        if held is not None and not held[1].query.isActive and not restarting:  # stopped, waiter not yet run
+        restarts = getattr(held[1], "edit_restarts", None) if held is not None else None
+        running = restarts.held() if restarts is not None else held is not None and held[1].query.isActive
+        if held is not None and not running:  # stopped, its waiter not yet run: take over
             _HELD.pop(key, None)
         else:
             held = None

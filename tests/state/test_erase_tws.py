@@ -220,7 +220,8 @@ def test_update_of_typed_value_state_keeps_the_rest_and_refuses_list_and_map_var
     """Spend (tests/processors.py): ``total`` a ValueState with a TTL, ``recent`` a ListState,
     ``by_merchant`` a MapState. SET total on some keys: their totals move by exactly that, the
     list and map state of every key and the other keys' totals stay as the oracle has them,
-    and the next run adds to the set totals (the TTL'd value stored, not expired)."""
+    and the next run adds to the set totals (the TTL'd value stored, not expired). SET total =
+    NULL unsets it: read as NULL, and the next run starts it from its default (0.0)."""
     kt.register("spend_upd", Spend)
     d = tmp_path
     first, second = make_events(12, 2, seed=41), make_events(12, 1, seed=42, start_second=50_000)
@@ -236,12 +237,18 @@ def test_update_of_typed_value_state_keeps_the_rest_and_refuses_list_and_map_var
         cp, set={"total": "total + 1000"}, where="user_id IN (" + ", ".join(f"'{u}'" for u in picked) + ")"
     )
     assert audit["keys_matched"] == 3 and audit["batch_id"] == 1
+    unset = sorted(by_key_in_ts_order(first))[3]
+    assert kt.update_state(cp, set={"total": "NULL"}, where=f"user_id = '{unset}'")["keys_matched"] == 1
 
-    def check(events):
+    def check(events, later=()):
         rows = {r.user_id: r for r in kt.read_state(cp).collect()}
         assert set(rows) == set(by_key_in_ts_order(events))
         for u, evs in by_key_in_ts_order(events).items():
-            assert rows[u].total == pytest.approx(sum(e["amount"] for e in evs) + (1000 if u in picked else 0))
+            if u == unset:  # unset after the first batch: NULL, then only what came since
+                since = [e["amount"] for e in later if e["user_id"] == u]
+                assert (rows[u].total is None) if not since else rows[u].total == pytest.approx(sum(since))
+            else:
+                assert rows[u].total == pytest.approx(sum(e["amount"] for e in evs) + (1000 if u in picked else 0))
             per: dict[str, float] = {}
             for e in evs:
                 per[e["merchant"]] = per.get(e["merchant"], 0.0) + e["amount"]
@@ -254,4 +261,5 @@ def test_update_of_typed_value_state_keeps_the_rest_and_refuses_list_and_map_var
             kt.update_state(cp, set={column: "NULL"}, where="true")
     write_parquet(spark, second, str(d / "in"))
     kt.run(sql, checkpoint=cp, output=str(d / "out"))
-    check(first + second)
+    assert unset in {e["user_id"] for e in second}
+    check(first + second, later=second)

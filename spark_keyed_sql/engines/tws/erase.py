@@ -108,8 +108,8 @@ class _KeyFilter:
 
 class _ValueSwap(_KeyFilter):
     """The UPDATE's transform: every row kept, the matched keys' value rows of the edited
-    families with their new bytes (a broadcast left join on ``partition_key`` and the family:
-    no shuffle, as the DELETE's)."""
+    families with their new bytes (a value variable set to NULL: its row dropped, unset); a
+    broadcast left join on ``partition_key`` and the family: no shuffle, as the DELETE's."""
 
     def apply(self, jdf: Any) -> Any:
         try:
@@ -117,12 +117,17 @@ class _ValueSwap(_KeyFilter):
             cond = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(self.key_fields))
             cond = cond & (F.col("column_family_name") == F.col(_FAMILY))
             joined = df.join(F.broadcast(self.matched), on=cond, how="left")
-            return joined.select(
-                "partition_key",
-                "key_bytes",
-                F.coalesce(F.col(_BYTES), F.col("value_bytes")).alias("value_bytes"),
-                "column_family_name",
-            )._jdf
+            unset = F.col(_FAMILY).isNotNull() & F.col(_BYTES).isNull()  # a variable set to NULL
+            return (
+                joined.where(~unset)
+                .select(
+                    "partition_key",
+                    "key_bytes",
+                    F.coalesce(F.col(_BYTES), F.col("value_bytes")).alias("value_bytes"),
+                    "column_family_name",
+                )
+                ._jdf
+            )
         except BaseException as exc:  # noqa: BLE001 - raised again by the caller, after the JVM returns
             self.error = exc
             raise
@@ -323,7 +328,10 @@ def _new_values(
                 parts.append(F.col(_set(whole))[f].alias(f))
             else:
                 parts.append(F.col("value")[f].alias(f))
-        frame = joined.select(*[f"__m{i}" for i in range(len(keys))], F.struct(*parts).cast(vtype).alias("__v"))
+        value = F.struct(*parts).cast(vtype)
+        if not (function and family == ATTRIBUTES_VAR):  # a variable set to NULL: unset (its row removed)
+            value = F.when(F.col(_set(columns[0])).isNotNull(), value)
+        frame = joined.select(*[f"__m{i}" for i in range(len(keys))], value.alias("__v"))
         frames.append(encoded(frame, "__v", vtype, _FAMILY, family, _BYTES))
     out = frames[0]
     for f in frames[1:]:

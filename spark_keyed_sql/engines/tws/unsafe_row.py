@@ -140,14 +140,18 @@ def _array(t: T.DataType, values: list[Any]) -> bytes:
 
 def encoded(frame: DataFrame, column: str, vtype: T.StructType, name_column: str, name: str, out: str) -> DataFrame:
     """``frame`` with its struct ``column`` (of type ``vtype``) replaced by ``name_column`` =
-    ``name`` and ``out`` = its UnsafeRow bytes (on the executors, in Arrow batches)."""
+    ``name`` and ``out`` = its UnsafeRow bytes (NULL for a NULL struct; on the executors, in
+    Arrow batches)."""
     rest = [f for f in frame.schema.fields if f.name != column]
     schema = T.StructType([*rest, T.StructField(name_column, T.StringType()), T.StructField(out, T.BinaryType())])
     names = [f.name for f in vtype.fields]
 
     def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
-            rows = [encode_row(vtype, [v.get(n) for n in names]) for v in b.column(column).to_pylist()]
+            rows = [
+                None if v is None else encode_row(vtype, [v.get(n) for n in names])
+                for v in b.column(column).to_pylist()
+            ]
             cols = [b.column(f.name) for f in rest]
             yield pa.RecordBatch.from_arrays(
                 [*cols, pa.array([name] * len(rows), pa.string()), pa.array(rows, pa.binary())],
