@@ -27,6 +27,7 @@ from ...runtime.runner import KeyedRunner
 from ...runtime.spark_frames import arrow_types
 from ...state.binding import Entry, KeyBinding, KeyStore, VariableStore
 from ...state.spark_types import scalar_wrap, to_spark
+from .avro_limits import narrow_integer_error, null_element_error
 from .chunks import ChunkFormat, encode_columns, pack, row_reader
 from .layout import ADDED, ATTRIBUTES_VAR, EXPIRES
 
@@ -50,12 +51,31 @@ class _SparkVariable(VariableStore):
         if self.ttl:
             schema = _with_expiry(schema)
         self.schema = schema
-        if desc.kind is StateKind.VALUE:
-            self.var = handle.getValueState(name, schema)
-        elif desc.kind is StateKind.LIST:
-            self.var = handle.getListState(name, schema)
-        else:
-            self.var = handle.getMapState(name, scalar_wrap(desc.key_type), schema)  # type: ignore[attr-defined]
+        self.what = f"state variable '{desc.name}'"
+        try:
+            if desc.kind is StateKind.VALUE:
+                self.var = handle.getValueState(name, schema)
+            elif desc.kind is StateKind.LIST:
+                self.var = handle.getListState(name, schema)
+            else:
+                key_schema = scalar_wrap(desc.key_type)
+                self.var = handle.getMapState(name, key_schema, schema)  # type: ignore[attr-defined]
+        except Exception as exc:
+            wide = T.StructType(schema.fields + (key_schema.fields if desc.kind is StateKind.MAP else []))
+            err = narrow_integer_error(exc, self.what, wide)
+            if err is None:
+                raise
+            raise err from None
+
+    def _stored(self, write: Any, rows: list[tuple]) -> None:
+        try:
+            write()
+        except Exception as exc:
+            names = [f.name for f in self.schema.fields]
+            err = next((e for r in rows if (e := null_element_error(exc, self.what, names, r)) is not None), None)
+            if err is None:
+                raise
+            raise err from None
 
     def _entry(self, row: Any) -> Entry:
         value = tuple(row[: self.width]) if self.struct else row[0]
@@ -74,22 +94,26 @@ class _SparkVariable(VariableStore):
         return None if row is None else self._entry(row)
 
     def set(self, entry: Entry) -> None:
-        self.var.update(self._row(entry))
+        row = self._row(entry)
+        self._stored(lambda: self.var.update(row), [row])
 
     def entries(self) -> list[Entry]:
         return [self._entry(r) for r in self.var.get()] if self.var.exists() else []
 
     def put_entries(self, entries: list[Entry]) -> None:
-        self.var.put([self._row(e) for e in entries])
+        rows = [self._row(e) for e in entries]
+        self._stored(lambda: self.var.put(rows), rows)
 
     def append_entries(self, entries: list[Entry]) -> None:
-        self.var.appendList([self._row(e) for e in entries])
+        rows = [self._row(e) for e in entries]
+        self._stored(lambda: self.var.appendList(rows), rows)
 
     def map_get(self, k: Any) -> Entry | None:
         return self._entry(self.var.getValue((k,))) if self.var.containsKey((k,)) else None
 
     def map_put(self, k: Any, entry: Entry) -> None:
-        self.var.updateValue((k,), self._row(entry))
+        row = self._row(entry)
+        self._stored(lambda: self.var.updateValue((k,), row), [row])
 
     def map_remove(self, k: Any) -> None:
         self.var.removeKey((k,))
@@ -148,9 +172,16 @@ class _SparkKeyStore(KeyStore):
         return tuple(values), expires
 
     def set_attributes(self, row: tuple, expires: int | None) -> None:
-        if self.proc.attr_fill:
-            row = (*row, self.proc.attr_added)
-        self.proc.attr_var.update((*row, expires) if self.ttl else row)
+        stored = (*row, self.proc.attr_added) if self.proc.attr_fill else row
+        try:
+            self.proc.attr_var.update((*stored, expires) if self.ttl else stored)
+        except Exception as exc:
+            proc = self.proc
+            what = f"function '{proc.plan.spec.name}', key {proc.current_key!r}, attributes"
+            err = null_element_error(exc, what, list(proc.runner.layout.names), row)
+            if err is None:
+                raise
+            raise err from None
 
     def clear_attributes(self) -> None:
         self.proc.attr_var.clear()
@@ -204,6 +235,7 @@ class KeyedStatefulProcessor(StatefulProcessor):
             self.runner.use_broadcasts(self.plan.broadcast_state, self.plan.event_time_name)
         self.runner.column_types = arrow_types(self.plan.arg_types)
         self.attr_var = None
+        self.current_key: Any = None  # (named by a store error)
         self.attr_fill: list[tuple[int, str, Any]] = []
         self._batch_now: int | None = None
         if self.runner.layout is not None:
@@ -226,7 +258,13 @@ class KeyedStatefulProcessor(StatefulProcessor):
                 schema = T.StructType(schema.fields + [T.StructField(ADDED, T.ArrayType(T.StringType()), True)])
             if self.plan.spec.ttl_ms is not None:
                 schema = _with_expiry(schema)
-            self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
+            try:
+                self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
+            except Exception as exc:
+                err = narrow_integer_error(exc, f"function '{self.plan.spec.name}', attributes", schema)
+                if err is None:
+                    raise
+                raise err from None
         self.variables = {
             name: self.variable_class(handle, d, self.plan.stored_name(name))
             for name, d in self.runner.descriptors.items()
@@ -269,7 +307,7 @@ class KeyedStatefulProcessor(StatefulProcessor):
 
     def _run(self, key: tuple, rows: list[dict], timerValues: Any) -> Iterator[Row]:
         plan = self.plan
-        k = user_key(key, plan.keyed)
+        k = self.current_key = user_key(key, plan.keyed)
         p, w = self._times(timerValues)
         out = self.runner.process_key(
             k,
@@ -299,14 +337,14 @@ class KeyedStatefulProcessor(StatefulProcessor):
         return rows_
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
-        k = user_key(tuple(key), self.plan.keyed)
+        k = self.current_key = user_key(tuple(key), self.plan.keyed)
         p, w = self._times(timerValues)
         out = self.runner.fire_timer(k, expiredTimerInfo.getExpiryTimeInMs(), self.binding, p, w)
         pad = (None,) * len(self.plan.passthrough)
         return self._emit(tuple(key), [(*o, *pad) for o in out])
 
     def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:
-        k = user_key(tuple(key), self.plan.keyed)
+        k = self.current_key = user_key(tuple(key), self.plan.keyed)
         row = initialState.asDict(recursive=True)
         for c in self.plan.key_columns:
             row.pop(c, None)
