@@ -61,12 +61,11 @@ class Rich(StatefulFunction):
 @pytest.fixture(scope="module")
 def checkpoint(spark, tmp_path_factory):
     from spark_keyed_sql.compat import Feature, features
+    from spark_keyed_sql.engines.tws.erase import has_state_rewriter
 
     if not features(spark).has(Feature.TRANSFORM_WITH_STATE):
         pytest.skip("transformWithState needs Spark 4.0+")
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateRewriter")
-    except Exception:  # noqa: BLE001
+    if not has_state_rewriter(spark):
         pytest.skip("the raw state reader the rewriter uses needs Spark 4.2+")
     d = tmp_path_factory.mktemp("unsafe_row")
     ks = KeyedSQL(spark, engine="tws")

@@ -23,12 +23,11 @@ from spark_keyed_sql.api.errors import KeyedSQLError
 @pytest.fixture(scope="module")
 def kt(spark):
     from spark_keyed_sql.compat import Feature, features
+    from spark_keyed_sql.engines.tws.erase import has_state_rewriter
 
     if not features(spark).has(Feature.TRANSFORM_WITH_STATE):
         pytest.skip("transformWithState needs Spark 4.0+")
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.state.StateRewriter")
-    except Exception:  # noqa: BLE001
+    if not has_state_rewriter(spark):
         pytest.skip("DELETE on engine 'tws' needs Spark 4.2+ (its state rewriter)")
     ks = KeyedSQL(spark, engine="tws")
     ks.register("erase_notes", Notes, returns="n int, total double")

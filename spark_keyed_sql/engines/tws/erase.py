@@ -47,16 +47,25 @@ from ...state.fs import join
 from ...state.reader import null_safe_match
 from ..base import new_audit
 from ..edit_values import assigned_values, first_line
-from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, stored_targets
+from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, state_variable, stored_targets
 from .unsafe_row import encoded
 
-__all__ = ["ERASED_FILE", "applied", "edit_state", "erased_before"]
+__all__ = ["ERASED_FILE", "applied", "edit_state", "erased_before", "has_state_rewriter"]
 
 log = logging.getLogger(__name__)
 
 ERASED_FILE = "tws_erased.json"
 _REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
 _MATCH, _FAMILY, _BYTES = "__ks_match", "__ks_family", "__ks_bytes"
+
+
+def has_state_rewriter(spark: SparkSession) -> bool:
+    """Does this (classic) session's Spark have the state rewriter the edits use (Spark 4.2+)?"""
+    try:
+        spark._jvm.java.lang.Class.forName(_REWRITER)  # type: ignore[attr-defined]
+        return True
+    except Exception:  # noqa: BLE001 - no such class (or no JVM)
+        return False
 
 
 def _batches(fs: Any, d: str) -> list[int]:
@@ -153,13 +162,9 @@ def edit_state(
             f"{what}: not built through Spark Connect (Spark's state rewriter is a JVM class the client cannot "
             f"reach); run the {kind.upper()} from a classic session"
         )
+    if not has_state_rewriter(spark):
+        raise CheckpointError(f"{what}: needs Spark 4.2 or newer (its state rewriter); this session's Spark has none")
     jvm = spark._jvm  # type: ignore[attr-defined]
-    try:
-        jvm.java.lang.Class.forName(_REWRITER)
-    except Exception:  # noqa: BLE001 - this Spark has no state rewriter
-        raise CheckpointError(
-            f"{what}: needs Spark 4.2 or newer (its state rewriter); this session's Spark has none"
-        ) from None
     fs = filesystem(spark)
     commits, offsets = _batches(fs, join(checkpoint, "commits")), _batches(fs, join(checkpoint, "offsets"))
     if not commits:
@@ -285,21 +290,15 @@ def _new_values(
     added = set(op.absent_attributes)
     frames = []
     for family, columns in by_family.items():
-        raw = (
-            spark.read.format("statestore")
-            .option("operatorId", op_index)
-            .option("stateVarName", family)
-            .option("batchId", batch)
-            .load(checkpoint)
-        )
+        raw = state_variable(spark, checkpoint, op_index, family, batch)
         vtype = raw.schema["value"].dataType
         stored = [f.name for f in vtype.fields]
         key_names = [f.name for f in raw.schema["key"].dataType.fields]
         cond = null_safe_match((F.col("key")[f], F.col(f"__m{i}")) for i, f in enumerate(key_names))
         joined = raw.join(edited, on=cond, how="inner")
-        held = joined.select(*[F.col(f"__m{i}").alias(f"__h{i}") for i in range(len(keys))])
+        stored_keys = joined.select(*[F.col(f"__m{i}").alias(f"__h{i}") for i in range(len(keys))])
         cond = null_safe_match((F.col(f"__m{i}"), F.col(f"__h{i}")) for i in range(len(keys)))
-        lacking = edited.join(held, on=cond, how="left_anti").limit(1).collect()
+        lacking = edited.join(stored_keys, on=cond, how="left_anti").limit(1).collect()
         if lacking:
             key = ", ".join(f"{k}={lacking[0][f'__m{i}']!r}" for i, k in enumerate(keys))
             raise CheckpointError(

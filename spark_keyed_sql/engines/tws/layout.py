@@ -21,7 +21,16 @@ from ...state.filesystems import filesystem
 from ...state.fs import join
 from ..base import Position, StateLayout
 
-__all__ = ["ADDED", "ATTRIBUTES_VAR", "EXPIRES", "HIDDEN", "StoredTarget", "TwsLayout", "stored_targets"]
+__all__ = [
+    "ADDED",
+    "ATTRIBUTES_VAR",
+    "EXPIRES",
+    "HIDDEN",
+    "StoredTarget",
+    "TwsLayout",
+    "state_variable",
+    "stored_targets",
+]
 
 ATTRIBUTES_VAR = "attributes"  # the ValueState holding a StatefulFunction's attributes
 EXPIRES = "__expires_ms"  # last field of a stored row with TTL: its expiry (epoch ms)
@@ -85,6 +94,22 @@ def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
     return rows[0]
 
 
+def state_variable(
+    spark: SparkSession, checkpoint: str, op_index: int, var: str, batch: int, flatten: bool = True
+) -> DataFrame:
+    """Spark's ``statestore`` reader over one state variable of operator ``op_index`` at
+    ``batch``: ``key``, ``value`` (``list_value`` / ``map_value`` unflattened)."""
+    reader = (
+        spark.read.format("statestore")
+        .option("operatorId", op_index)
+        .option("stateVarName", var)
+        .option("batchId", batch)
+    )
+    if not flatten:
+        reader = reader.option("flattenCollectionTypes", "false")
+    return reader.load(checkpoint)
+
+
 @dataclass(frozen=True)
 class StoredTarget:
     """Where a state column read_state shows is stored: its Spark state variable (column
@@ -107,15 +132,7 @@ def stored_targets(spark: SparkSession, checkpoint: str, op_index: int, op: Oper
         if kind != "ValueState":
             out[variable_names.get(var, var)] = StoredTarget(var, kind, None)
             continue
-        value = (
-            spark.read.format("statestore")
-            .option("operatorId", op_index)
-            .option("stateVarName", var)
-            .option("batchId", info.maxBatchId)
-            .load(checkpoint)
-            .schema["value"]
-            .dataType
-        )
+        value = state_variable(spark, checkpoint, op_index, var, info.maxBatchId).schema["value"].dataType
         stored = [f.name for f in value.fields]
         fields = [f for f in stored if f not in HIDDEN]
         if var == ATTRIBUTES_VAR and op.kind == FunctionKind.FUNCTION.value:
@@ -205,15 +222,7 @@ class TwsLayout(StateLayout):
         variable_names = _shown_names(op.variables) if op else {}
 
         def load(var: str, flatten: bool = True) -> DataFrame:
-            reader = (
-                spark.read.format("statestore")
-                .option("operatorId", op_index)
-                .option("stateVarName", var)
-                .option("batchId", batch)
-            )
-            if not flatten:
-                reader = reader.option("flattenCollectionTypes", "false")
-            return reader.load(checkpoint)
+            return state_variable(spark, checkpoint, op_index, var, batch, flatten)
 
         frames: list[DataFrame] = []
         for var in variables:
