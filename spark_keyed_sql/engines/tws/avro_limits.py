@@ -7,13 +7,14 @@ refused: a checkpoint kept in another encoding is not affected."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import types as T
 
 from ...api.errors import SchemaError, StateEncodingError
 
-__all__ = ["narrow_integer_error", "null_element_error"]
+__all__ = ["narrow_integer_error", "null_element_error", "refused_as"]
 
 _NARROW = (T.ByteType, T.ShortType)
 
@@ -66,3 +67,24 @@ def null_element_error(exc: BaseException, what: str, names: list[str], values: 
         "cannot store (Spark's Avro state encoding keeps their elements non-NULL); keep None out of it, or use "
         "engine 'bulk'"
     )
+
+
+class refused_as:  # noqa: N801 - used as a context manager, as contextlib's are named
+    """``with refused_as(ours): <a write to Spark's state>``: an exception from the block is
+    raised as ``ours(exc)`` when that names it (a KeyedSQLError), else as it is."""
+
+    __slots__ = ("ours",)
+
+    def __init__(self, ours: Callable[[BaseException], Exception | None]):
+        self.ours = ours
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if not isinstance(exc, Exception):
+            return False
+        err = self.ours(exc)
+        if err is None:
+            return False
+        raise err from None

@@ -27,7 +27,7 @@ from ...runtime.runner import KeyedRunner
 from ...runtime.spark_frames import arrow_types
 from ...state.binding import Entry, KeyBinding, KeyStore, VariableStore
 from ...state.spark_types import scalar_wrap, to_spark
-from .avro_limits import narrow_integer_error, null_element_error
+from .avro_limits import narrow_integer_error, null_element_error, refused_as
 from .chunks import ChunkFormat, encode_columns, pack, row_reader
 from .layout import ADDED, ATTRIBUTES_VAR, EXPIRES
 
@@ -52,30 +52,23 @@ class _SparkVariable(VariableStore):
             schema = _with_expiry(schema)
         self.schema = schema
         self.what = f"state variable '{desc.name}'"
-        try:
+        key_schema = scalar_wrap(desc.key_type) if desc.kind is StateKind.MAP else T.StructType([])
+        every = T.StructType(schema.fields + key_schema.fields)
+        with refused_as(lambda exc: narrow_integer_error(exc, self.what, every)):
             if desc.kind is StateKind.VALUE:
                 self.var = handle.getValueState(name, schema)
             elif desc.kind is StateKind.LIST:
                 self.var = handle.getListState(name, schema)
             else:
-                key_schema = scalar_wrap(desc.key_type)
                 self.var = handle.getMapState(name, key_schema, schema)  # type: ignore[attr-defined]
-        except Exception as exc:
-            wide = T.StructType(schema.fields + (key_schema.fields if desc.kind is StateKind.MAP else []))
-            err = narrow_integer_error(exc, self.what, wide)
-            if err is None:
-                raise
-            raise err from None
 
-    def _stored(self, write: Any, rows: list[tuple]) -> None:
-        try:
-            write()
-        except Exception as exc:
-            names = [f.name for f in self.schema.fields]
-            err = next((e for r in rows if (e := null_element_error(exc, self.what, names, r)) is not None), None)
-            if err is None:
-                raise
-            raise err from None
+    def _refused(self, rows: list[tuple]) -> refused_as:
+        """A write of ``rows`` that Spark refuses for a None inside a list / map: said as ours."""
+        return refused_as(lambda exc: self._null_element(exc, rows))
+
+    def _null_element(self, exc: BaseException, rows: list[tuple]) -> Exception | None:
+        names = [f.name for f in self.schema.fields]
+        return next((e for r in rows if (e := null_element_error(exc, self.what, names, r)) is not None), None)
 
     def _entry(self, row: Any) -> Entry:
         value = tuple(row[: self.width]) if self.struct else row[0]
@@ -95,25 +88,29 @@ class _SparkVariable(VariableStore):
 
     def set(self, entry: Entry) -> None:
         row = self._row(entry)
-        self._stored(lambda: self.var.update(row), [row])
+        with self._refused([row]):
+            self.var.update(row)
 
     def entries(self) -> list[Entry]:
         return [self._entry(r) for r in self.var.get()] if self.var.exists() else []
 
     def put_entries(self, entries: list[Entry]) -> None:
         rows = [self._row(e) for e in entries]
-        self._stored(lambda: self.var.put(rows), rows)
+        with self._refused(rows):
+            self.var.put(rows)
 
     def append_entries(self, entries: list[Entry]) -> None:
         rows = [self._row(e) for e in entries]
-        self._stored(lambda: self.var.appendList(rows), rows)
+        with self._refused(rows):
+            self.var.appendList(rows)
 
     def map_get(self, k: Any) -> Entry | None:
         return self._entry(self.var.getValue((k,))) if self.var.containsKey((k,)) else None
 
     def map_put(self, k: Any, entry: Entry) -> None:
         row = self._row(entry)
-        self._stored(lambda: self.var.updateValue((k,), row), [row])
+        with self._refused([row]):
+            self.var.updateValue((k,), row)
 
     def map_remove(self, k: Any) -> None:
         self.var.removeKey((k,))
@@ -172,16 +169,17 @@ class _SparkKeyStore(KeyStore):
         return tuple(values), expires
 
     def set_attributes(self, row: tuple, expires: int | None) -> None:
-        stored = (*row, self.proc.attr_added) if self.proc.attr_fill else row
-        try:
-            self.proc.attr_var.update((*stored, expires) if self.ttl else stored)
-        except Exception as exc:
-            proc = self.proc
-            what = f"function '{proc.plan.spec.name}', key {proc.current_key!r}, attributes"
-            err = null_element_error(exc, what, list(proc.runner.layout.names), row)
-            if err is None:
-                raise
-            raise err from None
+        proc = self.proc
+        stored = (*row, proc.attr_added) if proc.attr_fill else row
+        with refused_as(
+            lambda exc: null_element_error(
+                exc,
+                f"function '{proc.plan.spec.name}', key {proc.current_key!r}, attributes",
+                list(proc.runner.layout.names),
+                row,
+            )
+        ):
+            proc.attr_var.update((*stored, expires) if self.ttl else stored)
 
     def clear_attributes(self) -> None:
         self.proc.attr_var.clear()
@@ -258,13 +256,10 @@ class KeyedStatefulProcessor(StatefulProcessor):
                 schema = T.StructType(schema.fields + [T.StructField(ADDED, T.ArrayType(T.StringType()), True)])
             if self.plan.spec.ttl_ms is not None:
                 schema = _with_expiry(schema)
-            try:
+            with refused_as(
+                lambda exc: narrow_integer_error(exc, f"function '{self.plan.spec.name}', attributes", schema)
+            ):
                 self.attr_var = handle.getValueState(ATTRIBUTES_VAR, schema)
-            except Exception as exc:
-                err = narrow_integer_error(exc, f"function '{self.plan.spec.name}', attributes", schema)
-                if err is None:
-                    raise
-                raise err from None
         self.variables = {
             name: self.variable_class(handle, d, self.plan.stored_name(name))
             for name, d in self.runner.descriptors.items()
