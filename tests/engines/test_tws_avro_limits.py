@@ -4,7 +4,7 @@ a smallint attribute."""
 
 import pytest
 
-from spark_keyed_sql import KeyedSQL, StatefulFunction
+from spark_keyed_sql import KeyedProcessor, KeyedSQL, ListState, StatefulFunction
 from spark_keyed_sql.api.errors import KeyedSQLError
 
 
@@ -30,6 +30,18 @@ class Small(StatefulFunction):
     def execute(self, e):
         self.small += 1
         return {"n": self.small}
+
+
+class Baskets(KeyedProcessor):
+    """A list variable whose entries hold an array: a None in it on key 'holey'."""
+
+    baskets = ListState("items array<string>")
+    returns = "n bigint"
+
+    def process(self, key, rows):
+        for u in rows["user_id"]:
+            self.baskets.append({"items": [u, None] if u == "holey" else [u]})
+        return [{"n": len(list(self.baskets.get()))}]
 
 
 def _run(spark, tmp_path, engine, cls, name):
@@ -67,3 +79,22 @@ def test_a_smallint_attribute_is_refused_on_tws_naming_it_and_kept_on_bulk(spark
     assert state["a"].small == 2 and state["holey"].small == 1
     with pytest.raises(KeyedSQLError, match=r"'small' \(smallint\) holds one; annotate it 'int'"):
         _run(spark, tmp_path, "tws", Small, "avro_small")
+
+
+def test_a_none_inside_a_list_variables_entry_is_refused_on_tws_naming_variable_and_key(spark, tws, tmp_path):
+    src = str(tmp_path / "in_baskets")
+    spark.createDataFrame([("a", 1), ("holey", 2), ("a", 3)], "user_id string, seq bigint").write.parquet(src)
+    query = f"SELECT user_id, s.n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE baskets(user_id) AS s"
+    out = {}
+    for engine in ("bulk", "tws"):
+        ks = KeyedSQL(spark, engine=engine)
+        ks.register("baskets", Baskets)
+        try:
+            ks.run(query, checkpoint=str(tmp_path / f"cp_{engine}"), output=str(tmp_path / f"out_{engine}"))
+            out[engine] = {r.user_id: r.n for r in spark.read.parquet(str(tmp_path / f"out_{engine}")).collect()}
+        except KeyedSQLError as exc:
+            out[engine] = exc
+    assert out["bulk"] == {"a": 2, "holey": 1}
+    assert isinstance(out["tws"], KeyedSQLError), out["tws"]
+    assert "state variable 'baskets'" in str(out["tws"]) and "'holey'" in str(out["tws"])
+    assert "None inside a list or map" in str(out["tws"])

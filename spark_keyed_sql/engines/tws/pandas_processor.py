@@ -81,8 +81,10 @@ class _PandasSparkVariable(_SparkVariable):
         self.append_entries(entries)
 
     def append_entries(self, entries: list[Entry]) -> None:
-        for e in entries:
-            self.var.appendValue(self._row(e))
+        rows = [self._row(e) for e in entries]
+        with self._refused(rows):
+            for r in rows:
+                self.var.appendValue(r)
 
 
 def _plain(v: Any) -> Any:
@@ -131,6 +133,6 @@ class PandasKeyedStatefulProcessor(KeyedStatefulProcessor):
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
         kv = self._key(key)
-        k = user_key(kv, self.plan.keyed)
+        k = self.current_key = user_key(kv, self.plan.keyed)
         for row in self.read_initial((), initialState[CHUNK_COLUMN].tolist()):
             self.runner.initial_state(k, row, self.binding)
