@@ -150,16 +150,33 @@ def typed_attributes(cls: type) -> dict[str, SqlType]:
     return out
 
 
+_RESOLVED = "__ks_resolved_annotations__"  # on a class: its string annotations as evaluated
+
+
 def _evaluated(klass: type, annotation: Any) -> Any:
     """A string annotation evaluated as Python would (``typing.get_type_hints``, one at a time: a
     DDL string such as ``"amount double"`` is not Python); None when it is not Python."""
     if not isinstance(annotation, str):
         return None
+    # what the driver evaluated travels with the class: a class shipped by value reaches a Python
+    # worker whose sys.modules lacks its module (a notebook's, a test's), where `dt.datetime`
+    # would not evaluate
+    resolved = klass.__dict__.get(_RESOLVED)
+    if resolved is not None and annotation in resolved:
+        return resolved[annotation]
     module = sys.modules.get(klass.__module__)
     try:
-        return eval(annotation, dict(vars(module)) if module else {}, dict(vars(klass)))  # noqa: S307
+        value = eval(annotation, dict(vars(module)) if module else {}, dict(vars(klass)))  # noqa: S307
     except Exception:  # noqa: BLE001 - not a Python expression: the caller's error stands
         return None
+    if resolved is None:
+        resolved = {}
+        try:
+            type.__setattr__(klass, _RESOLVED, resolved)
+        except (TypeError, AttributeError):  # (a class that refuses attributes: evaluated each time)
+            return value
+    resolved[annotation] = value
+    return value
 
 
 def attribute_containers(cls: type) -> dict[str, Callable[[Any], Any]]:
