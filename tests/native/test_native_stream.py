@@ -23,6 +23,7 @@ from tests.native.test_native import Oracle, canon
 
 _names = itertools.count()
 T0 = dt.datetime(2026, 3, 1, 9, 0)
+GAP = dt.timedelta(minutes=30)  # (not tests.native.classes': Python workers cannot import its seed module)
 
 
 class Spends(StatefulFunction):  # ints and a flag kept as JSON (no annotations), a running max
@@ -45,6 +46,25 @@ class Spends(StatefulFunction):  # ints and a flag kept as JSON (no annotations)
             self.best = amount
             self.best_n = self.big
         return {"big": self.big, "big_total": self.big_total, "twice": twice, "best": self.best, "at": self.best_n}
+
+
+class GapSessions(StatefulFunction):  # a new session after a 30-minute gap: a typed timestamp kept
+    last_ts: dt.datetime
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.session = 0
+        self.events = 0
+        self.last_ts = None
+
+    def execute(self, row):
+        ts = row["ts"]
+        if self.last_ts is None or ts - self.last_ts > GAP:
+            self.session += 1
+            self.events = 0
+        self.events += 1
+        self.last_ts = ts
+        return {"session": self.session, "events": self.events, "last_ts": self.last_ts}
 
 
 class Sessions(StatefulFunction):  # a session count with resets, typed
@@ -76,6 +96,13 @@ CASES = [
         ["amount"],
         ["big", "big_total", "twice", "best", "at"],
         ["big", "big_total", "was_big", "best", "best_n"],
+    ),
+    (
+        GapSessions,
+        "session bigint, events bigint, last_ts timestamp",
+        ["ts"],
+        ["session", "events", "last_ts"],
+        ["session", "events", "last_ts"],
     ),
     (
         Sessions,
@@ -193,10 +220,13 @@ from tests.native.test_native import programs  # noqa: E402
 
 
 def _for_streams(source: str) -> str:
-    """A generated class made storable by a stream's native plan: its float annotated, its
-    remembered time an int (a timestamp attribute stays on Python on streams)."""
-    return source.replace("class Gen(StatefulFunction):\n", "class Gen(StatefulFunction):\n    c: float\n\n").replace(
-        "self.at = row['ts']", "self.at = x"
+    """A generated class made storable by a stream's native plan: its float and its remembered
+    time annotated (kept as JSON they stay on Python)."""
+    return source.replace(
+        "from spark_keyed_sql import StatefulFunction\n",
+        "import datetime\n\nfrom spark_keyed_sql import StatefulFunction\n",
+    ).replace(
+        "class Gen(StatefulFunction):\n", "class Gen(StatefulFunction):\n    c: float\n    at: datetime.datetime\n\n"
     )
 
 
@@ -235,7 +265,7 @@ def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tm
     sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     name = "nstream_gen"  # one name, replaced by each example (test_native.py says why)
-    ks_auto.register(name, module.Gen, returns="a bigint, b bigint, c double, m bigint, at bigint, o bigint")
+    ks_auto.register(name, module.Gen, returns="a bigint, b bigint, c double, m bigint, at timestamp, o bigint")
     src, cp, out = (str(work / d) for d in ("in", "cp", "out"))
     rows = [
         {"user_id": k, "x": x, "y": y, "z": z, "ts": T0 + dt.timedelta(seconds=i)}

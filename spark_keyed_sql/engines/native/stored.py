@@ -3,7 +3,8 @@ back as the value the key's recurrences start from, and the new value written in
 column with the same bytes (``AttributeLayout``: typed columns, or the JSON encoding), so a
 checkpoint moves between native and Python micro-batches freely.
 
-What is planned: typed (annotated) attributes of type bigint, double, boolean and string, and
+What is planned: typed (annotated) attributes of type bigint, double, boolean, string and
+timestamp (an instant in both: Python's naive UTC datetime, Spark's TIMESTAMP), and
 JSON-encoded ones holding ints (to 38 digits), booleans or None. Anything else declines with
 what to change: Spark SQL cannot write Python's JSON of a float, a datetime or a non-ASCII string
 byte for byte."""
@@ -22,7 +23,7 @@ from .render import DECIMAL, null_literal, out_of_range
 
 __all__ = ["StoredAttribute", "stored_attributes"]
 
-_TYPED = {("bigint", "int"), ("double", "float"), ("boolean", "bool"), ("string", "str")}
+_TYPED = {("bigint", "int"), ("double", "float"), ("boolean", "bool"), ("string", "str"), ("timestamp", "datetime")}
 _ENCODED = ("int", "bool", "none")
 
 
@@ -129,7 +130,8 @@ def stored_attributes(
         if (ddl, ty) not in _TYPED:
             raise Declined(
                 f"attribute {name!r} is stored as {ddl.upper()} and the plan holds a {ty} in it "
-                "(planned on a stream: int as BIGINT, float as DOUBLE, bool as BOOLEAN, str as STRING)"
+                "(planned on a stream: int as BIGINT, float as DOUBLE, bool as BOOLEAN, str as STRING, "
+                "datetime as TIMESTAMP)"
             )
         wide = ty == "int" and bits.get(name, 0) > 62
         out.append(
