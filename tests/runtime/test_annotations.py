@@ -5,6 +5,9 @@ annotation a string), and containers an array column stores: a ``set[...]``, ``f
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
+import sys
+import textwrap
 from typing import Optional
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from spark_keyed_sql import KeyedTester, StatefulFunction
 from spark_keyed_sql.api.errors import RegistrationError
 from spark_keyed_sql.api.function import typed_attributes
-from spark_keyed_sql.api.types import ArrayType, MapType, parse_type
+from spark_keyed_sql.api.types import ArrayType, AtomicType, MapType, parse_type
 
 
 class Containers(StatefulFunction):
@@ -107,3 +110,54 @@ def test_a_set_attribute_across_runs_of_a_checkpoint(spark, ks, tmp_path):
         assert sorted(got) == sorted(expected)
     state = {r.k: sorted(r.tags) for r in ks.read_state(cp).collect()}
     assert state == {k: sorted(v) for k, v in seen.items()}
+
+
+# a class shipped by value to a Python worker (a notebook's, a script's) arrives where sys.modules
+# has no module to evaluate `dt.datetime` in: what the driver evaluated travels with the class
+SHIPPED_SOURCE = textwrap.dedent(
+    """\
+    from __future__ import annotations
+
+    import datetime as dt
+
+    from spark_keyed_sql import StatefulFunction
+
+
+    class Visits(StatefulFunction):
+        last_seen: dt.datetime
+        pages: list[str]
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.last_seen = None
+            self.pages = []
+
+        def execute(self, row):
+            self.last_seen = row["ts"]
+            self.pages.append(row["page"])
+            return {"n": len(self.pages)}
+    """
+)
+
+
+def test_a_class_shipped_by_value_keeps_its_string_annotations_types(tmp_path):
+    from pyspark import cloudpickle
+
+    name = "ks_annotations_gone"
+    path = tmp_path / f"{name}.py"
+    path.write_text(SHIPPED_SOURCE)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    expected = {"last_seen": AtomicType("timestamp"), "pages": ArrayType(AtomicType("string"))}
+    try:
+        assert typed_attributes(module.Visits) == expected  # the driver: its module at hand
+        cloudpickle.register_pickle_by_value(module)
+        payload = cloudpickle.dumps(module.Visits)
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        del sys.modules[name]
+    shipped = cloudpickle.loads(payload)  # a worker: no such module
+    assert shipped.__module__ == name and name not in sys.modules
+    assert typed_attributes(shipped) == expected
