@@ -148,3 +148,33 @@ class C(StatefulFunction):
     assert isinstance(_plan(tmp_path, per_key, "n bigint", {"v": "double"}), NativePlan)
     d = _plan(tmp_path, per_key, "n bigint", {"v": "double"}, streaming=True)
     assert "attribute 'd': per-key dict state on a stream" in str(d)
+
+
+def test_a_stream_plans_a_typed_timestamp_attribute_set_or_left_none(tmp_path):
+    kept = """
+import datetime
+
+
+class C(StatefulFunction):
+    last: datetime.datetime
+    never: datetime.datetime
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.last = None
+        self.never = None
+
+    def execute(self, row):
+        self.n += 1
+        if row["v"] > 0:
+            self.last = row["ts"]
+        return {"n": self.n}
+"""
+    plan = _plan(tmp_path, kept, "n bigint", {"v": "double", "ts": "timestamp"}, streaming=True)
+    assert isinstance(plan, NativePlan) and plan.stream is not None, plan
+    assert [c for c, _ in plan.stream.columns] == ["__ks_s_n", "__ks_s_last", "__ks_s_never"]
+    # an annotated str attribute holding a datetime is declined, naming it
+    wrong = kept.replace("last: datetime.datetime", "last: str")
+    d = _plan(tmp_path, wrong, "n bigint", {"v": "double", "ts": "timestamp"}, streaming=True)
+    assert "attribute 'last' is stored as STRING and the plan holds a datetime" in str(d), d

@@ -127,7 +127,7 @@ def stored_attributes(
             continue
         t = layout.column_type(name)
         ddl = t.ddl().lower() if isinstance(t, AtomicType) else str(t)
-        if (ddl, ty) not in _TYPED:
+        if (ddl, ty) not in _TYPED and ty != "none":  # (an attribute left None: NULL in any column)
             raise Declined(
                 f"attribute {name!r} is stored as {ddl.upper()} and the plan holds a {ty} in it "
                 "(planned on a stream: int as BIGINT, float as DOUBLE, bool as BOOLEAN, str as STRING, "
