@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import subprocess
 import sys
 import textwrap
 from typing import Optional
@@ -141,10 +142,13 @@ SHIPPED_SOURCE = textwrap.dedent(
 
 
 def test_a_class_shipped_by_value_keeps_its_string_annotations_types(tmp_path):
+    """The class pickled by value on the 'driver', unpickled in another process (a worker) that
+    has no such module; there its typed attributes are the same."""
     from pyspark import cloudpickle
 
     name = "ks_annotations_gone"
-    path = tmp_path / f"{name}.py"
+    path = tmp_path / "driver" / f"{name}.py"
+    path.parent.mkdir()
     path.write_text(SHIPPED_SOURCE)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -154,10 +158,19 @@ def test_a_class_shipped_by_value_keeps_its_string_annotations_types(tmp_path):
     try:
         assert typed_attributes(module.Visits) == expected  # the driver: its module at hand
         cloudpickle.register_pickle_by_value(module)
-        payload = cloudpickle.dumps(module.Visits)
+        (tmp_path / "class.pkl").write_bytes(cloudpickle.dumps(module.Visits))
     finally:
         cloudpickle.unregister_pickle_by_value(module)
         del sys.modules[name]
-    shipped = cloudpickle.loads(payload)  # a worker: no such module
-    assert shipped.__module__ == name and name not in sys.modules
-    assert typed_attributes(shipped) == expected
+    worker = textwrap.dedent(
+        f"""\
+        import pickle, sys
+        cls = pickle.loads(open({str(tmp_path / "class.pkl")!r}, "rb").read())
+        assert {name!r} not in sys.modules or sys.modules[{name!r}] is None
+        from spark_keyed_sql.api.function import typed_attributes
+        print(sorted((k, v.ddl()) for k, v in typed_attributes(cls).items()))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == repr(sorted((k, v.ddl()) for k, v in expected.items()))
