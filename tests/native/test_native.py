@@ -478,3 +478,41 @@ def test_a_running_min_from_nan_is_declined(ks_auto, spark):
     q = "SELECT user_id, lo FROM native_ev_nan GROUP BY KEY user_id WITH STATE native_nanmin(value) ORDER BY ts"
     q += " OPTIONS (native = true)"
     assert "starts at NaN" in ks_auto.explain(q)
+
+
+class LastSeen(__import__("spark_keyed_sql").StatefulFunction):  # the event's time returned into a TIMESTAMP_NTZ column
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, row):
+        self.n += 1
+        return {"n": self.n, "t": row["ts"]}
+
+
+def test_a_timestamp_ntz_column_holds_the_utc_wall_clock_whatever_the_session_time_zone(ks_auto, spark):
+    """Python hands the class a naive UTC datetime, and a TIMESTAMP_NTZ column keeps its wall
+    clock; the native plan writes the same in a session that is not on UTC (across a DST change)."""
+    utc = dt.timezone.utc
+    times = [dt.datetime(2026, 11, 1, 5, 30, 0, 123456, tzinfo=utc), dt.datetime(2026, 11, 1, 6, 30, tzinfo=utc)]
+    times += [dt.datetime(2026, 7, 1, 12, 0, tzinfo=utc), dt.datetime(1900, 1, 1, tzinfo=utc)]
+    rows = [("u1", times[0]), ("u1", times[1]), ("u2", times[2]), ("u3", times[3])]
+    oracle = Oracle(LastSeen, ["ts"])
+    expected = canon(
+        (k, n, t.replace(tzinfo=None))
+        for k, _, n, t in oracle.increment([{"user_id": k, "ts": t.astimezone(utc)} for k, t in rows])
+    )
+    ks_auto.register("native_last_seen", LastSeen, returns="n bigint, t timestamp_ntz")
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        spark.createDataFrame(rows, "user_id string, ts timestamp").createOrReplaceTempView("native_ntz_in")
+        q = (
+            "SELECT user_id, n, t FROM native_ntz_in GROUP BY KEY user_id WITH STATE native_last_seen(ts) "
+            "ORDER BY ts OPTIONS (native = {native})"
+        )
+        assert "native:    yes" in ks_auto.explain(q.format(native="true"))
+        for native in ("true", "false"):
+            assert canon(ks_auto.sql(q.format(native=native)).collect()) == expected, native
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)

@@ -469,7 +469,12 @@ class _Builder:
             ("timestamp", "datetime"),
             ("timestamp_ntz", "datetime"),
         ):
-            return self.r.sql(e) if name != "timestamp_ntz" else f"CAST({self.r.sql(e)} AS TIMESTAMP_NTZ)"
+            if name != "timestamp_ntz":
+                return self.r.sql(e)
+            # the instant's UTC wall clock, as the Python path writes its naive UTC datetime (a
+            # CAST would take the session time zone's): epoch plus the micros, no zone involved
+            micros = f"CAST(unix_micros({self.r.sql(e)}) AS DECIMAL(20,0))"
+            return f"(TIMESTAMP_NTZ'1970-01-01 00:00:00' + make_dt_interval(0, 0, 0, {micros} / 1000000))"
         raise Declined(f"returns column '{f.name}' is {t.ddl()} and execute gives it a {e.ty} value")
 
     def errors(self, checks: list[tuple[str, str]]) -> str | None:
