@@ -53,8 +53,10 @@ class _SparkVariable(VariableStore):
         self.schema = schema
         self.what = f"state variable '{desc.name}'"
         key_schema = scalar_wrap(desc.key_type) if desc.kind is StateKind.MAP else T.StructType([])
-        every = T.StructType(schema.fields + key_schema.fields)
-        with refused_as(lambda exc: narrow_integer_error(exc, self.what, every)):
+        # (every field, the key's too, named only once Spark has refused)
+        with refused_as(
+            lambda exc: narrow_integer_error(exc, self.what, T.StructType(schema.fields + key_schema.fields))
+        ):
             if desc.kind is StateKind.VALUE:
                 self.var = handle.getValueState(name, schema)
             elif desc.kind is StateKind.LIST:
