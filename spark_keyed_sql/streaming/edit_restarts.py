@@ -3,8 +3,9 @@ batches (``tws``: Spark runs the batches, and its state stores stay loaded on th
 the query ``ks.start`` started is stopped at a batch boundary, the requests are applied under
 its lease (``engines/edit_pickup.py``), and the query is started again on the same checkpoint.
 The user's StreamingQuery handle follows it: its JVM query is swapped for the new one, and its
-``awaitTermination`` and ``stop`` span the restart (a thread waiting on it keeps waiting). The
-restarted query goes on from the last committed batch, exactly once, as after any restart.
+``awaitTermination`` and ``stop`` span the restart (a thread waiting on it keeps waiting), and its
+``isActive`` stays True through it. The restarted query goes on from the last committed batch,
+exactly once, as after any restart.
 
 A ``ks.run`` of such an engine applies what is queued when it takes the lease and again when its
 run has ended (``apply_queued``). Through Spark Connect the edit cannot be applied from the
@@ -110,6 +111,8 @@ class EditRestarts:
         self.handle.awaitTermination = self._await  # type: ignore[method-assign]
         self.handle.stop = self._stop  # type: ignore[method-assign]
         self.handle.processAllAvailable = self._process_all  # type: ignore[method-assign]
+        # its isActive (the translating class's, streaming/failures.py) is True while a restart runs
+        self.handle._ks_restarting = self._restarting  # type: ignore[attr-defined]
         run.edit_restarts = self  # type: ignore[attr-defined]  # (queries._lock: a restarting query is held)
         self._thread = threading.Thread(target=self._watch, name="spark-keyed-sql edit restarts", daemon=True)
         self._thread.start()
@@ -161,6 +164,10 @@ class EditRestarts:
             now, goes_on = self._settled()
             if now == generation or not goes_on:
                 return
+
+    def _restarting(self) -> bool:
+        """Is a restart under way that is to start the query again?"""
+        return self.swapping and not (self.user_stopped or self.ended) and self.failure is None
 
     def held(self) -> bool:
         """Is the query running or being restarted (its checkpoint still its own)?"""

@@ -170,6 +170,20 @@ def _reissue(held: list | None) -> None:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def _active_across_restarts(getter: Any) -> Any:
+    """``isActive`` of a query being restarted around a queued edit (streaming/edit_restarts.py):
+    True while the handle's JVM query is stopped and its next one starts (the user's query goes on)."""
+
+    @functools.wraps(getter)
+    def is_active(self: Any) -> Any:
+        restarting = getattr(self, "_ks_restarting", None)
+        if restarting is not None and restarting():
+            return True
+        return getter(self)
+
+    return is_active
+
+
 def _translating_class(base: type) -> type:
     with _CLASSES_LOCK:
         return _CLASSES.get(base) or _CLASSES.setdefault(base, _make_translating_class(base))
@@ -188,7 +202,8 @@ def _make_translating_class(base: type) -> type:
         except AttributeError:
             continue
         if isinstance(raw, property) and raw.fget is not None:
-            ns[attr] = property(_wrap(raw.fget, attr, query))
+            getter = _wrap(raw.fget, attr, query)
+            ns[attr] = property(_active_across_restarts(getter) if query and attr == "isActive" else getter)
         elif inspect.isfunction(raw):
             ns[attr] = _wrap(raw, attr, query)
     cls = type(base.__name__, (base,), ns)

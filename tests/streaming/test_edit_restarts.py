@@ -72,3 +72,54 @@ def test_a_query_never_idle_keeps_running_and_the_edit_is_refused_after_the_trie
     assert f"stopped {_Idle.BUSY_TRIES} times" in answer.error and "processing-time trigger" in answer.error
     assert run.query.stops == _Idle.BUSY_TRIES
     assert run.query.awaitTermination() is None  # the handle's wait goes on across the restarts (no failure)
+
+
+def test_the_handle_stays_active_while_the_query_restarts(spark, tmp_path, monkeypatch):
+    """Between the stop and the new query's start (the edit applied, its caller answered) the
+    user's handle is a query that goes on: isActive is True there, as before and after."""
+    import threading
+
+    from spark_keyed_sql.streaming.failures import translating
+
+    def start(name: str):
+        return translating(
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 1)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / name))
+            .start()
+        )
+
+    applied, release = threading.Event(), threading.Event()
+
+    def apply(*args, **kwargs):
+        applied.set()
+        return 1
+
+    monkeypatch.setattr(edit_restarts, "apply_queued", apply)
+    queue_home = tmp_path / "queue"
+    queue_home.mkdir()
+    handle = start("first")
+    run = type("Run", (), {"query": handle})()
+    started: list = []
+
+    def relaunch():
+        release.wait(60)
+        started.append(type("Run", (), {"query": start("second")})())
+        return started[-1]
+
+    restarts = _Idle(spark, run, str(queue_home), None, None, "tws", lambda n: None, relaunch)
+    worker = threading.Thread(target=lambda: started.append(restarts._restart([])))
+    try:
+        worker.start()
+        assert applied.wait(60)
+        assert handle.isActive is True  # its JVM query stopped, the next one not started yet
+        release.set()
+        worker.join(60)
+        assert started[-1] is True and handle.isActive is True
+        assert handle._jsq is started[0].query._jsq
+    finally:
+        release.set()
+        handle.stop()
+    assert handle.isActive is False
