@@ -23,9 +23,16 @@ def _native(s: KeyedStep) -> list[str]:
         return ["    native:    off (OPTIONS (native = false) or spark.keyedsql.native=false): the Python path"]
     if isinstance(s.native, NativePlan) and s.native.stream is not None:
         sql = s.native.sql("keyed_source LEFT JOIN stored_state").replace("\n", "\n        ")
+        when = (
+            "every micro-batch (native = true)"
+            if s.native.every_batch
+            else "each micro-batch large beside the stored state; a small one, once this application's local stores "
+            "hold the state, runs on the Python path (native = 'auto'; native = true: every micro-batch)"
+        )
         return [
-            "    native:    yes, no Python worker: each micro-batch runs this Spark SQL over its rows joined with",
+            "    native:    yes, no Python worker: a micro-batch runs this Spark SQL over its rows joined with",
             "               their keys' stored state (the checkpoint's last commit); a key's last row is its new state",
+            f"               when: {when}",
             f"        {sql}",
         ]
     if isinstance(s.native, NativePlan):

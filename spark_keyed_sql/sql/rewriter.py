@@ -25,7 +25,7 @@ from ..api.intervals import parse_interval_ms
 from ..compat.features import features
 from ..engines import AUTO, ENGINES, Engine, choose
 from ..engines.broadcast_rows import collect_rows
-from ..engines.native import NATIVE_CONF, native_wanted, plan_native
+from ..engines.native import NATIVE_CONF, OFF, ON, NativePlan, native_mode, plan_native
 from ..runtime.broadcast import BroadcastInput, broadcast_limit
 from ..runtime.clock import session_offset_ms
 from ..runtime.keys import OrderSpec
@@ -376,13 +376,23 @@ class _Planner:
             key_names=call.key_names,
             initial_source=initial_source,
         )
-        if native_wanted(call.options.get("native"), self.spark.conf.get(NATIVE_CONF, None)):
+        mode = native_mode(call.options.get("native"), self.spark.conf.get(NATIVE_CONF, None))
+        if mode is None:
+            given = call.options.get("native")
+            raise KeyedQueryError(
+                f"option native of {call.where} is {given!r}; use true, false or 'auto' (the default)"
+                if given is not None
+                else f"{NATIVE_CONF} is {self.spark.conf.get(NATIVE_CONF)!r}; use true, false or auto (the default)"
+            )
+        if mode != OFF:
             step.plan.use_schema(step.source.schema)
             step.native = plan_native(
                 step.plan,
                 streaming=streaming,
                 native_streams=engine.capabilities.native_streams,
             )
+            if isinstance(step.native, NativePlan) and step.native.stream is not None:
+                step.native.every_batch = mode == ON
         return step
 
     @staticmethod

@@ -57,6 +57,8 @@ class BatchMetrics:
     processing_ms: int | None = None
     seconds: float = 0.0
     fed_partitions: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # "full" / "catch-up" -> partitions
+    native: bool = False  # the batch ran as the step's native plan (Spark SQL, no Python worker)
+    native_choice: str = ""  # a natively planned step: why this batch ran natively or on the Python path
 
 
 @dataclass(frozen=True)

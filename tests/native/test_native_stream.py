@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql.sql.errors import KeyedQueryError
 from tests.native import classes as C
 from tests.native.test_native import Oracle, canon
 
@@ -170,7 +171,11 @@ def test_explain_says_a_stream_step_runs_natively_or_why_not(ks_auto, spark, tmp
     ks_auto.register("nstream_sessionizer_x", C.Sessionizer, returns="session bigint, events bigint")
     base = "SELECT user_id, {o} FROM nstream_src GROUP BY KEY user_id WITH STATE {f} ORDER BY ts OPTIONS (engine = {e})"
     text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'bulk'"))
-    assert "native:    yes" in text, text
+    assert "native:    yes" in text and "when: each micro-batch large beside the stored state" in text, text
+    text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'bulk', native = true"))
+    assert "native:    yes" in text and "when: every micro-batch (native = true)" in text, text
+    with pytest.raises(KeyedQueryError, match=r"option native of .*nstream_counter_x.* is 'maybe'; use true, false"):
+        ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'bulk', native = 'maybe'"))
     text = ks_auto.explain(base.format(o="session, events", f="nstream_sessionizer_x(ts)", e="'bulk'"))
     assert "native:    no, the Python path: attribute 'last_ts' holds a datetime stored as JSON" in text, text
     assert "`last_ts: datetime`" in text
@@ -391,3 +396,51 @@ def test_stored_values_a_plan_must_read_back(ks_auto, spark, tmp_path):
     text = str(raised.value)
     assert "the stored state of key 'k' holds null in attribute 'n'" in text, text
     assert "OPTIONS (native = false)" in text
+
+
+def test_native_auto_chooses_per_batch_and_every_path_leaves_the_same_state(ks_auto, spark, tmp_path):
+    """``native = 'auto'``: a first batch of many keys runs natively; tiny batches over that state
+    run natively while this application's local stores are cold, then on the Python path (its
+    stores loaded once, then warm); a batch large beside the state runs natively again. Output
+    and state after each ``ks.run`` equal the class run in plain Python."""
+    from spark_keyed_sql.engines.bulk.native_choice import SMALL_IN_A_ROW
+
+    ks_auto.register("nstream_auto", Sessions, returns="session bigint, events bigint, spent double")
+    src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
+    q = (
+        f"SELECT user_id, ts, session, events, spent FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE nstream_auto(amount, value) ORDER BY ts OPTIONS (native = 'auto')"
+    )
+    r = random.Random(7)
+
+    def batch(i: int, keys: int) -> list[dict]:
+        users = [f"user-{k:05d}" for k in r.sample(range(3_000), keys)]
+        return [
+            {
+                "user_id": u,
+                "ts": T0 + dt.timedelta(hours=i, seconds=j),
+                "value": r.uniform(-5, 5),
+                "amount": r.randrange(0, 200),
+            }
+            for j, u in enumerate(users)
+        ]
+
+    oracle, expected, paths = Oracle(Sessions, ["amount", "value"]), [], []
+    sizes = [3_000] + [3] * (SMALL_IN_A_ROW + 2) + [3_000, 3]
+    for i, keys in enumerate(sizes):
+        rows = batch(i, keys)
+        spark.createDataFrame(
+            [tuple(row[c] for c in ("user_id", "ts", "value", "amount")) for row in rows], SCHEMA
+        ).coalesce(1).write.mode("append").parquet(src)
+        expected += oracle.increment(rows)
+        summary = ks_auto.run(q, checkpoint=cp, output=out)
+        assert summary["input_rows"] == keys
+        paths += [m["native"] for m in summary["metrics"]]
+        got = spark.read.parquet(out).select("user_id", "ts", "session", "events", "spent").collect()
+        assert canon(got) == canon(expected), f"after batch {i} (native: {paths})"
+    state = {row["user_id"]: (row["session"], row["events"], row["spent"]) for row in ks_auto.read_state(cp).collect()}
+    assert canon([(k, *v) for k, v in state.items()]) == canon(
+        [(k, *v) for k, v in oracle.state(["session", "events", "spent"]).items()]
+    )
+    # the first batch, SMALL_IN_A_ROW cold small ones, then the Python step; the large one native
+    assert paths[: SMALL_IN_A_ROW + 4] == [True] * (SMALL_IN_A_ROW + 1) + [False, False, True], paths

@@ -53,6 +53,7 @@ from .compaction import Compactor
 from .feeding import plan_feeds
 from .incremental import IncrementalProgram, incremental_input, step_schema
 from .layout import BulkLayout, bulk_partitions, evolved_commit, state_frame
+from .native_choice import Choice, choose, input_bytes
 from .native_step import native_job
 from .partitioning import PART
 from .records import KIND, OutputKind, TaskStats
@@ -109,6 +110,7 @@ class StepJobs:
     jobs: list[str]
     stats: dict[int, TaskStats]
     fed: dict[str, list[int]] = field(default_factory=dict)
+    native: Choice | None = None  # a natively planned step: the path this batch took, and why
 
 
 class BulkStream:
@@ -455,7 +457,17 @@ class BulkStream:
         checkpoint (the deltas since the state the store holds, else all of it)."""
         spark, store = batch_df.sparkSession, self.store
         jobs = [f"{plan.rel}/main"]
+        choice = None
         if self.native is not None:
+            choice = choose(
+                spark.conf.get("spark.app.id", None) or "",
+                self.qualified,
+                plan.version,
+                self.native.every_batch,
+                input_bytes(batch_df),
+                plan.prev,
+            )
+        if choice is not None and choice.native:
             prior = state_frame(spark, store, plan.prev, versions=True) if plan.prev is not None else None
             stats = native_job(
                 self.native,
@@ -469,12 +481,12 @@ class BulkStream:
                 plan.version,
                 plan.attempt,
             )
-            return StepJobs(jobs, stats)
+            return StepJobs(jobs, stats, native=choice)
         incremental_input(batch_df, self.plan, self.partitions, self.tasks, initial=plan.initial).mapInArrow(
             plan.program, self.step_schema
         ).write.partitionBy(KIND).parquet(store.path(jobs[0]))
         stats = _stats(spark, store.path(jobs[0]), self.fs)
-        run = StepJobs(jobs, stats)
+        run = StepJobs(jobs, stats, native=choice)
         missed = {p: s.token for p, s in stats.items() if not s.hit}
         while missed:
             crash_point("before_rebuild")
@@ -591,6 +603,8 @@ class BulkStream:
                 processing_ms=plan.now_ms,
                 seconds=round(time.time() - plan.started, 3),
                 fed_partitions={k: tuple(sorted(v)) for k, v in run.fed.items()},
+                native=run.native is not None and run.native.native,
+                native_choice=run.native.why if run.native is not None else "",
             ),
         )
 

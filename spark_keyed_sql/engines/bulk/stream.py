@@ -147,6 +147,7 @@ class BulkStreamRun(StreamRun):
                 "state_rows": c.state_rows,
                 "rows_updated": c.metrics.keys_touched,
                 "state_bytes": c.state_bytes,
+                "native": c.metrics.native,  # the batch ran as the step's native plan
             }
             for c in self._new_commits()
         ]

@@ -13,20 +13,42 @@ from ...runtime.spec import FunctionKind
 from .analyze import Declined, analyze
 from .plan import NativePlan, build
 
-__all__ = ["NATIVE_CONF", "Declined", "NativePlan", "plan_native", "native_wanted"]
+__all__ = ["AUTO", "NATIVE_CONF", "OFF", "ON", "Declined", "NativePlan", "native_mode", "native_wanted", "plan_native"]
 
 log = logging.getLogger(__name__)
 
-# the session default of OPTIONS (native = ...): on (docs/native.md)
+# the session default of OPTIONS (native = ...): auto (docs/native.md)
 NATIVE_CONF = "spark.keyedsql.native"
 
 
+AUTO, ON, OFF = "auto", "on", "off"
+_WORDS = {
+    "auto": AUTO,
+    "true": ON,
+    "1": ON,
+    "yes": ON,
+    "on": ON,
+    "false": OFF,
+    "0": OFF,
+    "no": OFF,
+    "off": OFF,
+}
+
+
+def native_mode(option: Any, conf: str | None) -> str | None:
+    """OPTIONS (native = ...) if given, else the session's ``spark.keyedsql.native``: ``auto``
+    (the default: planned when the class is in the subset; a stream step chooses per micro-batch,
+    ``engines/bulk/native_choice.py``), ``on`` (``true``: every micro-batch native), ``off``
+    (``false``). None: a value that is none of them."""
+    value = option if option is not None else (conf if conf not in (None, "") else AUTO)
+    if isinstance(value, bool):
+        return ON if value else OFF
+    return _WORDS.get(str(value).strip().lower())
+
+
 def native_wanted(option: Any, conf: str | None) -> bool:
-    """OPTIONS (native = ...) if given, else the session's ``spark.keyedsql.native`` (default true)."""
-    value = option if option is not None else (conf if conf not in (None, "") else True)
-    if isinstance(value, str):
-        return value.strip().lower() not in ("false", "0", "no", "off")
-    return bool(value)
+    """Is the step to be planned natively (``native_mode`` not ``off``)?"""
+    return native_mode(option, conf) not in (OFF, None)
 
 
 def plan_native(plan: KeyedPlan, *, streaming: bool, native_streams: bool = False) -> NativePlan | Declined:

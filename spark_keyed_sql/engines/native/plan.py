@@ -41,6 +41,9 @@ class NativePlan:
     source_columns: list[str] = field(default_factory=list)
     # a stream step (``StreamState``): the key's stored state starts its recurrences; None: one-shot
     stream: StreamState | None = None
+    # a stream step: every micro-batch native (``native = true``); else each chooses (``auto``,
+    # engines/bulk/native_choice.py)
+    every_batch: bool = False
 
     def sql(self, source: str = "source") -> str:
         """The whole chain as one statement over ``source``."""
