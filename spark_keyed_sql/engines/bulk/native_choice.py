@@ -31,7 +31,7 @@ __all__ = ["Choice", "choose", "input_bytes"]
 
 log = logging.getLogger(__name__)
 
-LARGE = 0.25  # input bytes / stored state bytes from which a batch runs natively
+LARGE = 0.5  # input bytes / stored state bytes from which a batch runs natively
 SMALL_IN_A_ROW = 3  # small batches run natively (cold stores) before the Python step takes over
 _UNKNOWN = 2**62  # Spark's size of a relation it cannot estimate is Long.MaxValue
 
