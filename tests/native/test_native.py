@@ -196,6 +196,49 @@ def test_integers_past_64_bits_as_python_holds_them(ks_auto, spark):
         ks_auto.sql(q.replace("native = true", "native = false")).collect()
 
 
+DUE_IN = dt.timedelta(days=2)
+
+
+class Due(__import__("spark_keyed_sql").StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, row):
+        self.n += 1
+        due = row["ts"] + DUE_IN if self.n % 2 else row["ts"] - DUE_IN
+        return {"n": self.n, "due": due}
+
+
+@pytest.mark.parametrize("edge", [dt.datetime(9999, 12, 30, 12), dt.datetime(1, 1, 1, 6)], ids=["9999", "1"])
+def test_a_datetime_past_pythons_range_raises_as_in_python(ks_auto, spark, edge):
+    """Spark's TIMESTAMP reaches past Python's years 1 and 9999, where datetime + timedelta
+    raises: the native plan raises Python's error there, and computes the rows inside the range."""
+    ks_auto.register("native_due", Due, returns="n bigint, due timestamp")
+    q = (
+        "SELECT user_id, ts, n, due FROM {v} GROUP BY KEY user_id WITH STATE native_due(ts) ORDER BY ts "
+        "OPTIONS (native = true)"
+    )
+    inside = [{"user_id": f"u{i % 3}", "ts": T0 + dt.timedelta(hours=i), "value": 0.0, "amount": 1} for i in range(9)]
+    _view(spark, inside, "native_ev_due")
+    assert "native:    yes" in ks_auto.explain(q.format(v="native_ev_due"))
+    assert canon(ks_auto.sql(q.format(v="native_ev_due")).collect()) == canon(
+        oracle(Due, inside, "user_id", "ts", ["ts"])
+    )
+    # the edge row is the key's first (+ 2 days) or second (- 2 days): past the range either way
+    at_edge = [{"user_id": "u9", "ts": edge, "value": 0.0, "amount": 1}]
+    if edge.year == 1:
+        at_edge.append({"user_id": "u9", "ts": edge + dt.timedelta(hours=1), "value": 0.0, "amount": 1})
+    rows = inside + at_edge
+    _view(spark, rows, "native_ev_due_edge")
+    with pytest.raises(OverflowError) as py:
+        oracle(Due, rows, "user_id", "ts", ["ts"])
+    with pytest.raises(Exception) as native:
+        ks_auto.sql(q.format(v="native_ev_due_edge")).collect()
+    assert f"OverflowError: {py.value}" in str(native.value) and "(native plan)" in str(native.value)
+    assert "failed for key 'u9'" in str(native.value), str(native.value)
+
+
 class Items(__import__("spark_keyed_sql").StatefulFunction):
     def __init__(self, **kw):
         super().__init__(**kw)

@@ -714,7 +714,19 @@ class _Analyzer:
             self.errors.append((_and(pc, _and(_not(IsNull("bool", False, b)), zero)), [f"ZeroDivisionError: {text}"]))
         if ("int" in (ta, tb) and "float" in (ta, tb)) and (int_bits(a) > 63 or int_bits(b) > 63):
             raise self.fail("an integer past 64 bits mixed with floats", node)
-        return Bin(ty, False, sym, a, b)  # never None: Python raises instead (the errors above)
+        out = Bin(ty, False, sym, a, b)  # never None: Python raises instead (the errors above)
+        if ty == "datetime":  # Python's datetime ends at years 1 and 9999, Spark's TIMESTAMP does not
+            past = BoolOp(
+                "bool",
+                False,
+                "or",
+                (
+                    Cmp("bool", False, "<", out, Const("datetime", False, _dt.datetime.min)),
+                    Cmp("bool", False, ">", out, Const("datetime", False, _dt.datetime.max)),
+                ),
+            )
+            self.errors.append((_and(pc, past), ["OverflowError: date value out of range"]))
+        return out
 
     def compare(self, op: ast.cmpop, a: Expr, right: ast.expr, pc: Expr, node: ast.AST) -> Expr:
         if isinstance(op, (ast.In, ast.NotIn)):

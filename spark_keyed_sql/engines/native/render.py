@@ -4,6 +4,7 @@ raised), ints held exactly (BIGINT, or DECIMAL(38,0) past 62 bits)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Callable
 
@@ -14,6 +15,7 @@ __all__ = ["Renderer", "literal", "null_literal", "out_of_range", "DECIMAL", "MA
 
 DECIMAL = "DECIMAL(38,0)"
 MAX_BITS = 125  # what DECIMAL(38,0) holds with room to spare
+_EPOCH = dt.datetime(1970, 1, 1)
 _SMALL = 62  # an arithmetic result BIGINT holds: |v| < 2**62
 
 
@@ -54,6 +56,8 @@ def literal(c: Const) -> str:
         return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
     if c.ty == "timedelta":
         return f"{(v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds}L"
+    if c.ty == "datetime":  # a naive datetime is the UTC wall clock of the instant (as the class gets it)
+        return f"timestamp_micros({(v - _EPOCH) // dt.timedelta(microseconds=1)}L)"
     raise ValueError(f"no literal for {c.ty}")
 
 
