@@ -48,6 +48,7 @@ def main(engine: str, src: str, cp: str, out: str, mode: str = "run", inputs: st
     sql = (SQL if inputs == "1" else SQL_TWO_INPUTS).format(src=src, engine=engine)
     if engine == NATIVE:  # engine bulk, each micro-batch planned as Spark SQL (docs/native.md)
         sql = SQL.format(src=src, engine="bulk").replace("running_total(", "running_total_native(")
+        sql = sql.replace("OPTIONS (", "OPTIONS (native = true, ")  # every micro-batch (not 'auto''s choice)
         assert "native:    yes" in ks.explain(sql.replace(f"parquet.`{src}`", _stream_view(spark, src)))
     if mode == "start":
         q = ks.start(sql, checkpoint=cp, sink=out, trigger="500 milliseconds")

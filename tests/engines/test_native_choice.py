@@ -36,18 +36,28 @@ def record(version: int, base_bytes: int, delta_bytes: tuple[int, ...] = (), bas
 
 def test_a_stream_of_small_batches_moves_to_the_python_step_and_large_ones_stay_native():
     cp = f"file:/choice/{next(_places)}"
-    state = record(0, 100_000, (20_000,))  # 120,000 bytes of stored state
+
+    def state(version: int, deltas: tuple[int, ...] = (20_000,), base_version: int = -1) -> CommitRecord:
+        return record(version, 100_000, deltas, base_version)  # 100,000 bytes of base and the deltas
+
     small, large = int(LARGE * 120_000) - 1, int(LARGE * 120_000)
     assert choose("app", cp, 0, False, 5_000, None).native  # nothing stored yet
-    paths = [choose("app", cp, v, False, small, state).native for v in range(1, SMALL_IN_A_ROW + 3)]
+    paths = [choose("app", cp, v, False, small, state(v - 1)).native for v in range(1, SMALL_IN_A_ROW + 3)]
     assert paths == [True] * SMALL_IN_A_ROW + [False, False]  # cold stores: native, then loaded once
-    assert choose("app", cp, 9, False, large, state).native
-    warm = choose("app", cp, 10, False, small, state)
-    assert not warm.native and "local stores" in warm.why  # loaded at a version the deltas go on from
-    compacted = record(11, 150_000, base_version=11)  # a base newer than the stores: cold again
-    assert choose("app", cp, 12, False, 100, compacted).native
+    python = SMALL_IN_A_ROW + 2  # the last Python batch
+    assert choose("app", cp, python + 1, False, large, state(python)).native
+    # the stores hold the batch before the last Python one: caught up from the deltas since the
+    # base while those and the batch stay under LARGE of the state, else (a base newer) cold
+    caught = choose("app", cp, python + 2, False, 100, state(python + 1, (20_000, 9_000)))
+    assert not caught.native and "caught up from 29,000 bytes of deltas" in caught.why
+    assert choose("app", cp, python + 3, False, 100, state(python + 2)).native is False  # warm: the last ran Python
+    assert choose("app", cp, python + 4, False, large, state(python + 3)).native
+    heavy = record(python + 4, 50_000, (60_000, 5_000))  # 115,000 bytes, 65,000 of deltas to catch up: cold
+    assert choose("app", cp, python + 5, False, 100, heavy).native
+    compacted = record(python + 6, 150_000, base_version=python + 6)  # a base newer than the stores: cold
+    assert choose("app", cp, python + 7, False, 100, compacted).native
     # another application (another cluster, a new session) has its own stores: cold
-    assert choose("other app", cp, 12, False, small, state).native
+    assert choose("other app", cp, 1, False, small, state(0)).native
 
 
 def test_native_true_runs_every_batch_natively_and_an_unknown_size_runs_natively():

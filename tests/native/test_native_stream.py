@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 
 import pytest
@@ -387,15 +388,47 @@ def test_stored_values_a_plan_must_read_back(ks_auto, spark, tmp_path):
     ks_auto.run(q, checkpoint=cp, output=out)
     got = spark.read.parquet(out).where(f"ts = '{T0 + dt.timedelta(2)}'").select("user_id", "ts", "last", "best", "n")
     assert canon(got.collect()) == canon(expected)
+    # a float where the plan reads an int: native = true refuses it (nothing committed), and
+    # native = 'auto' runs that batch on the Python path, which compares 4 > 2.5 as Python does
+    ks_auto.update_state(cp, set={"best": "'2.5'"}, where="user_id = 'j'")
+    oracle.keys["j"].best = 2.5
+    at = T0 + dt.timedelta(hours=60)
+    rows = [("j", at, 2, 2)]
+    spark.createDataFrame(rows, schema).write.mode("append").parquet(src)
+    with pytest.raises(Exception, match=r"the stored state of key 'j' holds 2.5 in attribute 'best'"):
+        ks_auto.run(q, checkpoint=cp, output=out)
+    expected = oracle.increment([dict(zip(("user_id", "ts", "w", "h"), r)) for r in rows])
+    # (a copy: a checkpoint this application has not run, whose first small batch tries native)
+    shutil.copytree(cp, cp + "-copy")
+    shutil.copytree(out, out + "-copy")
+    cp, out = cp + "-copy", out + "-copy"
+    why: list = []
+    summary = ks_auto.run(
+        q.replace("native = true", "native = 'auto'"), checkpoint=cp, output=out, progress=lambda d: why.append(d)
+    )
+    assert [m["native"] for m in summary["metrics"]] == [False]
+    assert "the native plan refused a stored value" in why[-1]["native_choice"], why
+    got = spark.read.parquet(out).where(f"ts = '{at}'").select("user_id", "ts", "last", "best", "n")
+    assert canon(got.collect()) == canon(expected)
+    assert {r["user_id"]: json.loads(r["best"]) for r in ks_auto.read_state(cp).collect()} == {
+        k: i.best for k, i in oracle.keys.items()
+    }
     # n is never None in the class: a stored None is refused, not computed with (Python raises
-    # a TypeError adding 1 to it)
+    # a TypeError adding 1 to it; with native = 'auto' the Python path raises it)
     ks_auto.update_state(cp, set={"n": "'null'"}, where="user_id = 'k'")
-    spark.createDataFrame([("k", T0 + dt.timedelta(3), 1, 1)], schema).write.mode("append").parquet(src)
+    rows = [("k", T0 + dt.timedelta(3), 1, 1)]
+    spark.createDataFrame(rows, schema).write.mode("append").parquet(src)
     with pytest.raises(Exception) as raised:
         ks_auto.run(q, checkpoint=cp, output=out)
     text = str(raised.value)
     assert "the stored state of key 'k' holds null in attribute 'n'" in text, text
     assert "OPTIONS (native = false)" in text
+    oracle.keys["k"].n = None
+    with pytest.raises(TypeError) as py:
+        oracle.increment([dict(zip(("user_id", "ts", "w", "h"), r)) for r in rows])
+    with pytest.raises(Exception) as raised:
+        ks_auto.run(q.replace("native = true", "native = 'auto'"), checkpoint=cp, output=out)
+    assert f"TypeError: {py.value}" in str(raised.value) and "(native plan)" not in str(raised.value)
 
 
 def test_native_auto_chooses_per_batch_and_every_path_leaves_the_same_state(ks_auto, spark, tmp_path):

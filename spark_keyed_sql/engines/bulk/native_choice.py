@@ -9,11 +9,11 @@ batch, from what the driver knows without a job:
 - ``native = true`` (``every_batch``), no stored state yet, or an input of unknown size: native;
 - input bytes (Spark's plan statistics of the batch) at least ``LARGE`` of the stored state's
   bytes (its Parquet base and deltas, from the last commit record): native;
-- a smaller batch: the Python step when this application's stores hold the state (it ran a
-  Python batch on the checkpoint since the state's base: a catch-up reads only the deltas since);
-  else native, until ``SMALL_IN_A_ROW`` small batches in a row have run natively in this
-  application, then the Python step (its first batch loads the stores once; a long-running
-  ``ks.start`` of small batches then stays on them).
+- a smaller batch: the Python step when this application's stores hold the state (its Python
+  step ran the last batch), or can catch up from the deltas since the base while those and the
+  batch stay under ``LARGE`` of the state; else native, until ``SMALL_IN_A_ROW`` small batches
+  in a row have run natively in this application, then the Python step (its first batch loads
+  the stores once; a long-running ``ks.start`` of small batches then stays on them).
 
 Both paths write the same state in the same format (docs/native.md), so the choice changes only
 the time a batch takes; the commit record says which ran (``native``, ``native_choice``)."""
@@ -26,14 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...state.commit_record import CommitRecord
+from ...state.snapshots import RETAIN
 
-__all__ = ["Choice", "choose", "input_bytes"]
+__all__ = ["Choice", "choose", "input_bytes", "python_after_refusal"]
 
 log = logging.getLogger(__name__)
 
 LARGE = 0.5  # input bytes / stored state bytes from which a batch runs natively
 SMALL_IN_A_ROW = 3  # small batches run natively (cold stores) before the Python step takes over
-_UNKNOWN = 2**62  # Spark's size of a relation it cannot estimate is Long.MaxValue
+_UNKNOWN = 2**50  # Spark sizes a relation it cannot estimate at Long.MaxValue (scaled down by projections)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Choice:
 class _Seen:
     """What this application did on one checkpoint."""
 
-    python_version: int = -1  # the newest version it ran on the Python path (its stores hold it)
+    python_version: int = -1  # the newest version it ran on the Python path (its stores hold the one before)
     small_native: int = 0  # small batches run natively in a row since
 
 
@@ -82,6 +83,14 @@ def choose(
     return choice
 
 
+def python_after_refusal(app: str, checkpoint: str, version: int, why: str) -> Choice:
+    """The Python path for ``version``'s batch, whose native plan refused a stored value."""
+    with _LOCK:
+        seen = _SEEN.setdefault((app, checkpoint), _Seen())
+        seen.python_version, seen.small_native = version, 0
+    return Choice(False, f"the native plan refused a stored value ({why})")
+
+
 def _choose(seen: _Seen, every_batch: bool, batch_bytes: int | None, prev: CommitRecord | None) -> Choice:
     if every_batch:
         return Choice(True, "native = true")
@@ -93,8 +102,16 @@ def _choose(seen: _Seen, every_batch: bool, batch_bytes: int | None, prev: Commi
     if batch_bytes >= LARGE * state:
         return Choice(True, f"a large batch: {batch_bytes:,} input bytes over {state:,} bytes of stored state")
     small = f"a small batch: {batch_bytes:,} input bytes over {state:,} bytes of stored state"
-    if seen.python_version >= 0 and seen.python_version >= prev.base_version:
+    if seen.python_version == prev.version:
         return Choice(False, f"{small}, read from this application's local stores")
+    # after its Python batch V a store holds V - 1 and V's changes, applied by the next Python
+    # batch when V is the last commit; else it catches up from V - 1 (engines/bulk/feeding.py),
+    # reading every delta since the base: worth it while those and the batch stay small
+    held = seen.python_version - 1
+    if 0 <= seen.python_version <= prev.version and held >= prev.base_version and prev.version - held < RETAIN:
+        deltas = sum(d.bytes for d in prev.deltas)
+        if batch_bytes + deltas < LARGE * state:
+            return Choice(False, f"{small}, this application's local stores caught up from {deltas:,} bytes of deltas")
     if seen.small_native >= SMALL_IN_A_ROW:
         return Choice(False, f"{small}, {SMALL_IN_A_ROW} in a row: the local stores are loaded once")
     return Choice(True, f"{small}, the local stores not loaded in this application")

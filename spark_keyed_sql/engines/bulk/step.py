@@ -49,11 +49,12 @@ from ..background import Retrying
 from ..base import output_schema
 from ..broadcast_rows import BROADCAST_FILE, take_broadcasts
 from ..edit_pickup import apply_pending
+from ..native.stored import UNREADABLE
 from .compaction import Compactor
 from .feeding import plan_feeds
 from .incremental import IncrementalProgram, incremental_input, step_schema
 from .layout import BulkLayout, bulk_partitions, evolved_commit, state_frame
-from .native_choice import Choice, choose, input_bytes
+from .native_choice import Choice, choose, input_bytes, python_after_refusal
 from .native_step import native_job
 from .partitioning import PART
 from .records import KIND, OutputKind, TaskStats
@@ -469,19 +470,32 @@ class BulkStream:
             )
         if choice is not None and choice.native:
             prior = state_frame(spark, store, plan.prev, versions=True) if plan.prev is not None else None
-            stats = native_job(
-                self.native,
-                batch_df,
-                prior,
-                self.plan.key_columns,
-                self.partitions,
-                self.step_schema,
-                store.path(jobs[0]),
-                self.fs,
-                plan.version,
-                plan.attempt,
-            )
-            return StepJobs(jobs, stats, native=choice)
+            try:
+                stats = native_job(
+                    self.native,
+                    batch_df,
+                    prior,
+                    self.plan.key_columns,
+                    self.partitions,
+                    self.step_schema,
+                    store.path(jobs[0]),
+                    self.fs,
+                    plan.version,
+                    plan.attempt,
+                )
+                return StepJobs(jobs, stats, native=choice)
+            except Exception as exc:  # noqa: BLE001 - only the one below is taken; the rest raised as they are
+                if self.native.every_batch or UNREADABLE not in str(exc):
+                    raise
+                # a stored value the plan cannot read (left by UPDATE keyed_state, a migration, an
+                # older class): with native = 'auto' the batch runs on the Python path, which does
+                # what Python does with it; the native job's partial files go first
+                said = next((ln.strip() for ln in str(exc).splitlines() if UNREADABLE in ln), "")[:300]
+                log.warning("batch %d of %s: %s; it runs on the Python path", plan.version, self.checkpoint, said)
+                self.fs.delete(store.path(jobs[0]))
+                choice = python_after_refusal(
+                    spark.conf.get("spark.app.id", None) or "", self.qualified, plan.version, said
+                )
         incremental_input(batch_df, self.plan, self.partitions, self.tasks, initial=plan.initial).mapInArrow(
             plan.program, self.step_schema
         ).write.partitionBy(KIND).parquet(store.path(jobs[0]))

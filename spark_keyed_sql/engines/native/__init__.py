@@ -13,7 +13,7 @@ from ...runtime.spec import FunctionKind
 from .analyze import Declined, analyze
 from .plan import NativePlan, build
 
-__all__ = ["AUTO", "NATIVE_CONF", "OFF", "ON", "Declined", "NativePlan", "native_mode", "native_wanted", "plan_native"]
+__all__ = ["AUTO", "NATIVE_CONF", "OFF", "ON", "Declined", "NativePlan", "native_mode", "plan_native"]
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +44,6 @@ def native_mode(option: Any, conf: str | None) -> str | None:
     if isinstance(value, bool):
         return ON if value else OFF
     return _WORDS.get(str(value).strip().lower())
-
-
-def native_wanted(option: Any, conf: str | None) -> bool:
-    """Is the step to be planned natively (``native_mode`` not ``off``)?"""
-    return native_mode(option, conf) not in (OFF, None)
 
 
 def plan_native(plan: KeyedPlan, *, streaming: bool, native_streams: bool = False) -> NativePlan | Declined:

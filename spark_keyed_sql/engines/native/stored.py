@@ -21,7 +21,11 @@ from .analyze import Declined
 from .ir import Const
 from .render import DECIMAL, null_literal, out_of_range
 
-__all__ = ["StoredAttribute", "stored_attributes"]
+__all__ = ["UNREADABLE", "StoredAttribute", "stored_attributes"]
+
+# how the error of a stored value a native plan cannot read ends (native = 'auto' runs the batch
+# on the Python path instead: engines/bulk/step.py)
+UNREADABLE = "the native plan reads; run the statement with OPTIONS (native = false)"
 
 _TYPED = {("bigint", "int"), ("double", "float"), ("boolean", "bool"), ("string", "str"), ("timestamp", "datetime")}
 _ENCODED = ("int", "bool", "none")
@@ -49,8 +53,7 @@ class StoredAttribute:
         expected = "None" if self.ty == "none" else f"the {self.ty}"
         bad = (
             f"raise_error(concat('function \\'{function}\\': the stored state of key ', {key_repr}, "
-            f"' holds ', {shown}, ' in attribute \\'{self.name}\\', not {expected} the native plan reads; "
-            "run the statement with OPTIONS (native = false)'))"
+            f"' holds ', {shown}, ' in attribute \\'{self.name}\\', not {expected} {UNREADABLE}'))"
         )
         null = f"{c} IS NULL" if not self.encoded else f"({c} IS NULL OR {c} = 'null')"
         if not self.nullable and self.ty != "none":
