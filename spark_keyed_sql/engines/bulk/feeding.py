@@ -26,13 +26,14 @@ class FeedPlan:
 
     feeds: dict[int, Feed]
     catch_up: dict[int, dict[int, str]]
+    since: int = -1  # CATCH_UP reads the deltas after this version (the oldest a fed store holds)
 
     def partitions(self, feed: Feed) -> list[int]:
         return sorted(p for p, f in self.feeds.items() if f is feed)
 
     def rows(self, spark: SparkSession, store: SnapshotStore, prev: CommitRecord | None) -> DataFrame | None:
         """The checkpoint's rows for the fed partitions: all their state for FULL, the deltas
-        since the base for CATCH_UP (each with its version: the newest row of a key wins)."""
+        after ``since`` for CATCH_UP (each with its version: the newest row of a key wins)."""
         if prev is None:
             return None
         frames = []
@@ -40,7 +41,9 @@ class FeedPlan:
         if full:
             frames.append(state_frame(spark, store, prev, parts=full, versions=True))
         if catch:
-            frames.append(state_frame(spark, store, prev, parts=catch, versions=True, deltas_only=True))
+            frames.append(
+                state_frame(spark, store, prev, parts=catch, versions=True, deltas_only=True, since=self.since)
+            )
         out = frames[0]
         for f in frames[1:]:
             out = out.unionByName(f)
@@ -72,7 +75,11 @@ def plan_feeds(
             feeds[p], catch_up[p] = Feed.CATCH_UP, tokens
         else:
             feeds[p] = Feed.FULL
-    return FeedPlan(feeds, catch_up)
+    # the deltas after the oldest version a caught-up store holds are read; a task that finds its
+    # store older than that (it ran on another host) is not caught up from them but fed in full
+    since = min((StoreToken.version_of(missed[p]) for p in catch_up), default=-1)
+    catch_up = {p: {v: t for v, t in tokens.items() if v >= since} for p, tokens in catch_up.items()}
+    return FeedPlan(feeds, catch_up, since)
 
 
 def _same_shape(a: Any, b: Any) -> bool:

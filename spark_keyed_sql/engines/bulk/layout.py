@@ -49,11 +49,13 @@ def state_frame(
     parts: list[int] | None = None,
     versions: bool = False,
     deltas_only: bool = False,
+    since: int = -1,
 ) -> DataFrame:
     """The state of ``commit``: key columns, state columns and the state partition (``PART``),
     one row per key; ``parts`` keeps only those state partitions. With ``versions`` every stored
     row of those keys comes back, with ``VERSION`` and ``DELETED`` (what a rebuild loads);
-    ``deltas_only``: only the rows of the deltas after the base (what a catch-up loads)."""
+    ``deltas_only``: only the rows of the deltas after the base, and after version ``since``
+    (what a catch-up loads)."""
     if commit.schema is None:
         raise CheckpointError(f"internal: commit {commit.version} records no state schema")
     schema = T.StructType.fromJson(dict(commit.schema))
@@ -63,6 +65,8 @@ def state_frame(
         frames.append(base.withColumn(VERSION, F.lit(commit.base_version)).withColumn(DELETED, F.lit(False)))
     columns = [*schema.names, PART, DELETED]
     for version, rel in commit.delta_dirs:
+        if deltas_only and version <= since:
+            continue
         delta = spark.read.schema(
             T.StructType(
                 [*schema.fields, T.StructField(DELETED, T.BooleanType()), T.StructField(PART, T.IntegerType())]

@@ -10,8 +10,8 @@ batch, from what the driver knows without a job:
 - input bytes (Spark's plan statistics of the batch) at least ``LARGE`` of the stored state's
   bytes (its Parquet base and deltas, from the last commit record): native;
 - a smaller batch: the Python step when this application's stores hold the state (its Python
-  step ran the last batch), or can catch up from the deltas since the base while those and the
-  batch stay under ``LARGE`` of the state; else native, until ``SMALL_IN_A_ROW`` small batches
+  step ran the last batch), or can catch up from the deltas after the version they hold while
+  those and the batch stay under ``LARGE`` of the state; else native, until ``SMALL_IN_A_ROW`` small batches
   in a row have run natively in this application, then the Python step (its first batch loads
   the stores once; a long-running ``ks.start`` of small batches then stays on them).
 
@@ -106,10 +106,10 @@ def _choose(seen: _Seen, every_batch: bool, batch_bytes: int | None, prev: Commi
         return Choice(False, f"{small}, read from this application's local stores")
     # after its Python batch V a store holds V - 1 and V's changes, applied by the next Python
     # batch when V is the last commit; else it catches up from V - 1 (engines/bulk/feeding.py),
-    # reading every delta since the base: worth it while those and the batch stay small
+    # reading the deltas after it: worth it while those and the batch stay small
     held = seen.python_version - 1
     if 0 <= seen.python_version <= prev.version and held >= prev.base_version and prev.version - held < RETAIN:
-        deltas = sum(d.bytes for d in prev.deltas)
+        deltas = sum(d.bytes for d in prev.deltas if d.version > held)
         if batch_bytes + deltas < LARGE * state:
             return Choice(False, f"{small}, this application's local stores caught up from {deltas:,} bytes of deltas")
     if seen.small_native >= SMALL_IN_A_ROW:
