@@ -135,6 +135,8 @@ class _Partition:
             self.loading, self.hit, self.since = True, True, StoreToken.version_of(self.held)
         elif feed is None:
             self.hit = self.store.ensure(self.expected)
+            if not self.hit:  # (a miss may have undone an empty store's direct changes: it holds no state now)
+                self.held = self.store.applied()
         else:
             self.hit = False  # fed deltas for a state this host's store does not hold: run again, fed in full
         ctx.key_pass.reset_counts()
@@ -327,7 +329,7 @@ class IncrementalProgram:
     watermark_ms: int | None  # event-time timers due by this (the previous batch's watermark)
     late_watermark_ms: int | None  # rows at or before this are late (Spark's rule)
     # partitions fed from the checkpoint in this job: FULL (all their state) or CATCH_UP (the
-    # deltas since the base, for a store holding one of the versions in catch_up[p])
+    # deltas after FeedPlan.since, for a store holding one of the versions in catch_up[p])
     feeds: dict[int, Feed] = field(default_factory=dict)  # missed partitions, fed from the checkpoint
     catch_up: dict[int, dict[int, str]] = field(default_factory=dict)  # partition -> {version: token}
     has_initial: bool = False
