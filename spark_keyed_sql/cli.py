@@ -204,9 +204,11 @@ def _print_table(df: Any, limit: int) -> None:
 
 
 def _progress(p: dict) -> None:
+    # a natively planned step (docs/native.md): the path the batch took
+    path = f", {'native' if p.get('native') else 'on the Python path'}" if p.get("native_choice") else ""
     print(
         f"  batch {p.get('batch_id')}: {p.get('input_rows', 0)} rows in, {p.get('output_rows') or 0} out, "
-        f"{p.get('keys_touched', 0)} keys touched, {p.get('state_rows', '?')} keys in state",
+        f"{p.get('keys_touched', 0)} keys touched, {p.get('state_rows', '?')} keys in state{path}",
         file=sys.stderr,
         flush=True,
     )
