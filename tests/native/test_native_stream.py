@@ -134,6 +134,23 @@ def increment(seed, n=60):
 SCHEMA = "user_id string, ts timestamp, value double, amount bigint"
 
 
+SESSION_COLUMNS = ["session", "events", "spent"]
+
+
+def append_rows(spark, rows, src, files=None):
+    """``rows`` appended to the Parquet directory ``src`` (in ``files`` files, if given)."""
+    df = spark.createDataFrame([tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA)
+    (df.coalesce(files) if files else df).write.mode("append").parquet(src)
+
+
+def assert_sessions_state(ks, cp, oracle):
+    """The checkpoint's state of Sessions equals each key's instance in plain Python."""
+    state = {r["user_id"]: tuple(r[c] for c in SESSION_COLUMNS) for r in ks.read_state(cp).collect()}
+    assert canon([(k, *v) for k, v in state.items()]) == canon(
+        [(k, *v) for k, v in oracle.state(SESSION_COLUMNS).items()]
+    )
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0].__name__ for c in CASES])
 def test_increments_alternate_native_and_python_on_one_checkpoint(ks_auto, spark, tmp_path, case):
     cls, returns, args, outs, attrs = case
@@ -200,9 +217,7 @@ def test_a_started_stream_runs_natively_then_on_python_from_the_same_checkpoint(
         query = None
         for seed in seeds:
             rows = increment(seed, 40)
-            spark.createDataFrame(
-                [tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA
-            ).write.mode("append").parquet(src)
+            append_rows(spark, rows, src)
             expected += oracle.increment(rows)
             if query is None:
                 query = ks_auto.start(q.format(native=native), checkpoint=cp, sink=out)
@@ -211,10 +226,7 @@ def test_a_started_stream_runs_natively_then_on_python_from_the_same_checkpoint(
         assert query.exception() is None
         got = spark.read.parquet(out).select("user_id", "ts", "session", "events", "spent").collect()
         assert canon(got) == canon(expected), f"after the {'native' if native == 'true' else 'Python'} run"
-    state = {r["user_id"]: (r["session"], r["events"], r["spent"]) for r in ks_auto.read_state(cp).collect()}
-    assert canon([(k, *v) for k, v in state.items()]) == canon(
-        [(k, *v) for k, v in oracle.state(["session", "events", "spent"]).items()]
-    )
+    assert_sessions_state(ks_auto, cp, oracle)
 
 
 # ---------------------------------------------------------------- generated classes, on streams
@@ -462,83 +474,56 @@ def test_native_auto_chooses_per_batch_and_every_path_leaves_the_same_state(ks_a
     sizes = [3_000] + [3] * (SMALL_IN_A_ROW + 2) + [3_000, 3]
     for i, keys in enumerate(sizes):
         rows = batch(i, keys)
-        spark.createDataFrame(
-            [tuple(row[c] for c in ("user_id", "ts", "value", "amount")) for row in rows], SCHEMA
-        ).coalesce(1).write.mode("append").parquet(src)
+        append_rows(spark, rows, src, files=1)
         expected += oracle.increment(rows)
         summary = ks_auto.run(q, checkpoint=cp, output=out)
         assert summary["input_rows"] == keys
         paths += [m["native"] for m in summary["metrics"]]
         got = spark.read.parquet(out).select("user_id", "ts", "session", "events", "spent").collect()
         assert canon(got) == canon(expected), f"after batch {i} (native: {paths})"
-    state = {row["user_id"]: (row["session"], row["events"], row["spent"]) for row in ks_auto.read_state(cp).collect()}
-    assert canon([(k, *v) for k, v in state.items()]) == canon(
-        [(k, *v) for k, v in oracle.state(["session", "events", "spent"]).items()]
-    )
+    assert_sessions_state(ks_auto, cp, oracle)
     # the first batch, SMALL_IN_A_ROW cold small ones, then the Python step; the large one native
     assert paths[: SMALL_IN_A_ROW + 4] == [True] * (SMALL_IN_A_ROW + 1) + [False, False, True], paths
 
 
-def test_python_steps_after_native_ones_catch_up_from_the_deltas_their_stores_lack(ks_auto, spark, tmp_path):
-    """Python, Python, native, native, Python on one checkpoint: the last Python step's stores
-    hold an older version and catch up from the deltas after it (not the whole state); output and
-    state equal the class run in plain Python."""
+@pytest.mark.parametrize(
+    "paths, caught_up",
+    [
+        # the stores hold an older version after two native steps: the deltas after it are read
+        (["false", "false", "true", "true", "false", "false"], 4),
+        # the first batch wrote its empty stores directly: after a native one they hold nothing
+        # committed and catch up from every delta (no base yet), not fed in full
+        (["false", "true", "false"], 2),
+    ],
+    ids=["after-two-native", "direct-store"],
+)
+def test_python_steps_after_native_ones_catch_up_from_the_deltas_their_stores_lack(
+    ks_auto, spark, tmp_path, paths, caught_up
+):
+    """Python steps after native ones on one checkpoint: their stores catch up from the deltas
+    after the version they hold; output and state equal the class run in plain Python."""
     from spark_keyed_sql.state.snapshots import SnapshotStore
 
-    ks_auto.register("nstream_catch", Sessions, returns="session bigint, events bigint, spent double")
+    name = f"nstream_catch_{next(_names)}"
+    ks_auto.register(name, Sessions, returns="session bigint, events bigint, spent double")
     src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
     q = (
         f"SELECT user_id, ts, session, events, spent FROM parquet.`{src}` GROUP BY KEY user_id "
-        "WITH STATE nstream_catch(amount, value) ORDER BY ts OPTIONS (native = {native})"
+        f"WITH STATE {name}(amount, value) ORDER BY ts OPTIONS (native = {{native}})"
     )
     oracle, expected = Oracle(Sessions, ["amount", "value"]), []
-    for i, native in enumerate(["false", "false", "true", "true", "false", "false"]):
+    for i, native in enumerate(paths):
         rows = increment(20 + i, 50)
-        # a key of its own in each of the first four (its state only in that batch's delta), all
-        # of them again in the Python steps after: a delta the catch-up missed would show
-        for k in range(4) if i >= 4 else [i]:
+        # a key of its own in each batch before the catch-up (its state only in that batch's
+        # delta), all of them again from the catch-up on: a delta it missed would show
+        for k in range(caught_up) if i >= caught_up else [i]:
             rows += [dict(rows[j], user_id=f"n{k}", ts=rows[j]["ts"] + dt.timedelta(seconds=1)) for j in range(3)]
-        spark.createDataFrame(
-            [tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA
-        ).write.mode("append").parquet(src)
+        append_rows(spark, rows, src)
         expected += oracle.increment(rows)
         ks_auto.run(q.format(native=native), checkpoint=cp, output=out)
-        got = spark.read.parquet(out).select("user_id", "ts", "session", "events", "spent").collect()
+        got = spark.read.parquet(out).select("user_id", "ts", *SESSION_COLUMNS).collect()
         assert canon(got) == canon(expected), f"after increment {i} (native = {native})"
     fed = [c.metrics.fed_partitions for c in SnapshotStore(cp).commits()]
-    assert fed[4].get("catch-up") and not fed[4].get("full"), fed  # the stores caught up after two native steps
-    assert fed[5] == {}, fed  # and then held the state
-    state = {r["user_id"]: (r["session"], r["events"], r["spent"]) for r in ks_auto.read_state(cp).collect()}
-    assert canon([(k, *v) for k, v in state.items()]) == canon(
-        [(k, *v) for k, v in oracle.state(["session", "events", "spent"]).items()]
-    )
-
-
-def test_a_store_written_directly_by_the_first_batch_catches_up_after_a_native_one(ks_auto, spark, tmp_path):
-    """The first Python batch writes its empty stores directly; after a native batch the next
-    Python step finds them holding no committed state, and catches them up from every delta (no
-    base yet) instead of feeding them in full. Output and state equal plain Python."""
-    from spark_keyed_sql.state.snapshots import SnapshotStore
-
-    ks_auto.register("nstream_direct", Sessions, returns="session bigint, events bigint, spent double")
-    src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
-    q = (
-        f"SELECT user_id, ts, session, events, spent FROM parquet.`{src}` GROUP BY KEY user_id "
-        "WITH STATE nstream_direct(amount, value) ORDER BY ts OPTIONS (native = {native})"
-    )
-    oracle, expected = Oracle(Sessions, ["amount", "value"]), []
-    for i, native in enumerate(["false", "true", "false"]):
-        rows = increment(40 + i, 40)
-        spark.createDataFrame(
-            [tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA
-        ).write.mode("append").parquet(src)
-        expected += oracle.increment(rows)
-        ks_auto.run(q.format(native=native), checkpoint=cp, output=out)
-        got = spark.read.parquet(out).select("user_id", "ts", "session", "events", "spent").collect()
-        assert canon(got) == canon(expected), f"after increment {i} (native = {native})"
-    fed = SnapshotStore(cp).latest().metrics.fed_partitions
-    assert fed.get("catch-up") and not fed.get("full"), fed
-    state = {r["user_id"]: (r["session"], r["events"], r["spent"]) for r in ks_auto.read_state(cp).collect()}
-    assert canon([(k, *v) for k, v in state.items()]) == canon(
-        [(k, *v) for k, v in oracle.state(["session", "events", "spent"]).items()]
-    )
+    assert fed[caught_up].get("catch-up") and not fed[caught_up].get("full"), fed
+    assert all(f == {} for f in fed[caught_up + 1 :]), fed  # and then held the state
+    assert_sessions_state(ks_auto, cp, oracle)
