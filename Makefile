@@ -81,8 +81,9 @@ bench-rounds: check-java $(STAMP)
 bench-profile: $(STAMP)
 	$(PY) bench/profile_keys.py $(PROFILE_ARGS)
 
-# W1 through ks.run increments on bulk, native plan against the Python path, on one checkpoint's
-# copies (STREAM_ARGS="--keys 1000000 --touched 100000,1000000 --rounds 3") -> BENCHMARKS.md
+# W1 through ks.run increments on bulk: native plan, the Python path and native = 'auto' side by side,
+# on one checkpoint's copies (STREAM_ARGS="--keys 1000000 --touched 1000,100000,300000 --rounds 5")
+# -> BENCHMARKS.md
 bench-stream: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) bench/stream_native.py $(STREAM_ARGS)
 

@@ -26,8 +26,10 @@ def _native(s: KeyedStep) -> list[str]:
         when = (
             "every micro-batch (native = true)"
             if s.native.every_batch
-            else "each micro-batch large beside the stored state; a small one, once this application's local stores "
-            "hold the state, runs on the Python path (native = 'auto'; native = true: every micro-batch)"
+            else "a micro-batch of at least half the stored state's bytes, or of a size Spark cannot estimate "
+            "(Spark Connect, unsized sources); a smaller one runs on the Python path when this application's local "
+            "stores hold the state, or after 3 small native batches in a row (native = 'auto'; native = true: every "
+            "micro-batch)"
         )
         return [
             "    native:    yes, no Python worker: a micro-batch runs this Spark SQL over its rows joined with",

@@ -51,6 +51,9 @@ def test_a_stream_of_small_batches_moves_to_the_python_step_and_large_ones_stay_
     caught = choose("app", cp, python + 2, False, 100, state(python + 1, (20_000, 9_000)))
     assert not caught.native and "caught up from 29,000 bytes of deltas" in caught.why
     assert choose("app", cp, python + 3, False, 100, state(python + 2)).native is False  # warm: the last ran Python
+    # that batch failed before its commit: its retry finds the stores at the last commit, warm
+    retry = choose("app", cp, python + 3, False, 100, state(python + 2))
+    assert not retry.native and "local stores" in retry.why
     assert choose("app", cp, python + 4, False, large, state(python + 3)).native
     heavy = record(python + 4, 50_000, (60_000, 5_000))  # 115,000 bytes, 65,000 of deltas to catch up: cold
     assert choose("app", cp, python + 5, False, 100, heavy).native

@@ -189,7 +189,7 @@ def test_explain_says_a_stream_step_runs_natively_or_why_not(ks_auto, spark, tmp
     ks_auto.register("nstream_sessionizer_x", C.Sessionizer, returns="session bigint, events bigint")
     base = "SELECT user_id, {o} FROM nstream_src GROUP BY KEY user_id WITH STATE {f} ORDER BY ts OPTIONS (engine = {e})"
     text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'bulk'"))
-    assert "native:    yes" in text and "when: each micro-batch large beside the stored state" in text, text
+    assert "native:    yes" in text and "when: a micro-batch of at least half the stored state's bytes" in text, text
     text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'bulk', native = true"))
     assert "native:    yes" in text and "when: every micro-batch (native = true)" in text, text
     with pytest.raises(KeyedQueryError, match=r"option native of .*nstream_counter_x.* is 'maybe'; use true, false"):

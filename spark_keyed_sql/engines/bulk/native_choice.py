@@ -83,12 +83,12 @@ def choose(
     return choice
 
 
-def python_after_refusal(app: str, checkpoint: str, version: int, why: str) -> Choice:
+def python_after_refusal(app: str, checkpoint: str, version: int) -> Choice:
     """The Python path for ``version``'s batch, whose native plan refused a stored value."""
     with _LOCK:
         seen = _SEEN.setdefault((app, checkpoint), _Seen())
         seen.python_version, seen.small_native = version, 0
-    return Choice(False, f"the native plan refused a stored value ({why})")
+    return Choice(False, "the native plan refused a stored value (the log names key and attribute)")
 
 
 def _choose(seen: _Seen, every_batch: bool, batch_bytes: int | None, prev: CommitRecord | None) -> Choice:
@@ -102,7 +102,8 @@ def _choose(seen: _Seen, every_batch: bool, batch_bytes: int | None, prev: Commi
     if batch_bytes >= LARGE * state:
         return Choice(True, f"a large batch: {batch_bytes:,} input bytes over {state:,} bytes of stored state")
     small = f"a small batch: {batch_bytes:,} input bytes over {state:,} bytes of stored state"
-    if seen.python_version == prev.version:
+    # (version + 1: a Python batch that failed before its commit left the stores at the last one)
+    if seen.python_version in (prev.version, prev.version + 1):
         return Choice(False, f"{small}, read from this application's local stores")
     # after its Python batch V a store holds V - 1 and V's changes, applied by the next Python
     # batch when V is the last commit; else it catches up from V - 1 (engines/bulk/feeding.py),

@@ -489,13 +489,13 @@ class BulkStream:
                     raise
                 # a stored value the plan cannot read (left by UPDATE keyed_state, a migration, an
                 # older class): with native = 'auto' the batch runs on the Python path, which does
-                # what Python does with it; the native job's partial files go first
+                # what Python does with it, in a directory of its own (Connect cannot remove the
+                # native job's); the log names key and value, the commit record does not (user data)
                 said = next((ln.strip() for ln in str(exc).splitlines() if UNREADABLE in ln), "")[:300]
                 log.warning("batch %d of %s: %s; it runs on the Python path", plan.version, self.checkpoint, said)
                 self.fs.delete(store.path(jobs[0]))
-                choice = python_after_refusal(
-                    spark.conf.get("spark.app.id", None) or "", self.qualified, plan.version, said
-                )
+                jobs[0] = f"{plan.rel}/python"
+                choice = python_after_refusal(spark.conf.get("spark.app.id", None) or "", self.qualified, plan.version)
         incremental_input(batch_df, self.plan, self.partitions, self.tasks, initial=plan.initial).mapInArrow(
             plan.program, self.step_schema
         ).write.partitionBy(KIND).parquet(store.path(jobs[0]))
