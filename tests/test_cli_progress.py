@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 
+from keyed_functions import Count
+
 from spark_keyed_sql import cli
 
 
-class Tally(__import__("spark_keyed_sql").StatefulFunction):
-    n: int
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-
-    def execute(self, row):
-        self.n += 1
-        return {"n": self.n}
-
-
 def test_the_progress_line_says_which_path_a_planned_batch_took(ks_auto, spark, tmp_path, capsys):
-    ks_auto.register("cli_tally", Tally, returns="n bigint")
+    ks_auto.register("cli_tally", Count, returns="n bigint")
     src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
     t0 = dt.datetime(2026, 5, 1)
     q = (

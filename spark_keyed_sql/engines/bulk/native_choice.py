@@ -41,6 +41,7 @@ _UNKNOWN = 2**50  # Spark sizes a relation it cannot estimate at Long.MaxValue (
 class Choice:
     native: bool
     why: str
+    small: bool = False  # the batch is under LARGE of the stored state (counted while run natively)
 
 
 @dataclass
@@ -74,8 +75,7 @@ def choose(
         seen = _SEEN.setdefault((app, checkpoint), _Seen())
         choice = _choose(seen, every_batch, batch_bytes, prev)
         if choice.native:
-            small = prev is not None and batch_bytes is not None and batch_bytes < LARGE * prev.state_bytes
-            seen.small_native = seen.small_native + 1 if small else 0
+            seen.small_native = seen.small_native + 1 if choice.small else 0
         else:
             seen.python_version, seen.small_native = version, 0
     path = "native" if choice.native else "the Python path"
@@ -92,19 +92,20 @@ def python_after_refusal(app: str, checkpoint: str, version: int) -> Choice:
 
 
 def _choose(seen: _Seen, every_batch: bool, batch_bytes: int | None, prev: CommitRecord | None) -> Choice:
+    small = prev is not None and batch_bytes is not None and batch_bytes < LARGE * prev.state_bytes
     if every_batch:
-        return Choice(True, "native = true")
+        return Choice(True, "native = true", small)
     if prev is None or prev.state_bytes == 0:
         return Choice(True, "no stored state")
     if batch_bytes is None:
         return Choice(True, "the batch's size is not known")
     state = prev.state_bytes
-    if batch_bytes >= LARGE * state:
+    if not small:
         return Choice(True, f"a large batch: {batch_bytes:,} input bytes over {state:,} bytes of stored state")
-    small = f"a small batch: {batch_bytes:,} input bytes over {state:,} bytes of stored state"
+    said = f"a small batch: {batch_bytes:,} input bytes over {state:,} bytes of stored state"
     # (version + 1: a Python batch that failed before its commit left the stores at the last one)
     if seen.python_version in (prev.version, prev.version + 1):
-        return Choice(False, f"{small}, read from this application's local stores")
+        return Choice(False, f"{said}, read from this application's local stores")
     # after its Python batch V a store holds V - 1 and V's changes, applied by the next Python
     # batch when V is the last commit; else it catches up from V - 1 (engines/bulk/feeding.py),
     # reading the deltas after it: worth it while those and the batch stay small
@@ -112,7 +113,7 @@ def _choose(seen: _Seen, every_batch: bool, batch_bytes: int | None, prev: Commi
     if 0 <= seen.python_version <= prev.version and held >= prev.base_version and prev.version - held < RETAIN:
         deltas = sum(d.bytes for d in prev.deltas if d.version > held)
         if batch_bytes + deltas < LARGE * state:
-            return Choice(False, f"{small}, this application's local stores caught up from {deltas:,} bytes of deltas")
+            return Choice(False, f"{said}, this application's local stores caught up from {deltas:,} bytes of deltas")
     if seen.small_native >= SMALL_IN_A_ROW:
-        return Choice(False, f"{small}, {SMALL_IN_A_ROW} in a row: the local stores are loaded once")
-    return Choice(True, f"{small}, the local stores not loaded in this application")
+        return Choice(False, f"{said}, {SMALL_IN_A_ROW} in a row: the local stores are loaded once")
+    return Choice(True, f"{said}, the local stores not loaded in this application", small)

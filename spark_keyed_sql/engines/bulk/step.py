@@ -458,10 +458,11 @@ class BulkStream:
         checkpoint (the deltas since the state the store holds, else all of it)."""
         spark, store = batch_df.sparkSession, self.store
         jobs = [f"{plan.rel}/main"]
-        choice = None
+        choice, app = None, ""
         if self.native is not None:
+            app = spark.conf.get("spark.app.id", None) or ""
             choice = choose(
-                spark.conf.get("spark.app.id", None) or "",
+                app,
                 self.qualified,
                 plan.version,
                 self.native.every_batch,
@@ -495,7 +496,7 @@ class BulkStream:
                 log.warning("batch %d of %s: %s; it runs on the Python path", plan.version, self.checkpoint, said)
                 self.fs.delete(store.path(jobs[0]))
                 jobs[0] = f"{plan.rel}/python"
-                choice = python_after_refusal(spark.conf.get("spark.app.id", None) or "", self.qualified, plan.version)
+                choice = python_after_refusal(app, self.qualified, plan.version)
         incremental_input(batch_df, self.plan, self.partitions, self.tasks, initial=plan.initial).mapInArrow(
             plan.program, self.step_schema
         ).write.partitionBy(KIND).parquet(store.path(jobs[0]))
