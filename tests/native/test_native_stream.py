@@ -90,6 +90,35 @@ class Sessions(StatefulFunction):  # a session count with resets, typed
         return {"session": self.session, "events": self.events, "spent": self.spent}
 
 
+class LastSeen(StatefulFunction):  # a float, a string and a time kept as JSON (no annotations)
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.gaps = 0
+        self.spent = 0.0
+        self.note = None
+        self.last_ts = None
+        self.scaled = 0.0
+        self.odd = 0.0
+
+    def execute(self, row):
+        if self.last_ts is not None and row["ts"] - self.last_ts > GAP:
+            self.gaps += 1
+        self.last_ts = row["ts"]
+        self.spent += row["value"]
+        if row["amount"] > 100:
+            self.note = row["note"]
+        self.scaled = row["value"] * 1e300  # inf past 1.8e8, -0.0 from -0.0
+        self.odd = self.scaled - self.scaled  # NaN from inf
+        return {
+            "gaps": self.gaps,
+            "spent": self.spent,
+            "note": self.note,
+            "last_ts": self.last_ts,
+            "scaled": self.scaled,
+            "odd": self.odd,
+        }
+
+
 CASES = [
     (C.Counter, "n bigint, total double", ["value"], ["n", "total"], ["n", "total"]),
     (
@@ -113,7 +142,23 @@ CASES = [
         ["session", "events", "spent"],
         ["session", "events", "spent"],
     ),
+    (  # the SAGE seed's per-key dict (NULL key: Python's {"$dict": [[null, ...]]})
+        C.UserSessionFunction,
+        "session_count bigint, total_value double",
+        ["value"],
+        ["session_count", "total_value"],
+        ["user_sessions"],
+    ),
+    (
+        LastSeen,
+        "gaps bigint, spent double, note string, last_ts timestamp, scaled double, odd double",
+        ["ts", "value", "amount", "note"],
+        ["gaps", "spent", "note", "last_ts", "scaled", "odd"],
+        ["gaps", "spent", "note", "last_ts", "scaled", "odd"],
+    ),
 ]
+# strings JSON escapes or Spark writes differently from Python (non-ASCII, quotes, controls)
+NOTES = ["plain", "é ü", 'quo"te', "back\\slash", "tab\tnew\nline", "\U0001f600", "", None]
 
 
 def increment(seed, n=60):
@@ -122,16 +167,18 @@ def increment(seed, n=60):
     for i in range(n):
         out.append(
             {
-                "user_id": r.choice(["u1", "u2", "u3", "u4", None]),
+                "user_id": r.choice(["u1", "u2", "u3", "u4", "$u5", None]),  # ($: a JSON dict key Python tags)
                 "ts": T0 + dt.timedelta(hours=seed, minutes=i, seconds=r.randrange(50)),
-                "value": r.choice([r.uniform(-1, 1), 0.1, 0.2, 0.3, -0.0, r.uniform(0, 1e9)]),
+                "value": r.choice([r.uniform(-1, 1), 0.1, 0.2, 0.3, -0.0, r.uniform(0, 1e9), 3e-7, 2.5e16]),
                 "amount": r.randrange(-50, 200),
+                "note": r.choice(NOTES),
             }
         )
     return out
 
 
-SCHEMA = "user_id string, ts timestamp, value double, amount bigint"
+SCHEMA = "user_id string, ts timestamp, value double, amount bigint, note string"
+COLUMNS = ("user_id", "ts", "value", "amount", "note")
 
 
 SESSION_COLUMNS = ["session", "events", "spent"]
@@ -139,7 +186,7 @@ SESSION_COLUMNS = ["session", "events", "spent"]
 
 def append_rows(spark, rows, src, files=None):
     """``rows`` appended to the Parquet directory ``src`` (in ``files`` files, if given)."""
-    df = spark.createDataFrame([tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA)
+    df = spark.createDataFrame([tuple(r.get(c) for c in COLUMNS) for r in rows], SCHEMA)
     (df.coalesce(files) if files else df).write.mode("append").parquet(src)
 
 
@@ -165,25 +212,44 @@ def test_increments_alternate_native_and_python_on_one_checkpoint(ks_auto, spark
     expected = []
     for i, native in enumerate(["true", "false", "true"]):
         rows = increment(i)
-        spark.createDataFrame(
-            [tuple(r[c] for c in ("user_id", "ts", "value", "amount")) for r in rows], SCHEMA
-        ).write.mode("append").parquet(src)
+        append_rows(spark, rows, src)
         expected += oracle.increment(rows)
         summary = ks_auto.run(q.format(native=native), checkpoint=cp, output=out)
         assert summary["input_rows"] == len(rows)
+        assert [m["native"] for m in summary["metrics"]] == [native == "true"]  # the path asked for ran
         got = spark.read.parquet(out).select("user_id", "ts", *outs).collect()
         assert canon(got) == canon(expected), f"after increment {i} ({'native' if native == 'true' else 'Python'})"
         # read_state shows an unannotated attribute as its JSON text
-        state = {
-            r["user_id"]: tuple(json.loads(r[a]) if isinstance(r[a], str) else r[a] for a in attrs)
-            for r in ks_auto.read_state(cp).collect()
-        }
+        stored = ks_auto.read_state(cp).collect()
+        state = {r["user_id"]: tuple(from_json(r[a]) if isinstance(r[a], str) else r[a] for a in attrs) for r in stored}
         assert canon([(k, *v) for k, v in state.items()]) == canon([(k, *v) for k, v in oracle.state(attrs).items()])
+        if cls is LastSeen:  # a datetime as JSON: Python's text, byte for byte, whichever path wrote it
+            times = {r["user_id"]: r["last_ts"] for r in stored}
+            assert times == {k: f'{{"$datetime":"{i.last_ts.isoformat()}"}}' for k, i in oracle.keys.items()}
+
+
+def from_json(text):
+    """A stored JSON value as Python holds it: tagged datetimes, non-finite floats and dicts with
+    keys other than strings (``{"$datetime": iso}``, ``{"$float": "nan"}``, ``{"$dict": [[k,
+    v]]}``) decoded here, in the test."""
+
+    def decode(v):
+        if isinstance(v, dict) and list(v) == ["$datetime"]:
+            return dt.datetime.fromisoformat(v["$datetime"])
+        if isinstance(v, dict) and list(v) == ["$float"]:
+            return float(v["$float"])
+        if isinstance(v, dict) and list(v) == ["$dict"]:
+            return {decode(k): decode(x) for k, x in v["$dict"]}
+        if isinstance(v, dict):
+            return {k: decode(x) for k, x in v.items()}
+        return v
+
+    return decode(json.loads(text))
 
 
 def test_explain_says_a_stream_step_runs_natively_or_why_not(ks_auto, spark, tmp_path):
     src = str(tmp_path / "in")
-    spark.createDataFrame([("u1", T0, 1.0, 5)], SCHEMA).write.parquet(src)
+    spark.createDataFrame([("u1", T0, 1.0, 5, "n")], SCHEMA).write.parquet(src)
     spark.readStream.schema(SCHEMA).parquet(src).createOrReplaceTempView("nstream_src")
     ks_auto.register("nstream_counter_x", C.Counter, returns="n bigint, total double")
     ks_auto.register("nstream_sessionizer_x", C.Sessionizer, returns="session bigint, events bigint")
@@ -194,15 +260,47 @@ def test_explain_says_a_stream_step_runs_natively_or_why_not(ks_auto, spark, tmp
     assert "native:    yes" in text and "when: every micro-batch (native = true)" in text, text
     with pytest.raises(KeyedQueryError, match=r"option native of .*nstream_counter_x.* is 'maybe'; use true, false"):
         ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'bulk', native = 'maybe'"))
+    # its last_ts unannotated: a datetime kept as JSON, planned
     text = ks_auto.explain(base.format(o="session, events", f="nstream_sessionizer_x(ts)", e="'bulk'"))
-    assert "native:    no, the Python path: attribute 'last_ts' holds a datetime stored as JSON" in text, text
-    assert "`last_ts: datetime`" in text
+    assert "native:    yes" in text, text
+    ks_auto.register("nstream_sage_x", C.UserSessionFunction, returns="session_count bigint, total_value double")
+    text = ks_auto.explain(base.format(o="session_count", f="nstream_sage_x(value)", e="'bulk'"))
+    assert "native:    yes" in text, text  # the SAGE seed's per-key dict
     text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'tws'"))
     assert "native:    no, the Python path: a stream on this engine" in text, text
     # engine auto: the engine ks.start / ks.run would take (bulk), not the one ks.sql's streaming
     # DataFrame needs
     text = ks_auto.explain(base.format(o="n, total", f="nstream_counter_x(value)", e="'auto'"))
     assert "on engine 'bulk'" in text and "native:    yes" in text, text
+
+
+@pytest.mark.parametrize("key_type", ["bigint", "boolean"])
+def test_a_per_key_dict_keyed_by_a_number_or_a_flag_alternates_native_and_python(ks_auto, spark, tmp_path, key_type):
+    """The SAGE class keyed by a column Python's JSON keeps in ``{"$dict": [[k, ...]]}``."""
+    name = f"nstream_sage_{key_type}"
+    ks_auto.register(name, C.UserSessionFunction, returns="session_count bigint, total_value double")
+    src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
+    q = (
+        f"SELECT k, ts, session_count, total_value FROM parquet.`{src}` GROUP BY KEY k "
+        f"WITH STATE {name}(value) ORDER BY ts OPTIONS (engine = 'bulk', native = {{native}})"
+    )
+    oracle, expected = Oracle(C.UserSessionFunction, ["value"], key="k"), []
+    keys = [7, -2, 10**15, None] if key_type == "bigint" else [True, False, None]
+    for i, native in enumerate(["true", "false", "true"]):
+        r = random.Random(i)
+        rows = [
+            {"k": r.choice(keys), "ts": T0 + dt.timedelta(hours=i, minutes=j), "value": r.uniform(-5, 5)}
+            for j in range(30)
+        ]
+        schema = f"k {key_type}, ts timestamp, value double"
+        spark.createDataFrame([(x["k"], x["ts"], x["value"]) for x in rows], schema).write.mode("append").parquet(src)
+        expected += oracle.increment(rows)
+        summary = ks_auto.run(q.format(native=native), checkpoint=cp, output=out)
+        assert [m["native"] for m in summary["metrics"]] == [native == "true"]
+        got = spark.read.parquet(out).select("k", "ts", "session_count", "total_value").collect()
+        assert canon(got) == canon(expected), f"after increment {i}"
+        state = {r["k"]: from_json(r["user_sessions"]) for r in ks_auto.read_state(cp).collect()}
+        assert canon(state.items()) == canon((k, i.user_sessions) for k, i in oracle.keys.items())
 
 
 def test_a_started_stream_runs_natively_then_on_python_from_the_same_checkpoint(ks_auto, spark, tmp_path):
@@ -237,9 +335,11 @@ from hypothesis import strategies as st  # noqa: E402
 from tests.native.test_native import programs  # noqa: E402
 
 
-def _for_streams(source: str) -> str:
-    """A generated class made storable by a stream's native plan: its float and its remembered
-    time annotated (kept as JSON they stay on Python)."""
+def _for_streams(source: str, annotate: bool) -> str:
+    """A generated class with its float and its remembered time annotated (typed state columns),
+    or not (kept as JSON)."""
+    if not annotate:
+        return source
     return source.replace(
         "from spark_keyed_sql import StatefulFunction\n",
         "import datetime\n\nfrom spark_keyed_sql import StatefulFunction\n",
@@ -266,15 +366,16 @@ def _for_streams(source: str) -> str:
         min_size=3,
         max_size=24,
     ),
+    annotate=st.booleans(),
 )
-def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tmp_path_factory, source, data):
+def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tmp_path_factory, source, data, annotate):
     """Three ks.run increments on one checkpoint (native, Python, native) against the class run
     in plain Python with its instances kept across increments: outputs, state, and what Python
     raises."""
     from spark_keyed_sql.engines.native import NativePlan
     from spark_keyed_sql.sql import statement
 
-    source = _for_streams(source)
+    source = _for_streams(source, annotate)
     work = tmp_path_factory.mktemp("gen_stream")
     path = work / f"nstream_gen_{next(_names)}.py"
     path.write_text(source)
@@ -319,7 +420,7 @@ def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tm
         assert canon(got) == canon(expected)
     attrs = ["a", "b", "c", "m", "at"]
     state = {
-        r["user_id"]: tuple(json.loads(r[a]) if isinstance(r[a], str) else r[a] for a in attrs)
+        r["user_id"]: tuple(from_json(r[a]) if isinstance(r[a], str) else r[a] for a in attrs)
         for r in ks_auto.read_state(cp).collect()
     }
     assert canon([(k, *v) for k, v in state.items()]) == canon([(k, *v) for k, v in oracle.state(attrs).items()])
@@ -341,7 +442,9 @@ def test_a_sum_past_64_bits_into_a_typed_attribute_fails_as_storing_it_does_in_p
     ks_auto.register("nstream_sum64", Sum64, returns="total double")
     src = str(tmp_path / "in")
     big = 2**62 + 7
-    spark.createDataFrame([("k", T0 + dt.timedelta(seconds=i), 0.0, big) for i in range(3)], SCHEMA).write.parquet(src)
+    spark.createDataFrame([("k", T0 + dt.timedelta(seconds=i), 0.0, big, "n") for i in range(3)], SCHEMA).write.parquet(
+        src
+    )
     q = (
         f"SELECT user_id, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE nstream_sum64(amount) "
         "ORDER BY ts OPTIONS (engine = 'bulk', native = {native})"

@@ -21,7 +21,7 @@ from .analyze import Declined, Program, int_bits
 from .ir import Bin, Const, Expr, If, olds, walk
 from .recurrences import Recurrence, bounded_bits, classify, leaves
 from .render import DECIMAL, MAX_BITS, Renderer, literal, null_literal, out_of_range
-from .stored import StoredAttribute, stored_attributes
+from .stored import Stored, StoredAttribute, stored_attributes
 
 __all__ = ["LAST", "NativePlan", "StreamState", "build"]
 
@@ -105,7 +105,7 @@ class _Builder:
     def __init__(self, program: Program, plan: KeyedPlan, returns: Any, layout: Any = None):
         """``layout``: the class's AttributeLayout for a stream step (None: one-shot)."""
         self.program, self.plan, self.returns, self.state_layout = program, plan, returns, layout
-        self.stored: list[StoredAttribute] = []
+        self.stored: list[Stored] = []
         self.store_checks: list[tuple[str, str]] = []  # a stream step's state that cannot be stored
         self.names = {a: i for i, a in enumerate(sorted(program.initial))}
         self.defs: dict[str, tuple[str, set[str]]] = {}  # column -> (SQL, the defined columns it reads)
@@ -411,31 +411,45 @@ class _Builder:
         """A stream step's start columns (the stored value, else the initial one), the key's
         last row, and the new state row over them; a wide int a typed BIGINT column cannot hold
         is an error on the key's last row (``store_checks``), as storing it is in Python."""
-        self.stored = stored_attributes(self.state_layout, self.program.initial, self.attr_bits, self.program.nullable)
+        keys = self.plan.key_columns
+        key_ty = self.key_type() if len(keys) == 1 else None
+        self.stored = stored_attributes(
+            self.state_layout,
+            self.program.initial,
+            self.attr_bits,
+            self.program.nullable,
+            (keys[0], key_ty) if key_ty else None,
+        )
         key = self.key_repr()
         for s in self.stored:
-            self.define(
-                self.start_col(s.name),
-                f"CASE WHEN {quote(HAS_ATTRS)} THEN {s.read(self.plan.spec.name, key)} "
-                f"ELSE {self.initial_sql(s.name)} END",
-            )
+            for col, sql in s.helpers():
+                self.define(col, sql)
+            for a, read in s.starts(self.plan.spec.name, key):
+                self.define(
+                    self.start_col(a), f"CASE WHEN {quote(HAS_ATTRS)} THEN {read} ELSE {self.initial_sql(a)} END"
+                )
         self.define(LAST, f"lead({quote(SEQ)}) OVER {_window(self.plan, None)} IS NULL")
         updated = self.program.updates
-        values = {s.name: quote(self.new_col(s.name)) for s in self.stored if s.name in updated}
-        # an attribute execute never assigns keeps its stored bytes (a new key: __init__'s value)
+        values = {a: quote(self.new_col(a)) for s in self.stored for a in s.attrs if a in updated}
+
+        def value(a: str) -> str:  # an attribute's new value (one execute leaves as it was: its start)
+            return values.get(a, quote(self.start_col(a)))
+
+        # a column none of whose attributes execute assigns keeps its stored bytes (a new key:
+        # __init__'s value)
         kept = "CASE WHEN {has} THEN {stored} ELSE {fresh} END"
         columns = [
             (
                 s.column,
-                s.write(values[s.name])
-                if s.name in values
-                else kept.format(
-                    has=quote(HAS_ATTRS), stored=quote(s.column), fresh=s.write(quote(self.start_col(s.name)))
-                ),
+                s.write_from(value)
+                if any(a in values for a in s.attrs)
+                else kept.format(has=quote(HAS_ATTRS), stored=quote(s.column), fresh=s.write_from(value)),
             )
             for s in self.stored
         ]
         for s in self.stored:
+            if not isinstance(s, StoredAttribute):
+                continue
             bad = s.out_of_range(values[s.name]) if s.name in values else None
             if bad is not None:  # the Python path's text when storing it fails
                 head = p_escape(f"StateTypeError: function '{self.plan.spec.name}', key ")
@@ -512,13 +526,15 @@ class _Builder:
             parts += [f"'{p_escape(sep + repr(name) + ': ')}'", self.repr_sql(quote(col), ty)]
         return f"concat('{{', {', '.join(parts)}, '}}')" if parts else "'{}'"
 
+    def key_type(self) -> str:
+        """The Python type of the (first) key column's values: str, bool or int."""
+        ddl = (self.plan.arg_types or {}).get(self.plan.key_columns[0], "").lower()
+        return "str" if ddl == "string" else "bool" if ddl == "boolean" else "int"
+
     def key_repr(self) -> str:
-        keys = self.plan.key_columns
-        if not keys:
+        if not self.plan.key_columns:
             return "'None'"
-        ddl = (self.plan.arg_types or {}).get(keys[0], "").lower()
-        ty = "str" if ddl == "string" else "bool" if ddl == "boolean" else "int"
-        return self.repr_sql(quote(keys[0]), ty)
+        return self.repr_sql(quote(self.plan.key_columns[0]), self.key_type())
 
     @staticmethod
     def repr_sql(s: str, ty: str) -> str:
