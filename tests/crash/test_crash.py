@@ -1,5 +1,7 @@
-"""Crash recovery by fault injection (the CI subset: one kill per named point of bulk, both
-engines over a continuous stream and two inputs; tws's point plan in the slow tier).
+"""Crash recovery by fault injection (the CI subset: one kill per named point of bulk over
+``ks.run``, one of a native stream step, tws over a continuous ``ks.start`` stream on
+viewfs://; the rest in the slow tier: tws's point plan, bulk's continuous stream, two streaming
+inputs, the native step's other points).
 `make crash` runs the full suite (20+ kills per engine, random times too) and writes its
 figures to docs/reliability.md."""
 
@@ -69,8 +71,8 @@ def test_every_engine_has_a_crash_plan():
 # enough files that the last planned kill still has a batch to land in whether a micro-batch
 # runs as one task (adaptive execution coalesces tiny batches) or one per shuffle partition
 # CI kills bulk at each of its points; tws's plan (kills inside processing, which Spark's own
-# operator recovers) runs in the slow tier and `make crash`, and in CI through the continuous and
-# two-input scenarios below (CI's 45-minute budget)
+# operator recovers) runs in the slow tier and `make crash`, and in CI through the continuous
+# scenario below (CI's 45-minute budget)
 @pytest.mark.parametrize(
     "engine", [e if e == "bulk" else pytest.param(e, marks=pytest.mark.slow) for e in sorted(PLANS)]
 )
@@ -81,10 +83,16 @@ def test_kill_at_each_point_then_recover_exactly_once(engine, tmp_path):
     assert report.rows_out == report.rows_expected
 
 
-# CI runs it with input, checkpoint and sink on viewfs:// (only Spark's file system layer
-# resolves those URIs); the same on local paths is in the slow tier and in `make crash`
-@pytest.mark.parametrize("where", ["viewfs", pytest.param("local", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("engine", sorted(START_PLANS))
+# CI runs tws's with input, checkpoint and sink on viewfs:// (only Spark's file system layer
+# resolves those URIs); bulk's, and both on local paths, are in the slow tier and in `make crash`
+@pytest.mark.parametrize(
+    "engine, where",
+    [
+        pytest.param(e, w, marks=() if (e, w) == ("tws", "viewfs") else pytest.mark.slow)
+        for e in sorted(START_PLANS)
+        for w in ("viewfs", "local")
+    ],
+)
 def test_kill_a_continuous_stream_then_recover_exactly_once(engine, where, tmp_path):
     report = run(
         engine,
@@ -102,9 +110,8 @@ def test_kill_a_continuous_stream_then_recover_exactly_once(engine, where, tmp_p
 
 
 # two named inputs of one function, each a streaming file source, killed in ks.run (one file of
-# each input per micro-batch): nothing lost, nothing twice, one state per key over both
-# (CI: bulk killed after the sink; its kills inside processing and after the state write in the
-# slow tier)
+# each input per micro-batch): nothing lost, nothing twice, one state per key over both (the
+# slow tier; CI's 45-minute budget)
 TWO_INPUT_PLANS = {
     "bulk": ["after_sink:1"],
     "bulk-more": ["processing:2", "state_written:2"],
@@ -112,9 +119,8 @@ TWO_INPUT_PLANS = {
 }
 
 
-@pytest.mark.parametrize(
-    "plan", [pytest.param(p, marks=pytest.mark.slow) if p == "bulk-more" else p for p in sorted(TWO_INPUT_PLANS)]
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", sorted(TWO_INPUT_PLANS))
 def test_kill_with_two_streaming_inputs_then_recover_exactly_once(plan, tmp_path):
     engine, points = plan.split("-")[0], TWO_INPUT_PLANS[plan]
     report = run(engine, points, files=8, keys=10, per_file=20, workdir=str(tmp_path), inputs=2)

@@ -510,7 +510,10 @@ LATER = [
 ]
 
 
-@pytest.mark.parametrize("policy, every_run", [("min", True), ("max", True), ("max", False)])
+# (max, every run): in the slow tier; CI's time budget
+@pytest.mark.parametrize(
+    "policy, every_run", [("min", True), pytest.param("max", True, marks=pytest.mark.slow), ("max", False)]
+)
 def test_one_watermark_over_inputs_by_sparks_rule(spark, ks, tmp_path, policy, every_run):
     """A lagging input's rows are late only by the watermark Spark's rule chooses over the
     inputs' own (spark.sql.streaming.multipleWatermarkPolicy: min by default, or max). A
