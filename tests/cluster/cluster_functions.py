@@ -9,7 +9,23 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from keyed_functions import RunningTotal as Running  # noqa: E402
 from keyed_functions import RunningTotalNative as RunningNative  # noqa: E402
 
-__all__ = ["Running", "RunningNative", "SlowRunning"]
+from spark_keyed_sql import StatefulFunction  # noqa: E402
+
+__all__ = ["Running", "RunningNative", "SlowRunning", "TopSeq"]
+
+
+class TopSeq(StatefulFunction):
+    """The largest ``seq`` of a key so far, kept as JSON (unannotated): a class the native
+    planner takes."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.top = 0
+
+    def execute(self, e):
+        if e["seq"] > self.top:
+            self.top = e["seq"]
+        return (self.top,)
 
 
 class SlowRunning(Running):

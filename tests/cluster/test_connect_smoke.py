@@ -41,6 +41,11 @@ def test_connect_smoke_runs_state_and_batch_under_a_server_only_mount(tmp_path):
     # native stream steps on the server, then the Python path from the state they wrote
     assert got["native_explain"] is True
     assert got["native_run"] == all_rows and got["native_state"] == all_state
+    # after UPDATE left a float in an int attribute, the batch ran on the Python path (each row's
+    # top is its own seq: a key's rows come in seq order and part b's follow part a's)
+    assert got["fallback_native"] == [[True], [False]]
+    both = pd.concat([frames["a"], frames["b"]])
+    assert got["fallback_run"] == sorted([u, s, s] for u, s in zip(both["user_id"], both["seq"]))
     assert Path(server.disk / "work" / "bulk" / "cp" / "bulk" / "commits").is_dir()  # through the mount
     # DELETE through Connect: the first key erased on the stopped checkpoint (part b's rows then
     # start it afresh), the second by the running stream after part b (gone)
