@@ -149,6 +149,9 @@ def main(url: str, root: str, tier: str = "full") -> None:
     q.processAllAvailable()
     running = ks.delete_state(f"{w}/cp", where=f"user_id = '{second}'", timeout=300)
     out["erase_running_active"] = q.isActive
+    # (what the handle said then, for the failure message: a rare False seen on 2026-11-29 with
+    # the server's log showing the query running until the client stopped it)
+    out["erase_running_said"] = [str(q.status), str(q.exception()), q.runId]
     q.stop()
     out["erase_matched"] = [stopped["keys_matched"], running["keys_matched"]]
     out["erase_state"] = sorted([r.user_id, r.n, r.total] for r in ks.read_state(f"{w}/cp").collect())

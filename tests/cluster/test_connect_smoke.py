@@ -50,7 +50,8 @@ def test_connect_smoke_runs_state_and_batch_under_a_server_only_mount(tmp_path):
     # DELETE through Connect: the first key erased on the stopped checkpoint (part b's rows then
     # start it afresh), the second by the running stream after part b (gone)
     first, second = got["erase_victims"]
-    assert got["erase_matched"] == [1, 1] and got["erase_running_active"] is True
+    assert got["erase_matched"] == [1, 1]
+    assert got["erase_running_active"] is True, got["erase_running_said"]
     _, b_state = oracle(frames["b"])
     want = {u: [u, n, t] for u, n, t in all_state if u not in (first, second)}
     want.update({u: [u, n, t] for u, n, t in b_state if u == first})
