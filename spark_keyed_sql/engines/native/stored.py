@@ -98,9 +98,6 @@ class StoredAttribute:
                 fits = f"abs(CAST({c} AS {DECIMAL})) < CAST('{2**62}' AS {DECIMAL})"
                 value = f"CASE WHEN {fits} THEN CAST({c} AS BIGINT) ELSE {bad} END"
             return f"CASE WHEN {null} THEN {null_value} WHEN {digits} THEN {value} ELSE {bad} END"
-        if self.ty == "bool":
-            flag = f"WHEN {c} = 'true' THEN TRUE WHEN {c} = 'false' THEN FALSE"
-            return f"CASE WHEN {null} THEN {null_value} {flag} ELSE {bad} END"
         return f"CASE WHEN {null} THEN {null_value} {_READ[self.ty](c)} ELSE {bad} END"
 
     def out_of_range(self, value: str) -> str | None:
@@ -121,8 +118,6 @@ class StoredAttribute:
             return "'null'"
         if self.ty == "int":
             return f"coalesce(CAST({value} AS STRING), 'null')"
-        if self.ty == "bool":
-            return f"CASE WHEN {value} IS NULL THEN 'null' WHEN {value} THEN 'true' ELSE 'false' END"
         return f"CASE WHEN {value} IS NULL THEN 'null' ELSE {_WRITE[self.ty](value)} END"
 
     def same(self, a: str, b: str) -> str:
@@ -141,6 +136,14 @@ _FLOAT_INT = "^-?[0-9]{1,15}$"
 _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # {"$float": tag} <-> Spark's double
 _DATETIME = '^[{]"[$]datetime":"[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{6})?"[}]$'
 _DAY = 86_400_000_000  # microseconds
+
+
+def _read_bool(c: str) -> str:
+    return f"WHEN {c} = 'true' THEN TRUE WHEN {c} = 'false' THEN FALSE"
+
+
+def _write_bool(v: str) -> str:
+    return f"CASE WHEN {v} THEN 'true' ELSE 'false' END"
 
 
 def _float_tag(tag: str) -> str:
@@ -198,8 +201,8 @@ def _write_datetime(v: str) -> str:
     return f"concat({head}, CAST(date_from_unix_date({day}) AS STRING), 'T', {clock}, {frac}, '\"}}')"
 
 
-_READ = {"float": _read_float, "str": _read_str, "datetime": _read_datetime}
-_WRITE = {"float": _write_float, "str": _write_str, "datetime": _write_datetime}
+_READ = {"bool": _read_bool, "float": _read_float, "str": _read_str, "datetime": _read_datetime}
+_WRITE = {"bool": _write_bool, "float": _write_float, "str": _write_str, "datetime": _write_datetime}
 
 
 def unreadable(function: str, key_repr: str, text: str, name: str, expected: str) -> str:
@@ -254,11 +257,11 @@ class StoredDict:
         return (f"__ksn_dictentry{self.index}", f"__ksn_dictfields{self.index}", f"__ksn_dictok{self.index}")
 
     def helpers(self) -> list[tuple[str, str]]:
-        """Columns ``starts`` reads, each parsing the stored text once."""
+        """Columns ``starts`` reads, each parsing the stored text once (in either form)."""
         c = quote(self.column)
-        entry_col, fields_col, _ = self._cols()
-        pairs = f"from_json({c}, 'STRUCT<`$dict`: ARRAY<ARRAY<STRING>>>').`$dict`"
-        plain = f"from_json({c}, 'MAP<STRING, STRING>')"
+        entry_col, fields_col, ok_col = self._cols()
+        pairs_col, plain_col = f"__ksn_dictpairs{self.index}", f"__ksn_dictplain{self.index}"
+        pairs, plain = quote(pairs_col), quote(plain_col)
         pair = f"try_element_at({pairs}, 1)"
         tagged_form = f"""{c} LIKE '{{"$dict":[[%'"""
         stored_key = (
@@ -279,9 +282,11 @@ class StoredDict:
             f"AND array_sort(map_keys({fields})) = array_sort(array({names})), FALSE)"
         )
         return [
+            (pairs_col, f"from_json({c}, 'STRUCT<`$dict`: ARRAY<ARRAY<STRING>>>').`$dict`"),
+            (plain_col, f"from_json({c}, 'MAP<STRING, STRING>')"),
             (entry_col, entry),
             (fields_col, f"from_json({quote(entry_col)}, 'MAP<STRING, STRING>')"),
-            (self._cols()[2], ok),
+            (ok_col, ok),
         ]
 
     def starts(self, function: str, key_repr: str) -> list[tuple[str, str]]:
@@ -302,12 +307,7 @@ class StoredDict:
             head = ("{" if i == 0 else ",") + json.dumps(self._field(f)) + ":"
             parts += [literal(Const("str", False, head)), f.write(value(f.name))]
         entry = f"concat({', '.join(parts)}, '}}')"
-        if self.key_ty == "str":  # (Spark's JSON of a NULL is no field at all)
-            key = f"CASE WHEN {self.key} IS NULL THEN 'null' ELSE {_write_str(self.key)} END"
-        elif self.key_ty == "bool":
-            key = f"CASE WHEN {self.key} THEN 'true' WHEN NOT {self.key} THEN 'false' ELSE 'null' END"
-        else:
-            key = f"coalesce(CAST({self.key} AS STRING), 'null')"
+        key = StoredAttribute("", "", self.key_ty, True).write(self.key)  # the key's JSON, as a value's
         tagged = f"""concat('{{"$dict":[[', {key}, ',', {entry}, ']]}}')"""
         return (
             f"CASE WHEN NOT {value(self.name + EXISTS)} THEN '{{}}' "
