@@ -172,7 +172,7 @@ class _Waiting:
             lock.acquire()
         except KeyedSQLError as exc:  # held (or, on Connect, a listing raced the holder's writes): not now
             try:
-                holder = lock_holder(self.edit.checkpoint, self.spark)
+                holder = lock_holder(self.edit.checkpoint, self.spark, beats=False)
             except KeyedSQLError:
                 holder = None
             log.debug("%s of keyed state on %s: lease not taken (%s)", self.edit.verb, self.edit.checkpoint, exc)

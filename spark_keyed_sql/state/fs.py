@@ -16,7 +16,8 @@ What the commit protocols built on this rely on (see docs/reliability.md):
 - ``write_text(..., overwrite=True)`` replaces a small record; on object stores that is one PUT.
 - ``replace_text`` replaces one so a reader never sees it torn: a temporary file moved over it
   where the store moves atomically (local disks, HDFS), one PUT on object stores; it says when
-  neither holds (Connect's overwrite of a record directory).
+  neither holds (Connect's overwrite of a record directory, which a reader may find removed for
+  as long as the write job runs); ``replaces_whole`` says it beforehand.
 - ``list`` sees every file created before it was called (S3, GCS and ADLS list consistently).
 - ``rename`` is NOT relied on for atomicity: on object stores it is copy + delete.
 
@@ -131,6 +132,11 @@ class CheckpointFS(ABC):
     def write_text(self, path: str, text: str) -> None:
         """Replace a small record's content (one PUT on object stores)."""
         self.create_text(path, text, overwrite=True)
+
+    def replaces_whole(self, path: str) -> bool:
+        """Whether :meth:`replace_text` of ``path`` is never seen torn or absent by a reader
+        (False here, as on Connect: an overwrite removes the record, then writes it anew)."""
+        return False
 
     def replace_text(self, path: str, text: str, midway: Callable[[], None] | None = None) -> bool:
         """Replace a small record so that no reader sees it torn, where the store allows: True

@@ -240,6 +240,24 @@ class HadoopFS(CheckpointFS):
 
         self._call(path, "file", f)
 
+    def _store(self, path: str) -> tuple[Any, Any, str]:
+        """The file system ``path`` resolves to (through ``viewfs://``, the one it mounts), the
+        path there, and how a file is replaced on it: ``posix`` / ``hdfs`` (a move over it),
+        ``object`` (one PUT, whole), ``other`` (an overwrite in place)."""
+        fs, p = self._fs(path, "file")
+        try:
+            tfs, target = self._direct(fs, p)
+        except Exception as exc:  # noqa: BLE001
+            raise FSError(f"file {path!r}: {first_line(exc)}") from None
+        kind = str(tfs.getClass().getName()).rsplit(".", 1)[-1]
+        how = {"RawLocalFileSystem": "posix", "DistributedFileSystem": "hdfs"}.get(kind)
+        if how is None:
+            how = "object" if str(tfs.getScheme()) in _WHOLE_OBJECT_SCHEMES else "other"
+        return tfs, target, how
+
+    def replaces_whole(self, path: str) -> bool:
+        return self._store(path)[2] != "other"
+
     def replace_text(self, path: str, text: str, midway: Callable[[], None] | None = None) -> bool:
         """Replace a small file so that a reader never sees it torn: the text is written to a
         hidden temporary file beside it, then moved over it in one step where the store has one
@@ -250,17 +268,10 @@ class HadoopFS(CheckpointFS):
         if self.is_dir(path):  # a record directory a Connect session wrote: no file to move over
             self.create_text(path, text, overwrite=True)
             return False
-        fs, p = self._fs(path, "file")
-        try:
-            tfs, target = self._direct(fs, p)
-        except Exception as exc:  # noqa: BLE001
-            raise FSError(f"file {path!r}: {first_line(exc)}") from None
-        kind = str(tfs.getClass().getName())
-        how = {"RawLocalFileSystem": "posix", "DistributedFileSystem": "hdfs"}.get(kind.rsplit(".", 1)[-1])
-        if how is None:
-            whole = str(tfs.getScheme()) in _WHOLE_OBJECT_SCHEMES
+        tfs, target, how = self._store(path)
+        if how != "posix" and how != "hdfs":
             self.create_text(path, text, overwrite=True, midway=midway)
-            return whole
+            return how == "object"
         tmp = self._path(f"{target.getParent().toString()}/.{target.getName()}.{uuid.uuid4().hex[:12]}.tmp")
         data = text.encode("utf-8")
         jvm = self.jvm

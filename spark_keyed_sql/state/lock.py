@@ -3,14 +3,21 @@ checkpoint (Spark itself does not lock across processes).
 
 The lease is created without overwrite (``create(path, overwrite=false)``), so of two
 starters only one gets it; it names its owner (host, process, query, start time), its last
-heartbeat and its takeover window, and a heartbeat thread replaces it every ``HEARTBEAT_S``
+heartbeat and its takeover window, and a heartbeat thread renews it every ``HEARTBEAT_S``
 seconds while the query runs. No file locks are needed, so it works on object stores and HDFS
 alike. The two promises (DESIGN.md, "Leases"):
 
 - **A kill never blocks the next start longer than two heartbeats.** A heartbeat writes the new
   lease beside the old one and moves it over it in one step (``CheckpointFS.replace_text``), so
-  a reader sees the old lease or the new one, never a torn one. A kill between the create and
-  the write of a new lease leaves an empty file: a starter that finds a lease it cannot read
+  a reader sees the old lease or the new one, never a torn one. Where no such replacement exists
+  (``replaces_whole`` False: Spark Connect, whose overwrite removes the record for as long as its
+  write job runs, during which a starter would find the checkpoint free and take it) the lease is
+  written once and never rewritten while held: it says ``"beats": true`` and the heartbeats go to
+  two *beat records* beside it (``<lease>.beat0`` / ``.beat1``, owner and time), written in turn,
+  never over the one holding the newest beat that landed, so a reader always finds that one
+  whole; the lease's heartbeat is the newest of its own and its owner's beats (all processes
+  sharing a checkpoint must run a version that reads beat records). A kill between the create
+  and the write of a new lease leaves an empty file: a starter that finds a lease it cannot read
   waits until the file is two heartbeats old (a live writer fills it in milliseconds), then
   takes it over. A whole lease left by a process that died is taken over at once when its owner
   ran on this host and that process is gone, by anyone once its heartbeat is older than its
@@ -43,11 +50,21 @@ from .faults import crash_point
 from .filesystems import filesystem
 from .fs import join
 
-__all__ = ["CheckpointLock", "LOCK_FILE", "unlock", "lock_holder", "check_lease", "HEARTBEAT_CONF", "TIMEOUT_CONF"]
+__all__ = [
+    "CheckpointLock",
+    "LOCK_FILE",
+    "BEAT_FILES",
+    "unlock",
+    "lock_holder",
+    "check_lease",
+    "HEARTBEAT_CONF",
+    "TIMEOUT_CONF",
+]
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".spark_keyed_sql.lease"
+BEAT_FILES = (LOCK_FILE + ".beat0", LOCK_FILE + ".beat1")  # where replacing the lease is not whole
 HEARTBEAT_CONF = "spark.keyedsql.leaseHeartbeatSeconds"
 TIMEOUT_CONF = "spark.keyedsql.leaseTimeoutSeconds"
 _OWN: set[str] = set()  # lease tokens held by this process
@@ -93,18 +110,41 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def lock_holder(checkpoint: str, spark: Any = None) -> dict | None:
-    """The lease's content (``owner``, ``host``, ``pid``, ``query``, ``started_ms``,
-    ``heartbeat_ms``), ``{}`` when unreadable, None when the checkpoint is not locked."""
+def _read_record(fs: Any, path: str) -> dict | None:
+    """A JSON record's content, ``{}`` when unreadable, None when absent."""
     try:
-        text = filesystem(spark).read_text(join(checkpoint, LOCK_FILE))
+        text = fs.read_text(path)
     except FileNotFoundError:
         return None
     try:
-        holder = json.loads(text)
-        return holder if isinstance(holder, dict) else {}
+        record = json.loads(text)
+        return record if isinstance(record, dict) else {}
     except ValueError:
         return {}
+
+
+def _last_beat_ms(fs: Any, checkpoint: str, holder: dict) -> Any:
+    """The newest heartbeat of a lease renewed through beat records: its own, or its owner's
+    newest beat (a beat being rewritten, torn, or another owner's is passed over)."""
+    newest = holder.get("heartbeat_ms")
+    for name in BEAT_FILES:
+        beat = _read_record(fs, join(checkpoint, name)) or {}
+        at = beat.get("heartbeat_ms")
+        if beat.get("owner") == holder.get("owner") and isinstance(at, int) and isinstance(newest, int):
+            newest = max(newest, at)
+    return newest
+
+
+def lock_holder(checkpoint: str, spark: Any = None, *, beats: bool = True) -> dict | None:
+    """The lease's content (``owner``, ``host``, ``pid``, ``query``, ``started_ms``,
+    ``heartbeat_ms``), ``{}`` when unreadable, None when the checkpoint is not locked.
+    ``heartbeat_ms`` is the holder's newest beat; ``beats=False``: the lease alone (who holds
+    it, one read)."""
+    fs = filesystem(spark)
+    holder = _read_record(fs, join(checkpoint, LOCK_FILE))
+    if holder and beats and holder.get("beats") is True:
+        holder = holder | {"heartbeat_ms": _last_beat_ms(fs, checkpoint, holder)}
+    return holder
 
 
 def unlock(checkpoint: str, spark: Any = None) -> dict | None:
@@ -112,7 +152,11 @@ def unlock(checkpoint: str, spark: Any = None) -> dict | None:
     gone and its lease has not timed out yet). Returns what the lease said, or None."""
     holder = lock_holder(checkpoint, spark)
     if holder is not None:
-        filesystem(spark).delete(join(checkpoint, LOCK_FILE), recursive=False)
+        fs = filesystem(spark)
+        fs.delete(join(checkpoint, LOCK_FILE), recursive=False)
+        if holder.get("beats") is True:
+            for name in BEAT_FILES:
+                fs.delete(join(checkpoint, name), recursive=False)
     return holder
 
 
@@ -138,7 +182,9 @@ class CheckpointLock:
         self.failure: CheckpointError | None = None
         self.renewed_ms = 0  # the heartbeat_ms of the last lease we know landed whole
         self.deadline_ms = 0  # past this moment this holder must not write: it stops
-        self._whole = True  # our last replacement could not be seen torn
+        self._beats = False  # renewed through beat records (the lease itself is not replaced whole here)
+        self._next_beat = 0  # the beat record the next heartbeat writes (never the one holding the newest)
+        self._beat_files: set[str] = set()  # the beat records this holder wrote to (removed at release)
         self._failed_lock = threading.Lock()
         self._settings(self.fs.spark)
 
@@ -173,18 +219,18 @@ class CheckpointLock:
 
     # ------------------------------------------------------------------ content
     def _body(self, beat_ms: int) -> str:
-        return json.dumps(
-            {
-                "owner": self.token,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "query": self.query,
-                "started_ms": self.started_ms,
-                "heartbeat_ms": beat_ms,
-                "timeout_ms": int(self.TIMEOUT_S * 1000),
-            },
-            sort_keys=True,
-        )
+        body = {
+            "owner": self.token,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "query": self.query,
+            "started_ms": self.started_ms,
+            "heartbeat_ms": beat_ms,
+            "timeout_ms": int(self.TIMEOUT_S * 1000),
+        }
+        if self._beats:
+            body["beats"] = True
+        return json.dumps(body, sort_keys=True)
 
     def _torn_age_s(self) -> float | None:
         """Seconds since the unreadable lease file was last written (None: it is gone)."""
@@ -253,6 +299,7 @@ class CheckpointLock:
     def acquire(self) -> CheckpointLock:
         self.fs.probe(self.checkpoint)
         self.fs.mkdirs(self.checkpoint)
+        self._beats = not self.fs.replaces_whole(self.path)
         self.started_ms = _now_ms()
         for _ in range(5):
             beat_ms = _now_ms()
@@ -285,7 +332,7 @@ class CheckpointLock:
             raise CheckpointError(f"checkpoint {self.checkpoint!r}: could not take its lock (others kept taking it)")
         # a starter that judged our lease torn (were we paused for two heartbeats between its
         # create and its write) may have taken it: ours only if it reads back as ours
-        holder = lock_holder(self.checkpoint, self.fs.spark)
+        holder = lock_holder(self.checkpoint, self.fs.spark, beats=False)
         if not holder or holder.get("owner") != self.token:
             raise CheckpointError(
                 f"checkpoint {self.checkpoint!r}: its lock was taken by another starter while this one wrote it "
@@ -314,13 +361,18 @@ class CheckpointLock:
 
     def _tidy(self) -> None:
         """Remove the temporary files of heartbeats killed before their move (two heartbeats
-        old: no live writer's)."""
+        old: no live writer's), and beat records an earlier holder left (it is gone: the lease is
+        ours). Only what a listing shows: Connect's passes over hidden names, and there a leftover
+        beat record (another owner's, so ignored) stays until this holder's beats replace it."""
         prefix = "." + LOCK_FILE + "."
         try:
-            names = [n for n in self.fs.list(self.checkpoint) if n.startswith(prefix) and n.endswith(".tmp")]
-            for name in names:
+            for name in self.fs.list(self.checkpoint):
                 path = join(self.checkpoint, name)
-                if _now_ms() - self.fs.modified_ms(path) > self.margin_ms:
+                if name in BEAT_FILES or (
+                    name.startswith(prefix)
+                    and name.endswith(".tmp")
+                    and _now_ms() - self.fs.modified_ms(path) > self.margin_ms
+                ):
                     self.fs.delete(path, recursive=False)
         except Exception:  # noqa: BLE001 - leftovers are harmless: tried again at the next start
             log.debug("lease %s: leftover temporary files not removed", self.path, exc_info=True)
@@ -331,21 +383,14 @@ class CheckpointLock:
             if self.lost:
                 return
             beat_ms = _now_ms()
-            writing = False
             try:
-                holder = lock_holder(self.checkpoint, self.fs.spark)
+                holder = lock_holder(self.checkpoint, self.fs.spark, beats=False)
                 if not holder or holder.get("owner") != self.token:
                     self._lose(holder)
                     return
-                body = self._body(beat_ms)
-                writing = True
-                whole = self.fs.replace_text(self.path, body, midway=lambda: crash_point("lease_renewing"))
+                self._renew(beat_ms)
             except Exception as exc:  # noqa: BLE001 - a missed beat is retried until the deadline
                 missed += 1
-                if writing and not self._whole:  # an in-place overwrite that failed may have left a torn lease,
-                    self.deadline_ms = min(self.deadline_ms, beat_ms)  # which others take in two heartbeats:
-                    self._expire()  # stop now
-                    return
                 log.warning(
                     "lease %s: heartbeat %d missed (%s); last renewed at %s, this query stops at %s unless renewed "
                     "before (others may take the lease over from %s)",
@@ -357,11 +402,24 @@ class CheckpointLock:
                     _when(self.deadline_ms + self.margin_ms),
                 )
                 continue
-            self._whole = whole
             if not self.lost:
                 self.renewed_ms = beat_ms
                 self.deadline_ms = self._deadline(beat_ms)
             missed = 0
+
+    def _renew(self, beat_ms: int) -> None:
+        """Write this heartbeat: the lease replaced whole, or (``_beats``) the beat record that does
+        not hold the newest beat that landed (a write that fails there, even halfway, leaves the
+        newest one as it was: the next heartbeat tries the same record again)."""
+        midway = lambda: crash_point("lease_renewing")  # noqa: E731
+        if not self._beats:
+            self.fs.replace_text(self.path, self._body(beat_ms), midway=midway)
+            return
+        beat = json.dumps({"owner": self.token, "heartbeat_ms": beat_ms}, sort_keys=True)
+        path = join(self.checkpoint, BEAT_FILES[self._next_beat])
+        self._beat_files.add(path)
+        self.fs.create_text(path, beat, overwrite=True, midway=midway)
+        self._next_beat = 1 - self._next_beat
 
     def _watch(self) -> None:
         """Fail the query at the deadline unless a renewal moved it (independent of the heartbeat
@@ -427,10 +485,16 @@ class CheckpointLock:
                 del _HELD[self._root]
         if self.token not in _OWN:
             return
-        _OWN.discard(self.token)
         try:
-            holder = lock_holder(self.checkpoint, self.fs.spark)
+            holder = lock_holder(self.checkpoint, self.fs.spark, beats=False)
             if holder and holder.get("owner") == self.token:
+                # the lease first: were its beats removed first, a reader meanwhile would find it as
+                # old as its start and take it over while this holder still counts as its owner
                 self.fs.delete(self.path, recursive=False)
+                for path in sorted(self._beat_files):  # then those beat records still ours
+                    if (_read_record(self.fs, path) or {}).get("owner") == self.token:
+                        self.fs.delete(path, recursive=False)
         except Exception:  # noqa: BLE001 - at interpreter exit the JVM may be gone; the lease times out
             pass
+        finally:
+            _OWN.discard(self.token)  # after the removal: until then a starter here sees a live lease

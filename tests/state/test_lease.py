@@ -300,15 +300,20 @@ def test_check_lease_refuses_a_commit_only_under_a_lost_lease(spark, viewfs, per
 # ---------------------------------------------------------------------------- a store without a move
 class RecordStore:
     """In memory, a store like Spark Connect's for small records (state/connect_fs.py): no
-    rename, an overwrite is a removal then a write (``replace_text`` says it is not whole), and
-    a failed overwrite may leave the record removed or half there. ``fail`` makes writes fail."""
+    rename, an overwrite removes the record and writes it anew ``gap`` seconds later (Spark's
+    overwrite job: a reader meanwhile finds nothing there, and a create-if-absent succeeds), and
+    a failed overwrite leaves the record half there. ``fail`` makes writes fail (of the paths
+    containing ``failing``): torn, or (``landed``) written whole and then reported failed."""
 
     spark = None
     renames = False
 
-    def __init__(self):
+    def __init__(self, gap: float = 0.0):
         self.files: dict[str, tuple[str, int]] = {}
         self.fail = threading.Event()
+        self.failing = ""
+        self.landed = False
+        self.gap = gap
 
     def qualify(self, path, what="path"):
         return path
@@ -318,6 +323,9 @@ class RecordStore:
 
     def mkdirs(self, path):
         pass
+
+    def replaces_whole(self, path):
+        return False
 
     def list(self, path):
         return sorted({p[len(path) + 1 :].split("/")[0] for p in self.files if p.startswith(path + "/")})
@@ -335,9 +343,13 @@ class RecordStore:
     def create_text(self, path, text, overwrite=False, midway=None):
         if not overwrite and self.files.get(path, ("", 0))[0]:
             raise FileExistsError(path)
-        if self.fail.is_set():
-            self.files[path] = (text[: len(text) // 2], int(time.time() * 1000))  # torn by the failure
+        if self.fail.is_set() and self.failing in path:
+            kept = text if self.landed else text[: len(text) // 2]  # else torn by the failure
+            self.files[path] = (kept, int(time.time() * 1000))
             raise FSError(f"file {path!r}: storage unavailable (injected)")
+        if overwrite and self.gap:
+            self.files.pop(path, None)
+            time.sleep(self.gap)
         self.files[path] = (text, int(time.time() * 1000))
 
     def replace_text(self, path, text, midway=None):
@@ -348,34 +360,112 @@ class RecordStore:
         return self.files.pop(path, None) is not None
 
 
-def test_on_a_store_without_a_move_a_failed_renewal_stops_the_holder_at_once(monkeypatch, periods):
-    """A renewal that fails where it may have left the lease torn (no atomic move: Connect) makes
-    the holder stop at once: a torn lease is taken over after two heartbeats, not the window."""
-    store = RecordStore()
+def _beats_landed(store: RecordStore, owner: str) -> list[int]:
+    """The heartbeats an owner's beat records hold whole (the oracle: the store's records)."""
+    out = []
+    for path, (text, _) in store.files.items():
+        if ".beat" in path:
+            try:
+                beat = json.loads(text)
+            except ValueError:
+                continue
+            if beat["owner"] == owner:
+                out.append(beat["heartbeat_ms"])
+    return out
+
+
+def test_on_a_store_without_a_move_a_starter_never_takes_a_live_lease_between_its_renewals(monkeypatch, periods):
+    """Connect's overwrite removes a record for as long as its write job runs: were the lease
+    rewritten at each heartbeat, a starter (a DELETE FROM keyed_state's editor trying the lease
+    every few seconds) would find it free in that gap, take it, and stop the running query. The
+    lease is written once; renewals go to the beat records beside it."""
+    store = RecordStore(gap=0.02)
     monkeypatch.setattr(lock_module, "filesystem", lambda spark=None: store)
-    heartbeat, window = 0.25, 30.0
+    periods(heartbeat=0.05, timeout=1.0)
+    holder = CheckpointLock("mem://cp").acquire()
+    lost: list[CheckpointError] = []
+    holder.on_lost = lost.append
+    lease = store.files["mem://cp/" + LOCK_FILE]
+    taken, refused = 0, 0
+    try:
+        until = time.time() + 2.0
+        while time.time() < until:
+            try:
+                CheckpointLock("mem://cp").acquire().release()
+                taken += 1
+            except CheckpointError as exc:
+                assert "in use by another running query" in str(exc)
+                refused += 1
+            time.sleep(0.001)
+        assert taken == 0 and refused > 100 and not lost, (taken, refused, lost)
+        holder._stop.set()  # the heartbeats end: the store holds still while it is looked at
+        holder._thread.join()
+        assert store.files["mem://cp/" + LOCK_FILE] == lease  # never rewritten while held
+        landed = _beats_landed(store, holder.token)
+        assert landed and max(landed) > json.loads(lease[0])["heartbeat_ms"]  # renewed all along
+        assert lock_holder("mem://cp")["heartbeat_ms"] == max(landed)  # the newest beat is the lease's
+    finally:
+        holder.release()
+    assert store.files == {}  # the lease and its beat records are gone
+
+
+@pytest.mark.parametrize("failure", ["torn", "landed"])
+def test_on_a_store_without_a_move_failed_renewals_leave_the_lease_whole_until_the_deadline(
+    monkeypatch, periods, failure
+):
+    """Renewals that fail, halfway (``torn``) or after writing (``landed``), leave the lease and
+    the newest beat that landed whole: the holder runs on until its deadline (two heartbeats
+    before the takeover window ends after the last beat it saw land), starters are refused until
+    the window after the newest beat on the store ends, and one takes over after it."""
+    store = RecordStore()
+    store.landed = failure == "landed"
+    monkeypatch.setattr(lock_module, "filesystem", lambda spark=None: store)
+    heartbeat, window = 0.2, 1.5
     periods(heartbeat=heartbeat, timeout=window)
     holder = CheckpointLock("mem://cp")
     stopped: list[tuple[float, CheckpointError]] = []
     holder.acquire()
     holder.on_lost = lambda err: stopped.append((time.time(), err))
+    lease = store.files["mem://cp/" + LOCK_FILE]
     try:
-        time.sleep(2 * heartbeat)
+        time.sleep(3 * heartbeat)
+        store.failing = ".beat"  # the renewals fail; the starters' lease writes below do not
         store.fail.set()
         failed_at = time.time()
-        deadline = failed_at + 10
-        while not stopped and time.time() < deadline:
-            time.sleep(0.02)
-        assert stopped and "was not renewed since" in str(stopped[0][1])
-        torn = store.files["mem://cp/" + LOCK_FILE]
-        with pytest.raises(ValueError):
-            json.loads(torn[0])  # the failed overwrite left it torn ...
-        # ... and the holder stopped before a starter may take a torn lease (two heartbeats)
-        assert stopped[0][0] < torn[1] / 1000 + 2 * heartbeat
-        store.fail.clear()
-        taker = CheckpointLock("mem://cp").acquire()  # waits out the two heartbeats, then takes it
+        time.sleep(2.5 * heartbeat)  # two renewals fail
+        torn = [p for p, (t, _) in list(store.files.items()) if ".beat" in p and not t.endswith("}")]
+        assert bool(torn) == (failure == "torn"), store.files  # the torn failures did tear a beat record
+        attempts: list[tuple[float, str]] = []
+
+        def start() -> CheckpointLock | None:
+            try:
+                lock = CheckpointLock("mem://cp").acquire()
+                attempts.append((time.time(), "taken"))
+                return lock
+            except CheckpointError as exc:
+                attempts.append((time.time(), str(exc)))
+                time.sleep(0.02)
+                return None
+
+        taker = None
+        while taker is None and not stopped and time.time() < failed_at + window + 3:
+            taker = start()
+        assert stopped and store.files["mem://cp/" + LOCK_FILE] == lease  # never rewritten while held
+        last = max(_beats_landed(store, holder.token)) / 1000  # the newest beat on the store, whole
+        window_ends = last + window  # the oracle: what the store says
+        while taker is None and time.time() < window_ends + 5:
+            taker = start()
+        assert taker is not None, attempts[-1]
         try:
-            assert time.time() >= torn[1] / 1000 + 2 * heartbeat
+            assert len(stopped) == 1 and "was not renewed since" in str(stopped[0][1])
+            when = stopped[0][0]
+            # two heartbeats before anyone may take over; after torn renewals, not before that
+            assert when <= window_ends - 2 * heartbeat + 0.05
+            if failure == "torn":  # (renewals that landed unbeknown to it make it stop earlier)
+                assert window_ends - 2 * heartbeat - 0.05 <= when
+            early = [msg for at, msg in attempts if at < window_ends]
+            assert early and all("in use by another running query" in msg for msg in early)
+            assert attempts[-1][0] >= window_ends
             assert json.loads(store.read_text("mem://cp/" + LOCK_FILE))["owner"] == taker.token
         finally:
             taker.release()

@@ -90,7 +90,7 @@ class ServerStep:
             )
             # the lease this batch runs under (its client's): the worker may outlive its query, so
             # the threads beside the steps work only while that lease is still the checkpoint's
-            self._owner = (lock_holder(a.checkpoint, batch_df.sparkSession) or {}).get("owner")
+            self._owner = (lock_holder(a.checkpoint, batch_df.sparkSession, beats=False) or {}).get("owner")
             self._stream.lease_guard = self._holds_lease  # an edit commits only under it
             active = lambda: not self._superseded  # noqa: E731 - until another holds the lease
             if self.pump_s is not None:
@@ -102,7 +102,7 @@ class ServerStep:
         if self._owner is None or self._stream is None:
             return False
         try:
-            holder = lock_holder(self.args.checkpoint, self._stream.driver)
+            holder = lock_holder(self.args.checkpoint, self._stream.driver, beats=False)
         except Exception:  # noqa: BLE001 - unreadable now: not this time
             return False
         if holder and holder.get("owner") != self._owner:
