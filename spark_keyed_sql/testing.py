@@ -252,10 +252,26 @@ class KeyedTester:
 
     # ------------------------------------------------------------------ public
     def run(
-        self, rows: Iterable[dict], key: Any = _UNKEYED, *, keyed: bool | None = None, input: str | None = None
+        self,
+        rows: Iterable[dict],
+        key: Any = _UNKEYED,
+        *,
+        keyed: bool | None = None,
+        input: str | None = None,
+        broadcast: Mapping[str, Iterable[Mapping[str, Any]]] | None = None,
     ) -> list[Any]:
         """Process ``rows`` as one batch of ``key`` (omit ``key`` for unkeyed use); ``input``:
-        the named input they come from, for a function with several inputs."""
+        the named input they come from, for a function with several inputs; ``broadcast``:
+        ``{'<input>': [row dicts]}`` arriving in this batch, applied before its rows (as
+        :meth:`broadcast` does, and as the engines apply a batch's broadcast rows first)."""
+        if broadcast is not None:
+            if not isinstance(broadcast, Mapping):
+                raise KeyedSQLError(
+                    f"KeyedTester({self.spec.name}).run: broadcast= takes {{'<input>': [row dicts]}}, "
+                    f"got {type(broadcast).__name__}"
+                )
+            for name, brows in broadcast.items():
+                self.broadcast(name, brows)
         is_keyed = (key is not _UNKEYED) if keyed is None else keyed
         k = None if key is _UNKEYED else _key(key)
         rows = [dict(r) for r in rows]

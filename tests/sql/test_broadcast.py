@@ -372,6 +372,19 @@ def test_keyed_tester_takes_broadcast_rows():
     assert [r["total_eur"] for r in t.run(rows, key="a")] == [4.0, 7.0]  # USD removed: no row
 
 
+def test_keyed_tester_run_takes_the_batchs_broadcast_rows_applied_before_its_own():
+    t = KeyedTester(Spend)
+    payment = {"ts": _t(1), "currency": "USD", "amount": 4.0}
+    assert t.run([payment], key="a", broadcast={"rates": [{"currency": "USD", "rate": 0.5}]}) == [
+        {"ts": _t(1), "eur": 2.0, "total_eur": 2.0}
+    ]
+    # the next batch's rate applies to that batch's payment (4.0 * 0.25), the state carries on
+    out = t.run([payment | {"ts": _t(2)}], key="a", broadcast={"rates": [{"currency": "USD", "rate": 0.25}]})
+    assert [(r["eur"], r["total_eur"]) for r in out] == [(1.0, 3.0)]
+    with pytest.raises(KeyedSQLError, match=r"run: broadcast= takes"):
+        t.run([payment], key="a", broadcast=[{"currency": "USD", "rate": 1.0}])
+
+
 def test_keyed_tester_versioned_by_event_time_and_on_broadcast():
     t = KeyedTester(
         Spend,
