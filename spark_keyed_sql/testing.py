@@ -148,15 +148,16 @@ class KeyedTester:
         self._broadcasts: dict[str, BroadcastInput] = {}
         self._broadcast_state = BroadcastState()
         if broadcast is not None:
-            if not isinstance(broadcast, Mapping):
-                raise KeyedSQLError(
-                    f"KeyedTester({self.spec.name}): broadcast= takes {{'<input>': [row dicts]}}, "
-                    f"got {type(broadcast).__name__}"
-                )
-            for bname, brows in broadcast.items():
-                self.broadcast(bname, brows)
+            self._broadcast_all(broadcast, f"KeyedTester({self.spec.name})")
         if initial_state is not None:
             self._seed(initial_state)
+
+    def _broadcast_all(self, broadcast: Any, where: str) -> None:
+        """``broadcast=``'s rows, each input's through :meth:`broadcast`."""
+        if not isinstance(broadcast, Mapping):
+            raise KeyedSQLError(f"{where}: broadcast= takes {{'<input>': [row dicts]}}, got {type(broadcast).__name__}")
+        for name, rows in broadcast.items():
+            self.broadcast(name, rows)
 
     def broadcast(self, name: str, rows: Iterable[Mapping[str, Any]]) -> None:
         """Broadcast rows of input ``name`` (each a dict; its first column is the key unless
@@ -265,13 +266,7 @@ class KeyedTester:
         ``{'<input>': [row dicts]}`` arriving in this batch, applied before its rows (as
         :meth:`broadcast` does, and as the engines apply a batch's broadcast rows first)."""
         if broadcast is not None:
-            if not isinstance(broadcast, Mapping):
-                raise KeyedSQLError(
-                    f"KeyedTester({self.spec.name}).run: broadcast= takes {{'<input>': [row dicts]}}, "
-                    f"got {type(broadcast).__name__}"
-                )
-            for name, brows in broadcast.items():
-                self.broadcast(name, brows)
+            self._broadcast_all(broadcast, f"KeyedTester({self.spec.name}).run")
         is_keyed = (key is not _UNKEYED) if keyed is None else keyed
         k = None if key is _UNKEYED else _key(key)
         rows = [dict(r) for r in rows]
