@@ -269,7 +269,7 @@ class HadoopFS(CheckpointFS):
             self.create_text(path, text, overwrite=True)
             return False
         tfs, target, how = self._store(path)
-        if how != "posix" and how != "hdfs":
+        if how not in ("posix", "hdfs"):
             self.create_text(path, text, overwrite=True, midway=midway)
             return how == "object"
         tmp = self._path(f"{target.getParent().toString()}/.{target.getName()}.{uuid.uuid4().hex[:12]}.tmp")
