@@ -73,7 +73,9 @@ def user_frames(exc: BaseException) -> str:
     frames = [
         f
         for f in traceback.extract_tb(tb)
-        if not os.path.abspath(f.filename).startswith(_PACKAGE) and f"{os.sep}pyspark{os.sep}" not in f.filename
+        if not os.path.abspath(f.filename).startswith(_PACKAGE)
+        and f"{os.sep}pyspark{os.sep}" not in f.filename
+        and not f.filename.startswith("<spark_keyed_sql ")  # the package's generated loops (compat/codegen.py)
     ]
     return "".join(traceback.format_list(frames[-_MAX_FRAMES:])).rstrip("\n")
 

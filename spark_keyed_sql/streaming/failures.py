@@ -44,6 +44,10 @@ _LINE = re.compile(r"(?:spark_keyed_sql\.[\w.]+\.)?\b(" + "|".join(sorted(_OURS)
 _USER = re.compile(
     r"function '(?P<function>[^']*)' failed for key (?P<key>.+?) on (?P<where>.+?): (?P<cause>\w+: .*)$", re.M
 )
+# a native plan's row that Python would refuse (engines/native/plan.py): Spark's raise_error with
+# the Python path's message, the user's frame below it
+_RAISED = re.compile(r"\[USER_RAISED_EXCEPTION\] (function '[^']*' failed for key .+(?:\n  .*)*)")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
 
 
 def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> BaseException:
@@ -69,10 +73,12 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
         )
         err.spark_error = exc  # type: ignore[attr-defined]
         return err
-    found = [m for t in texts for m in _LINE.finditer(t)]
+    found = [(m.group(1), m.group(2)) for t in texts for m in _LINE.finditer(t)]
+    if not found:
+        found = [("UserFunctionError", m.group(1)) for t in texts for m in _RAISED.finditer(t)]
     if not found:
         return exc
-    name, message = found[-1].group(1), found[-1].group(2).rstrip()
+    name, message = found[-1][0], _SQLSTATE.sub("", found[-1][1].rstrip())
     cls = _OURS[name]
     err = cls.__new__(cls)
     Exception.__init__(err, message)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import inspect
 import itertools
 import math
 import os
@@ -17,6 +18,7 @@ import textwrap
 
 import pytest
 
+from spark_keyed_sql import OutputSchemaError, UserFunctionError
 from tests.native import classes as C
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -152,16 +154,25 @@ def test_what_python_raises_the_native_plan_raises(ks_auto, spark):
         "SELECT user_id, n, total FROM native_ev_null GROUP BY KEY user_id WITH STATE native_counter_err(value) "
         "ORDER BY ts OPTIONS (native = true)"
     )
-    with pytest.raises(Exception) as native:
+    # the error class the Python path raises (UserFunctionError), with the user's own frame: the
+    # file and line of the statement Python fails on (the oracle: the class's source)
+    lines, start = inspect.getsourcelines(C.Counter)
+    line = start + next(i for i, text in enumerate(lines) if 'self.total += row["value"]' in text)
+    frame = f'{inspect.getsourcefile(C.Counter)}", line {line}, in execute\n    self.total += row["value"]'
+    with pytest.raises(UserFunctionError) as native:
         ks_auto.sql(q).collect()
-    text = str(native.value)
+    err = native.value
+    text = str(err)
     assert f"TypeError: {py.value}" in text, text
-    assert "function 'native_counter_err' failed for key " in text
+    assert text.startswith("function 'native_counter_err' failed for key "), text
+    assert err.function == "native_counter_err" and err.cause == f"TypeError: {py.value}", vars(err)
     # the row named as the Python path names it (plain Python's repr of the row's dict)
     assert f"on row { ({'value': None})!r} (native plan): TypeError" in text, text
-    with pytest.raises(Exception) as python:
+    assert frame in text and frame in err.frames and "SQLSTATE" not in text, text
+    with pytest.raises(UserFunctionError) as python:
         ks_auto.sql(q.replace("native = true", "native = false")).collect()
     assert f"on row { ({'value': None})!r}: TypeError: {py.value}" in str(python.value)
+    assert frame in python.value.frames and "keys loop" not in python.value.frames, python.value.frames
 
 
 class Sum64(__import__("spark_keyed_sql").StatefulFunction):
@@ -190,10 +201,13 @@ def test_integers_past_64_bits_as_python_holds_them(ks_auto, spark):
     # into a bigint column: the sum passes 2**63 on the second row and both paths refuse it
     ks_auto.register("native_sum64_l", Sum64, returns="total bigint")
     q = q.replace("native_sum64_d", "native_sum64_l")
-    with pytest.raises(Exception, match="does not fit BIGINT"):
-        ks_auto.sql(q).collect()
-    with pytest.raises(Exception, match="does not fit BIGINT"):
-        ks_auto.sql(q.replace("native = true", "native = false")).collect()
+    second = big * 2  # (the oracle: Python's sum after the key's second row)
+    said = f"function 'native_sum64_l' (key 'k', row { ({'amount': big})!r}) returned "
+    for q_path in (q, q.replace("native = true", "native = false")):
+        with pytest.raises(OutputSchemaError) as raised:
+            ks_auto.sql(q_path).collect()
+        text = str(raised.value)
+        assert text.startswith(said) and text.endswith(f"column 'total': {second} does not fit BIGINT"), text
 
 
 DUE_IN = dt.timedelta(days=2)
@@ -233,7 +247,7 @@ def test_a_datetime_past_pythons_range_raises_as_in_python(ks_auto, spark, edge)
     _view(spark, rows, "native_ev_due_edge")
     with pytest.raises(OverflowError) as py:
         oracle(Due, rows, "user_id", "ts", ["ts"])
-    with pytest.raises(Exception) as native:
+    with pytest.raises(UserFunctionError) as native:
         ks_auto.sql(q.format(v="native_ev_due_edge")).collect()
     assert f"OverflowError: {py.value}" in str(native.value) and "(native plan)" in str(native.value)
     assert "failed for key 'u9'" in str(native.value), str(native.value)
@@ -419,7 +433,7 @@ def test_generated_classes_agree_with_plain_python(ks_auto, spark, tmp_path_fact
     try:
         expected = canon(oracle(module.Gen, rows, "k", "ts", ["x", "y", "z", "ts"]))
     except Exception as exc:  # noqa: BLE001 - what Python raises, the plan raises
-        with pytest.raises(Exception) as native:
+        with pytest.raises(UserFunctionError) as native:
             ks_auto.sql(q).collect()
         assert f"{type(exc).__name__}: {exc}" in str(native.value)
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import inspect
 import itertools
 import json
 import math
@@ -18,7 +19,7 @@ import sys
 
 import pytest
 
-from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql import StatefulFunction, StateTypeError, UserFunctionError
 from spark_keyed_sql.sql.errors import KeyedQueryError
 from tests.native import classes as C
 from tests.native.test_native import Oracle, canon
@@ -411,7 +412,7 @@ def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tm
         try:
             expected += oracle.increment([dict(r, user_id=r["user_id"]) for r in part])
         except Exception as exc:  # noqa: BLE001 - what Python raises, the run raises
-            with pytest.raises(Exception) as raised:
+            with pytest.raises(UserFunctionError) as raised:
                 ks_auto.run(q.format(src=src, native=native), checkpoint=cp, output=out)
             assert f"{type(exc).__name__}: {exc}" in str(raised.value)
             return
@@ -453,9 +454,40 @@ def test_a_sum_past_64_bits_into_a_typed_attribute_fails_as_storing_it_does_in_p
     text = ks_auto.explain(q.format(native="true").replace(f"parquet.`{src}`", "nstream_sum64_src"))
     assert "native:    yes" in text, text
     for native in ("true", "false"):
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(StateTypeError) as raised:
             ks_auto.run(q.format(native=native), checkpoint=str(tmp_path / f"cp-{native}"), output=str(tmp_path / "o"))
         assert f"attribute Sum64.total: {3 * big} does not fit BIGINT" in str(raised.value), (native, raised.value)
+
+
+def test_a_row_python_refuses_fails_ks_run_with_the_python_paths_error_and_the_users_frame(ks_auto, spark, tmp_path):
+    """A NULL added to a float in a native ``ks.run`` step: UserFunctionError (not Spark's
+    exception) naming function, key and row, ending with the user's own frame, as the Python
+    path's; nothing committed, so the same run on the Python path meets the same row."""
+    ks_auto.register("nstream_null_counter", C.Counter, returns="n bigint, total double")
+    src = str(tmp_path / "in")
+    rows = [("a", T0, 1.0, 1, "x"), ("b", T0, 2.0, 1, "x"), ("b", T0 + dt.timedelta(1), None, 1, "x")]
+    spark.createDataFrame(rows, SCHEMA).write.parquet(src)
+    q = (
+        f"SELECT user_id, n, total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE "
+        "nstream_null_counter(value) ORDER BY ts OPTIONS (engine = 'bulk', native = {native})"
+    )
+    with pytest.raises(TypeError) as py:  # the oracle: the class itself on key b's rows
+        Oracle(C.Counter, ["value"]).increment([dict(zip(("user_id", "ts", "value"), r)) for r in rows])
+    lines, start = inspect.getsourcelines(C.Counter)
+    line = start + next(i for i, text in enumerate(lines) if 'self.total += row["value"]' in text)
+    frame = f'{inspect.getsourcefile(C.Counter)}", line {line}, in execute\n    self.total += row["value"]'
+    cp = str(tmp_path / "cp")
+    for native, marker in (("true", " (native plan)"), ("false", "")):
+        with pytest.raises(UserFunctionError) as raised:
+            ks_auto.run(q.format(native=native), checkpoint=cp, output=str(tmp_path / "out"))
+        err = raised.value
+        first = str(err).splitlines()[0]
+        assert (
+            first
+            == f"function 'nstream_null_counter' failed for key 'b' on row { ({'value': None})!r}{marker}: "
+            + (f"TypeError: {py.value}")
+        ), first
+        assert err.key == "'b'" and frame in err.frames and "SQLSTATE" not in str(err), str(err)
 
 
 class Area(StatefulFunction):  # a JSON int of 19 digits the plan holds in BIGINT (31 + 31 bits)
@@ -510,7 +542,7 @@ def test_stored_values_a_plan_must_read_back(ks_auto, spark, tmp_path):
     at = T0 + dt.timedelta(hours=60)
     rows = [("j", at, 2, 2)]
     spark.createDataFrame(rows, schema).write.mode("append").parquet(src)
-    with pytest.raises(Exception, match=r"the stored state of key 'j' holds 2.5 in attribute 'best'"):
+    with pytest.raises(StateTypeError, match=r"the stored state of key 'j' holds 2.5 in attribute 'best'"):
         ks_auto.run(q, checkpoint=cp, output=out)
     expected = oracle.increment([dict(zip(("user_id", "ts", "w", "h"), r)) for r in rows])
     # (a copy: a checkpoint this application has not run, whose first small batch tries native)
@@ -533,7 +565,7 @@ def test_stored_values_a_plan_must_read_back(ks_auto, spark, tmp_path):
     ks_auto.update_state(cp, set={"n": "'null'"}, where="user_id = 'k'")
     rows = [("k", T0 + dt.timedelta(3), 1, 1)]
     spark.createDataFrame(rows, schema).write.mode("append").parquet(src)
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(StateTypeError) as raised:
         ks_auto.run(q, checkpoint=cp, output=out)
     text = str(raised.value)
     assert "the stored state of key 'k' holds null in attribute 'n'" in text, text
@@ -541,7 +573,7 @@ def test_stored_values_a_plan_must_read_back(ks_auto, spark, tmp_path):
     oracle.keys["k"].n = None
     with pytest.raises(TypeError) as py:
         oracle.increment([dict(zip(("user_id", "ts", "w", "h"), r)) for r in rows])
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(UserFunctionError) as raised:
         ks_auto.run(q.replace("native = true", "native = 'auto'"), checkpoint=cp, output=out)
     assert f"TypeError: {py.value}" in str(raised.value) and "(native plan)" not in str(raised.value)
 

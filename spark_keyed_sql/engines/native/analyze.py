@@ -143,6 +143,8 @@ class _Analyzer:
             lines, self.first = inspect.getsourcelines(cls)
         except (OSError, TypeError) as exc:
             raise Declined(f"the class's source is not available ({exc})") from None
+        self.lines, self.file = lines, inspect.getsourcefile(cls) or inspect.getfile(cls)
+        self.frame = ""  # the statement being read, as a traceback names it (each error's last part)
         tree = ast.parse(textwrap.dedent("".join(lines)))
         self.cdef = next(n for n in tree.body if isinstance(n, ast.ClassDef))
         self.execute_fn = cls.__dict__.get("execute")
@@ -217,6 +219,8 @@ class _Analyzer:
         }
         self.locals: dict[str, Expr | None] = {}
         self.block(stmts, TRUE)
+        if last is not None:
+            self.frame = self.frame_of(last)
         outputs = self.returned(last)
         updates = {n: e for n, e in self.attrs.items() if not (isinstance(e, Old) and e.attr == n)}
         nullable = {n: self.old(n).nullable for n in self.initial}
@@ -248,7 +252,18 @@ class _Analyzer:
         for s in stmts:
             self.stmt(s, pc)
 
+    def frame_of(self, node: ast.stmt) -> str:
+        """``node``'s line as a Python traceback shows it: the user's own frame, which ends the
+        error message of a row that fails (as on the Python path)."""
+        code = self.lines[node.lineno - 1].strip() if node.lineno <= len(self.lines) else ""
+        return f'\n  File "{self.file}", line {node.lineno + self.first - 1}, in execute\n    {code}'
+
+    def raises(self, cond: Expr, parts: list[Any]) -> None:
+        """Python raises where ``cond`` holds: the message's parts, then the statement's frame."""
+        self.errors.append((cond, [*parts, self.frame]))
+
     def stmt(self, s: ast.stmt, pc: Expr) -> None:
+        self.frame = self.frame_of(s)
         if isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):
             return
         if isinstance(s, ast.Assign):
@@ -426,7 +441,7 @@ class _Analyzer:
         ex = self.attrs[attr + EXISTS]
         if isinstance(ex, Const) and ex.value is True:
             return
-        self.errors.append((_and(pc, _not(ex)), ["KeyError: ", ("repr", self.key_expr())]))
+        self.raises(_and(pc, _not(ex)), ["KeyError: ", ("repr", self.key_expr())])
 
     def key_expr(self) -> Key:
         if self.key is None:
@@ -649,7 +664,7 @@ class _Analyzer:
     def none_error(self, pc: Expr, v: Expr, template: str, node: ast.AST, exc: str = "TypeError") -> None:
         if v.nullable:
             text = template.format("NoneType") if "{}" in template else template
-            self.errors.append((_and(pc, IsNull("bool", False, v)), [f"{exc}: {text}"]))
+            self.raises(_and(pc, IsNull("bool", False, v)), [f"{exc}: {text}"])
 
     def pair_errors(self, pc: Expr, a: Expr, b: Expr, template: str, only_a: bool = False) -> None:
         """Python's TypeError where either operand is None (the message names both types; an
@@ -673,7 +688,7 @@ class _Analyzer:
             cond = _and(pc, _and(when_a, when_b))
             ta = "NoneType" if a_none else type_name(a.ty)
             tb = "NoneType" if b_none else type_name(b.ty)
-            self.errors.append((cond, ["TypeError: " + template.format(ta, tb)]))
+            self.raises(cond, ["TypeError: " + template.format(ta, tb)])
 
     def binop(self, op: ast.operator, a: Expr, b: Expr, pc: Expr, node: ast.AST, augmented: bool = False) -> Expr:
         sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%"}.get(type(op))
@@ -693,7 +708,7 @@ class _Analyzer:
         template = f"unsupported operand type(s) for {sym}{'=' if augmented else ''}: '{{}}' and '{{}}'"
         if sym == "+" and ta == "str" and b.nullable:  # Python's own words for str + None
             when = _and(_not(IsNull("bool", False, a)) if a.nullable else TRUE, IsNull("bool", False, b))
-            self.errors.append((_and(pc, when), ['TypeError: can only concatenate str (not "NoneType") to str']))
+            self.raises(_and(pc, when), ['TypeError: can only concatenate str (not "NoneType") to str'])
             self.pair_errors(pc, a, b, template, only_a=True)
         else:
             self.pair_errors(pc, a, b, template)
@@ -711,7 +726,7 @@ class _Analyzer:
                 else "integer division or modulo by zero",
             }[(sym, "float" if "float" in (ta, tb) else "int")]
             zero = Cmp("bool", False, "==", b, Const(tb, False, 0.0 if tb == "float" else 0))
-            self.errors.append((_and(pc, _and(_not(IsNull("bool", False, b)), zero)), [f"ZeroDivisionError: {text}"]))
+            self.raises(_and(pc, _and(_not(IsNull("bool", False, b)), zero)), [f"ZeroDivisionError: {text}"])
         if ("int" in (ta, tb) and "float" in (ta, tb)) and (int_bits(a) > 63 or int_bits(b) > 63):
             raise self.fail("an integer past 64 bits mixed with floats", node)
         out = Bin(ty, False, sym, a, b)  # never None: Python raises instead (the errors above)
@@ -725,7 +740,7 @@ class _Analyzer:
                     Cmp("bool", False, ">", out, Const("datetime", False, _dt.datetime.max)),
                 ),
             )
-            self.errors.append((_and(pc, past), ["OverflowError: date value out of range"]))
+            self.raises(_and(pc, past), ["OverflowError: date value out of range"])
         return out
 
     def compare(self, op: ast.cmpop, a: Expr, right: ast.expr, pc: Expr, node: ast.AST) -> Expr:

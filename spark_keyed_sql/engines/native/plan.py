@@ -474,7 +474,7 @@ class _Builder:
             s = self.r.sql(e)
             if self.r.wide(e) or self.bits(e) > _OUT_INT[name]:
                 bad = out_of_range(s, _OUT_INT[name], self.r.wide(e))
-                head = p_escape(f"StateTypeError: {where}: ")
+                head = p_escape(f"{where}: ")
                 checks.append((bad, f"concat('{head}', CAST({s} AS STRING), ' does not fit {t.ddl()}')"))
                 return f"CASE WHEN {bad} THEN NULL ELSE CAST({s} AS {t.ddl()}) END"
             return f"CAST({s} AS {t.ddl()})"
@@ -502,8 +502,13 @@ class _Builder:
         for cond, parts in p.errors:
             text = ", ".join(self.part(x) for x in parts)
             whens.append(f"WHEN {self.r.sql(cond)} THEN {prefix}{text})")
+        # a value out of its returns column's range: the Python path's OutputSchemaError
+        before = p_escape(f"OutputSchemaError: function '{self.plan.spec.name}' (key ")
+        after = p_escape(f") returned a value that does not match returns ({self.returns.field_ddl()}): ")
         for cond, msg in checks:
-            whens.append(f"WHEN {cond} THEN {prefix}{msg})")
+            whens.append(
+                f"WHEN {cond} THEN concat('{before}', {self.key_repr()}, ', row ', {self.row_repr()}, '{after}', {msg})"
+            )
         for cond, msg in self.store_checks:  # (their own text: storing fails, not a row)
             whens.append(f"WHEN {cond} THEN {msg}")
         return ("CASE " + " ".join(whens) + " END") if whens else None

@@ -209,7 +209,7 @@ def unreadable(function: str, key_repr: str, text: str, name: str, expected: str
     """The error of a stored value the plan cannot read, naming key, value and attribute."""
     shown = f"coalesce(CAST({text} AS STRING), 'NULL')"
     return (
-        f"raise_error(concat('function \\'{function}\\': the stored state of key ', {key_repr}, "
+        f"raise_error(concat('StateTypeError: function \\'{function}\\': the stored state of key ', {key_repr}, "
         f"' holds ', {shown}, ' in attribute \\'{name}\\', not {expected} {UNREADABLE}'))"
     )
 
