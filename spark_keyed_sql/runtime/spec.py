@@ -157,6 +157,13 @@ class FunctionSpec:
             raise RegistrationError(f"'{name}': {exc}") from None
         return spec
 
+    def state_attributes(self) -> list[str] | None:
+        """A StatefulFunction's state attributes, as a fresh instance holds them (None for a
+        KeyedProcessor: its ``on_initial_state`` takes any column)."""
+        if self.kind is not FunctionKind.FUNCTION:
+            return None
+        return AttributeLayout(self.instantiate()).names
+
     @property
     def renames(self) -> dict[str, str]:
         """State name -> the name it was stored under before a rename (``api.function.state_renames``)."""

@@ -284,7 +284,7 @@ class _Planner:
         keyed_source.set("expressions", projections)
         initial_df, initial_source = None, None
         if group.args.get("initial_state") is not None:
-            initial_df = self._initial_state(group.args["initial_state"], call.key_names, call.fname, keys, source.ctes)
+            initial_df = self._initial_state(group.args["initial_state"], call, keys, source.ctes)
             initial_source = render(group.args["initial_state"])
         plan = KeyedPlan(
             call.spec,
@@ -454,12 +454,12 @@ class _Planner:
     def _initial_state(
         self,
         source: exp.Expression,
-        key_names: list[str],
-        fname: str,
+        call: Call,
         key_columns: list[str],
         ctes: exp.With | None = None,
     ) -> DataFrame:
         """INITIAL STATE FROM's rows, read as a batch (a CTE of the statement may be the seed)."""
+        key_names, fname = call.key_names, call.fname
         q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
         if ctes is not None:
             q.set("with_", ctes.copy())
@@ -473,7 +473,17 @@ class _Planner:
         exprs = [f"{quoted(lower[k.lower()])} AS {quoted(c)}" for k, c in zip(key_names, key_columns)]
         # batch_id is read_state's bookkeeping column, not state: a read_state table bootstraps as is
         skip = {k.lower() for k in key_names} | {"batch_id"}
-        exprs += [quoted(c) for c in df.columns if c.lower() not in skip]
+        state = [c for c in df.columns if c.lower() not in skip]
+        attributes = call.spec.state_attributes()
+        unknown = [c for c in state if attributes is not None and c not in attributes]
+        if unknown:  # (said here, before any job: the seeding task would fail on its first row)
+            raise KeyedQueryError(
+                f"INITIAL STATE FROM for {fname}: column(s) {unknown} are not state attributes of "
+                f"{call.spec.cls.__name__} ({', '.join(attributes or [])}); the seed's columns are the key column(s) "
+                "and state attributes, as read_state shows them: leave the others out of the seed's SELECT",
+                *position(source),
+            )
+        exprs += [quoted(c) for c in state]
         return df.selectExpr(*exprs)
 
     @staticmethod

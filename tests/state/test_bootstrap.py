@@ -1,11 +1,14 @@
 """Read a checkpoint's state, bootstrap a new query from it, continue: equals an uninterrupted
 run. Bootstrapping onto a checkpoint with state is refused. TTL through SQL expires state."""
 
+import re
+
 import pytest
 from data import by_key_in_ts_order, clock_moved, make_events, write_parquet
 from processors import Spend
 
 from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql.sql.errors import KeyedQueryError
 from spark_keyed_sql.state.checkpoint import CheckpointError
 
 
@@ -183,13 +186,12 @@ def test_bootstrap_column_mismatch_is_named(spark, ks, tmp_path):
     spark.createDataFrame(
         [("u000001", 1.0, "m", 1)], "user_id string, value double, merchant string, ts bigint"
     ).createOrReplaceTempView("boot_src")
-    with pytest.raises(
-        Exception, match=r"column\(s\) \['colour'\] that are not state attributes of History \(count, seen\)"
-    ):
-        ks.sql(
-            "SELECT * FROM boot_src GROUP BY KEY user_id WITH STATE history(value, merchant) "
-            "INITIAL STATE FROM bad_boot"
-        ).collect()
+    sql = "SELECT * FROM boot_src GROUP BY KEY user_id WITH STATE history(value, merchant)\nINITIAL STATE FROM bad_boot"
+    # said when the statement is planned (ks.sql, before any job), naming where the seed is
+    with pytest.raises(KeyedQueryError) as info:
+        ks.sql(sql)
+    assert re.search(r"column\(s\) \['colour'\] are not state attributes of History \(count, seen\)", str(info.value))
+    assert (info.value.line, info.value.col) == (2, sql.splitlines()[1].index("bad_boot") + 1), str(info.value)
 
 
 def test_ttl_clause_expires_state_between_runs(spark, ks, tmp_path):
