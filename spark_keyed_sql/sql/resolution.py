@@ -165,6 +165,14 @@ def resolve_outer(sel: exp.Select, call: Call, source: Source) -> Outer:
         if table is not None and table not in source.aliases:
             return  # belongs to an outer query (correlated) or another scope
         if table is not None:
+            if n in ret_lower and n in lower and n not in key_lower:  # the source's column, not the output
+                raise KeyedQueryError(
+                    f"'{col.sql(dialect='spark')}': the source column '{col.name}' has the name of an output of "
+                    f"{fname}; the keyed result holds one column of that name (the output, {call.alias}."
+                    f"{ret_lower[n]}): pass the source column under another name, e.g. FROM (SELECT *, {col.name} AS "
+                    f"source_{col.name} FROM ...)",
+                    *position(col),
+                )
             col.set("table", None)
         if n in key_lower or n in ret_lower or (allow_select_alias and n in select_aliases):
             return

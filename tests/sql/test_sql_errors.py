@@ -105,6 +105,12 @@ CASES = [
         "cnt has no output column 'zzz'",
     ),
     (
+        "SELECT user_id, e.n, s.n FROM (SELECT *, 7 AS n FROM err_events) e "
+        "GROUP BY KEY user_id WITH STATE cnt(value) AS s",
+        KeyedQueryError,
+        "line 1, column 19: 'e.n': the source column 'n' has the name of an output of cnt",
+    ),
+    (
         "SELECT nothing FROM err_events GROUP BY KEY user_id WITH STATE cnt(value)",
         KeyedQueryError,
         "column 'nothing' is neither a key (user_id), an output of cnt (n) nor a source column",
@@ -201,3 +207,20 @@ def test_output_mode_is_checked(setup, tmp_path):
     with pytest.raises(KeyedQueryError, match=r"engine 'bulk' appends .* needs OPTIONS \(engine = 'tws'\)"):
         setup.run(sql.format(mode="'update'", engine=", engine = 'bulk'"), **run)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_source_column_named_like_an_output_passes_through_under_another_name(setup, spark):
+    """The fix the clash's error names: the source column renamed in a subquery passes through
+    beside the output (the oracle: the source rows and a plain count per key)."""
+    rows = [("a", 1.0, 1, 70), ("a", 2.0, 2, 80), ("b", 3.0, 3, 90)]
+    spark.createDataFrame(rows, "user_id string, value double, ts bigint, n int").createOrReplaceTempView("err_clash")
+    got = setup.sql(
+        "SELECT user_id, e.source_n, s.n FROM (SELECT *, n AS source_n FROM err_clash) e "
+        "GROUP BY KEY user_id WITH STATE cnt(value) AS s ORDER BY ts"
+    ).collect()
+    seen: dict = {}
+    expected = []
+    for user, _, _, n in rows:
+        seen[user] = seen.get(user, 0) + 1
+        expected.append((user, n, seen[user]))
+    assert sorted(map(tuple, got)) == sorted(expected)
