@@ -237,7 +237,9 @@ class KeyedSQL:
         """Incremental batch: process what is new in the file/table source since the last run
         (Spark's availableNow trigger), with state carried in ``checkpoint``. ``progress``, if
         given, is called with a dict per finished batch (batch_id, input_rows, output_rows,
-        keys_touched, state_rows). ``sink=`` is another name for ``output=`` (ks.start's)."""
+        keys_touched, state_rows). ``sink=`` is another name for ``output=`` (ks.start's).
+        The summary's ``keys_touched`` sums each batch's keys (a key in two batches counts twice);
+        ``batches`` counts the batches that read input."""
         if sink is not None:
             if output is not None:
                 raise KeyedSQLError(f"ks.run: give output={output!r} or sink={sink!r}, not both (one argument)")
