@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from ..state.filesystems import filesystem
 from ..state.fs import is_path
 from .base import StreamJob, StreamRun
-from .streams import configure_writer, not_a_stream, wait_until_done
+from .streams import configure_writer, not_a_stream, reattach_table, wait_until_done
 
 __all__ = ["DataFrameStreamRun", "process_all_available", "recent_progress", "state_metrics", "start_sink"]
 
@@ -135,6 +135,8 @@ class DataFrameStreamRun(StreamRun):
         if not df.isStreaming:
             raise not_a_stream(job)
         writer = configure_writer(df.writeStream.outputMode("append"), job, job.checkpoint)
+        if job.sink != "console" and not job.sink.startswith("memory:") and not is_path(job.sink):
+            reattach_table(job.spark, job.sink, df.schema)  # (before its rows are counted)
         before = committed_rows(job.spark, job.sink) if job.available_now else 0
         with _shuffle_partitions(job.spark, job.state_partitions):
             query = start_sink(writer, job.sink)

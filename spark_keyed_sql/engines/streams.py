@@ -3,13 +3,54 @@ checkpoint, the trigger) and wait for an ``availableNow`` run to end."""
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 from ..api.errors import SchemaError
+from ..state.filesystems import filesystem
+from ..state.fs import join
 from .background import failure_of
 from .base import StreamJob
 
-__all__ = ["configure_writer", "not_a_stream", "wait_until_done"]
+__all__ = ["configure_writer", "not_a_stream", "reattach_table", "wait_until_done"]
+
+log = logging.getLogger(__name__)
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def reattach_table(spark: Any, table: str, schema: Any) -> bool:
+    """An output table an earlier run made, unknown to this session's catalog (Spark's default
+    in-memory catalog forgets its tables when the process ends) while its directory is still in
+    the warehouse: registered again over that directory, as a Parquet table of ``schema``, so
+    the run appends to it instead of failing to create it (LOCATION_ALREADY_EXISTS). True when
+    it did; only a plain name in the current database's default location is looked for."""
+    if not _PLAIN_NAME.fullmatch(table) or spark.catalog.tableExists(table):
+        return False
+    try:
+        database = spark.catalog.currentDatabase()
+        warehouse = spark.conf.get("spark.sql.warehouse.dir")
+    except Exception:  # noqa: BLE001 - a catalog that says neither: Spark's own error follows
+        return False
+    if not warehouse:
+        return False
+    root = warehouse if database == "default" else join(warehouse, f"{database}.db")
+    location = join(root, table.lower())
+    fs = filesystem(spark)
+    try:
+        held = fs.exists(location) and any(not n.startswith((".", "_")) for n in fs.list(location))
+    except Exception:  # noqa: BLE001 - not listable here: Spark's own error follows
+        return False
+    if not held:
+        return False
+    spark.catalog.createTable(table, path=location, source="parquet", schema=schema)
+    log.warning(
+        "output table '%s' was not in this session's catalog but its directory %s was (an earlier run's: Spark's "
+        "in-memory catalog forgets tables between processes); registered it again there and appending to it",
+        table,
+        location,
+    )
+    return True
 
 
 def not_a_stream(job: StreamJob) -> SchemaError:

@@ -162,6 +162,37 @@ def test_run_into_a_table(spark, ks, tmp_path):
     spark.sql(f"DROP TABLE {table}")
 
 
+def test_run_into_a_table_an_earlier_process_made(spark, ks, tmp_path):
+    """Spark's default catalog is in memory: the table a first `ks.run` (or CLI run) made is
+    gone from the next process's catalog while its directory stays in the warehouse. The next
+    run appends to it (it failed creating it again: LOCATION_ALREADY_EXISTS)."""
+    import shutil
+
+    table = f"keyed_run_again_{ks.default_engine}"
+    ks.register("running_sum", RunningSum, returns="n bigint, total double")
+    src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
+    files = [make_events(30, per_key=2, seed=s, start_second=10_000 * s) for s in (17, 18)]
+    write_parquet(spark, files[0], src)
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    sql = (
+        f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s "
+        "ORDER BY ts"
+    )
+    assert ks.run(sql, checkpoint=cp, output=table)["output_rows"] == 60
+    info = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()}
+    location = info["Location"].removeprefix("file:")
+    # the next process: the catalog without the table, its directory as the first run left it
+    shutil.copytree(location, str(tmp_path / "kept"))
+    spark.sql(f"DROP TABLE {table}")
+    shutil.copytree(str(tmp_path / "kept"), location)
+    assert not spark.catalog.tableExists(table)
+    write_parquet(spark, files[1], src)
+    assert ks.run(sql, checkpoint=cp, output=table)["output_rows"] == 60
+    got = sorted(tuple(r) for r in spark.table(table).collect())
+    assert got == oracle(files[0] + files[1])
+    spark.sql(f"DROP TABLE {table}")
+
+
 def test_run_and_start_over_a_cte(spark, ks, tmp_path):
     """A keyed select reading a CTE (DESIGN: "a keyed select may stand ... in a CTE"): the
     CTE's own tables become the stream, its name stays the CTE's, on ks.run and ks.start."""

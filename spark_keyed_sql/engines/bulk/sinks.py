@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from ...runtime.faults import crash_point
 from ...state.filesystems import filesystem
 from ...state.fs import CheckpointFS, is_path, join
+from ..streams import reattach_table
 
 __all__ = ["TAG", "reset_memory_sink", "write_batch"]
 
@@ -139,7 +140,7 @@ def _parquet_table(df: DataFrame, table: str) -> tuple[str, DataFrame] | None:
     the batch can be written as files of that location under names a retry replaces. None for
     any other table (partitioned, another format, a view, a catalog without locations)."""
     spark = df.sparkSession
-    if not spark.catalog.tableExists(table):
+    if not spark.catalog.tableExists(table) and not reattach_table(spark, table, df.schema):
         df.limit(0).write.format("parquet").saveAsTable(table)
     try:
         rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
