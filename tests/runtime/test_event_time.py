@@ -49,9 +49,20 @@ def ev(user, minutes):
     return {"user_id": user, "value": 1.0, "amount": 1.0, "merchant": "m", "ts": T0 + dt.timedelta(minutes=minutes)}
 
 
-def test_sessions_close_after_inactivity(spark, ks, tmp_path):
+@pytest.mark.parametrize("ts_type", ["timestamp", "timestamp_ntz"])
+def test_sessions_close_after_inactivity(spark, ks, tmp_path, ts_type):
+    """Also with the event time a TIMESTAMP_NTZ column (what pandas' naive datetimes written to
+    Parquet read as), which Spark's own watermark refuses: its wall clock read as UTC."""
     ks.register("sessions", Sessions, returns="session_start timestamp, session_end timestamp, events bigint")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    if ts_type == "timestamp_ntz":
+
+        def write_parquet(spark, rows, path):
+            schema = "user_id string, value double, amount double, merchant string, ts timestamp_ntz"
+            spark.createDataFrame([tuple(r.values()) for r in rows], schema).write.mode("append").parquet(path)
+
+    else:
+        from data import write_parquet
     runs = [
         [ev("a", 0), ev("a", 10), ev("b", 5), ev("c", 20)],
         [ev("a", 25), ev("b", 50), ev("c", 200)],  # b: 45 min gap closes b's first session in-batch

@@ -54,6 +54,19 @@ def watermarked(df: DataFrame, plan: KeyedPlan, event_time: str) -> DataFrame:
     return out
 
 
+EVENT_INSTANT = "__ks_et_instant"
+
+
+def _instant_event_time(df: DataFrame, plan: KeyedPlan) -> tuple[DataFrame, KeyedPlan]:
+    """A ``TIMESTAMP_NTZ`` event time (pandas' naive datetimes written to Parquet read so),
+    which Spark's watermark refuses: the watermark and the timers run on a ``TIMESTAMP`` column
+    beside it holding its wall clock as UTC, as the bulk engine reads a naive time; the column
+    itself goes to the function unchanged."""
+    zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+    instant = F.to_utc_timestamp(F.col(plan.event_time).cast("timestamp"), zone)
+    return df.withColumn(EVENT_INSTANT, instant), dataclasses.replace(plan, event_time=EVENT_INSTANT)
+
+
 class TransformWithStateEngine(Engine):
     name = "tws"
     requires = Feature.TRANSFORM_WITH_STATE
@@ -84,6 +97,8 @@ class TransformWithStateEngine(Engine):
                 "batch query; the engine choice picks one that fires them at end of input"
             )
         schema = output_schema(df.schema, plan)
+        if streaming and plan.event_time and isinstance(df.schema[plan.event_time].dataType, T.TimestampNTZType):
+            df, plan = _instant_event_time(df, plan)
         if plan.broadcasts:  # (a one-shot batch: a stream with broadcast inputs is refused when planned)
             df, plan, _ = take_broadcasts(df, plan)
         # TTL is applied by the runner's binding; timers need a Spark time mode, and Spark allows
