@@ -5,7 +5,7 @@ import time
 import pytest
 from data import SCHEMA, by_key_in_ts_order, clock_moved, make_events, write_parquet
 
-from spark_keyed_sql import KeyedProcessor, StatefulFunction, ValueState
+from spark_keyed_sql import KeyedProcessor, ListState, MapState, StatefulFunction, ValueState
 from spark_keyed_sql.api.errors import KeyedSQLError, SchemaError
 from spark_keyed_sql.engines import ENGINES
 from spark_keyed_sql.sql.errors import KeyedQueryError
@@ -257,6 +257,41 @@ def test_ttl_clause_is_the_default_ttl_of_typed_state(spark, ks, tmp_path):
             ks.run(sql, checkpoint=cp, output=out)
     assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == sorted(expected)
     assert ("a", 1) in expected  # (the oracle saw the expiry)
+
+
+class TypedKept(KeyedProcessor):  # a count with a short TTL, a list and a map with a long one
+    n = ValueState("bigint", default=0, ttl="2 seconds")
+    seen = ListState("bigint", ttl="1 hour")
+    last = MapState("string", "bigint", ttl="2 seconds")
+
+    def process(self, key, rows):
+        self.n.update(self.n.get() + len(rows))
+        self.seen.append(len(rows))
+        self.last.put("rows", len(rows))
+        return {"n": self.n.get()}
+
+
+def test_read_state_does_not_show_values_past_their_ttl(spark, ks, tmp_path):
+    """A key idle past its values' TTL: read_state shows them unset (as a read in the function
+    would get them) on every engine, though transformWithState keeps them on disk until the
+    key runs again. The oracle: which key ran in which batch, and the batches' times."""
+    import time
+
+    ks.register("typed_kept", TypedKept, returns="n bigint")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE typed_kept(value)"
+    for users in (["a", "b", "b"], ["a"]):
+        spark.createDataFrame([(u, 1.0) for u in users], "user_id string, value double").coalesce(1).write.mode(
+            "append"
+        ).parquet(src)
+        ks.run(sql, checkpoint=cp, output=out)
+        time.sleep(2.5)  # the next batch's clock is past the 2-second TTL of what this one stored
+    state = {r["user_id"]: r.asDict() for r in ks.read_state(cp).collect()}
+    # the batches' clocks are more than 2 s apart: a's count expired before the second batch, which
+    # counted it again from 0; b ran only in the first, so its count and map are past their TTL
+    # when read (the list's hour has not passed)
+    assert (state["a"]["n"], state["a"]["last"], list(state["a"]["seen"])) == (1, {"rows": 1}, [1, 1]), state
+    assert (state["b"]["n"], state["b"]["last"], list(state["b"]["seen"])) == (None, None, [2]), state
 
 
 def test_query_identity_is_case_insensitive_as_sql_is(spark, ks, tmp_path):

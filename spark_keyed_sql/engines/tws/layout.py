@@ -71,6 +71,26 @@ def _entry(vfn):
     return lambda e: F.struct(e["key"]["value"].alias("key"), vfn(e["value"]).alias("value"))
 
 
+def _batch_time_ms(spark: SparkSession, checkpoint: str, batch: int) -> int | None:
+    """The processing time of ``batch`` (its offset log entry's ``batchTimestampMs``): the
+    TTL clock of that batch (the processor's)."""
+    try:
+        text = filesystem(spark).read_text(join(checkpoint, "offsets", str(batch)))
+        meta = next(json.loads(line) for line in text.splitlines() if line.startswith("{"))
+        return int(meta["batchTimestampMs"])
+    except Exception:  # noqa: BLE001 - no such entry (a migrated checkpoint's first batch): shown as stored
+        return None
+
+
+def _live(x: Any, now: int | None) -> Any:
+    """A stored value (struct with the expiry field) not expired by ``now``: the processor drops
+    a key's expired values when the key next runs, Spark keeps them until then; read_state
+    shows what a read of the key would get, as the bulk engine drops them at every batch."""
+    if now is None:
+        return F.lit(True)
+    return x[EXPIRES].isNull() | (x[EXPIRES] > F.lit(now))
+
+
 def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
     ensure_state_store_coordinator(spark)  # Spark's statestore reader is a batch query on the state store
     found = features(spark)
@@ -224,6 +244,8 @@ class TwsLayout(StateLayout):
         def load(var: str, flatten: bool = True) -> DataFrame:
             return state_variable(spark, checkpoint, op_index, var, batch, flatten)
 
+        now = _batch_time_ms(spark, checkpoint, batch)
+
         frames: list[DataFrame] = []
         for var in variables:
             kind = kinds[var]
@@ -231,6 +253,8 @@ class TwsLayout(StateLayout):
                 df = load(var)
                 stored = [f.name for f in df.schema["value"].dataType.fields]
                 fields = [f for f in stored if f not in HIDDEN]
+                if EXPIRES in stored:  # a value past its TTL reads as unset
+                    df = df.where(_live(F.col("value"), now))
                 if var == ATTRIBUTES_VAR and (op is None or op.kind == FunctionKind.FUNCTION.value):
                     added = set(op.absent_attributes) if op else set()
                     record = {a["name"]: a for a in (op.attributes if op else ())}
@@ -251,12 +275,20 @@ class TwsLayout(StateLayout):
                 df = load(var, flatten=False)
                 elem = df.schema["list_value"].dataType.elementType
                 fn = _unwrapper([f.name for f in elem.fields if f.name != EXPIRES])
-                frames.append(df.select("key", F.transform("list_value", fn).alias(variable_names.get(var, var))))
+                items = F.col("list_value")
+                if EXPIRES in elem.names:  # (every element expired: no list, as an empty one is stored)
+                    items = F.filter(items, lambda x: _live(x, now))
+                    items = F.when(F.size(items) > 0, items)
+                frames.append(df.select("key", F.transform(items, fn).alias(variable_names.get(var, var))))
             elif kind == "MapState":
                 df = load(var, flatten=False)
                 vtype = df.schema["map_value"].dataType.valueType
                 vfn = _unwrapper([f.name for f in vtype.fields if f.name != EXPIRES])
-                entries = F.transform(F.map_entries("map_value"), _entry(vfn))
+                pairs = F.map_entries("map_value")
+                if EXPIRES in vtype.names:  # (every entry expired: no map, as an empty one is stored)
+                    pairs = F.filter(pairs, lambda e: _live(e["value"], now))
+                    pairs = F.when(F.size(pairs) > 0, pairs)
+                entries = F.transform(pairs, _entry(vfn))
                 frames.append(df.select("key", F.map_from_entries(entries).alias(variable_names.get(var, var))))
         if not frames:
             raise CheckpointError(f"checkpoint {checkpoint!r}: operator {op_index} has no state variables")
