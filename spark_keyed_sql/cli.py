@@ -324,8 +324,10 @@ def cmd_state_show(args: argparse.Namespace) -> int:
     from . import KeyedSQL
 
     ks = KeyedSQL(_session(args.master))
+    if args.from_batch is not None and not args.changes:
+        raise SystemExit("state show: --from-batch goes with --changes (the change feed after batch N)")
     if args.changes:
-        df = ks.read_state_changes(args.checkpoint, args.function, None, args.batch)  # (up to --batch)
+        df = ks.read_state_changes(args.checkpoint, args.function, args.from_batch, args.batch)  # (up to --batch)
     else:
         df = ks.read_state(args.checkpoint, args.function, args.batch)
     _print_table(df, args.limit)
@@ -477,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--function", help="the function, when the checkpoint holds several")
     show.add_argument("--batch", type=int, help="an older committed batch (with --changes: the feed up to it)")
     show.add_argument("--changes", action="store_true", help="the change feed (ks.read_state_changes)")
+    show.add_argument(
+        "--from-batch", type=int, metavar="N", help="with --changes: the feed after batch N (e.g. after a DELETE)"
+    )
     show.add_argument("--limit", type=int, default=50)
     show.set_defaults(fn=cmd_state_show)
     mig = ssub.add_parser("migrate", help="rewrite state into a new checkpoint (ks.migrate_state)")

@@ -413,7 +413,7 @@ def test_an_erased_keys_timers_go_with_it(spark, kb, tmp_path):
 def test_the_cli_deletes_and_updates(spark, kb, tmp_path, capsys):
     from spark_keyed_sql import cli
 
-    _, cp, _, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    src, cp, out, batches = _checkpoint_with_history(spark, kb, tmp_path)
     # (--udf: how the class stores its attributes, needed to SET its string attribute)
     udf = ["--udf", f"erase_notes={Notes.__module__}:Notes returns n int, total double"]
     assert cli.main(["state", "delete", cp, "--where", "total > 1e9"]) == 0
@@ -428,7 +428,16 @@ def test_the_cli_deletes_and_updates(spark, kb, tmp_path, capsys):
     expected["k01"] = (expected["k01"][0], -1.0, "x")
     assert _state(kb, cp) == expected
     assert cli.main(["state", "delete", cp, "--where", f"user_id = '{ERASED}'"]) == 0
-    assert "erased 1 key(s)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "erased 1 key(s)" in printed and "at batch 3" in printed, printed
+    # the change feed after the erase (its history before batch 3 is gone): a batch of two keys
+    _batch(spark, src, [("k01", 5.0, 900), ("k02", 6.0, 901)])
+    kb.run(SQL.format(src=src), checkpoint=cp, output=out)
+    assert cli.main(["state", "show", cp, "--changes", "--from-batch", "3"]) == 0
+    shown = capsys.readouterr().out
+    lines = [line for line in shown.splitlines() if line.startswith("| k0")]
+    assert {line.split("|")[1].strip() for line in lines} == {"k01", "k02"} and "upsert" in shown, shown
+    assert all(line.split("|")[-2].strip() == "4" for line in lines), shown  # (batch_id, the last column)
     assert cli.main(["state", "update", cp, "--set", "total", "--where", "true"]) == 2
     assert "--set takes COLUMN=EXPR" in capsys.readouterr().err
 
