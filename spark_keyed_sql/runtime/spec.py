@@ -226,6 +226,23 @@ def check_process_inputs(spec: FunctionSpec, inputs: list[str], where: str = "")
         )
 
 
+def check_one_input(spec: FunctionSpec, where: str = "") -> None:
+    """A one-input call of a KeyedProcessor whose ``process`` needs several frames by name
+    (``process(self, key, quotes, trades)``): refused when planned, naming the inputs it takes
+    (each key's first call would fail with Python's missing-argument TypeError)."""
+    named = processor_inputs(spec)
+    if named is None:
+        return
+    params = inspect.signature(spec.cls.process).parameters
+    required = [n for n in named if params[n].default is inspect.Parameter.empty]
+    if len(required) > 1:
+        raise RegistrationError(
+            f"{where or spec.name}: {spec.cls.__name__}.process(self, key, {', '.join(named)}) takes the rows of "
+            f"{len(required)} inputs by name and this call gives one input; name each as a table argument: "
+            f"{spec.name}({', '.join(f'{n} => TABLE(...)' for n in required)}, key => '...')"
+        )
+
+
 def processor_inputs(spec: FunctionSpec) -> list[str] | None:
     """A KeyedProcessor's input names when ``process`` takes several frames by name
     (``process(self, key, profiles, settings)``); None for one (``process(self, key, rows)``)."""

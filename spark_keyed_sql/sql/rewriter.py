@@ -30,7 +30,7 @@ from ..runtime.broadcast import BroadcastInput, broadcast_limit
 from ..runtime.clock import session_offset_ms
 from ..runtime.keys import OrderSpec
 from ..runtime.plan import KeyedPlan, PlanInput
-from ..runtime.spec import FunctionKind, FunctionSpec, check_process_inputs
+from ..runtime.spec import FunctionKind, FunctionSpec, check_one_input, check_process_inputs
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, read_metadata
 from ..state.evolution import absent_attributes, stored_names
@@ -337,6 +337,8 @@ class _Planner:
                     f"driver applies each micro-batch's broadcast rows before its keyed rows); engine '{engine.name}' "
                     "runs its batches inside Spark's operator, out of the driver's reach: use engine => 'bulk'"
                 )
+        if plan.inputs is None and call.spec.kind is FunctionKind.PROCESSOR:
+            check_one_input(call.spec, f"{call.where}")
         columns = [f"{quoted(k)} AS {quoted(n)}" for k, n in zip(keys, call.key_names)]
         columns += [quoted(r) for r in call.returns]
         columns += [f"{quoted(c)} AS {quoted(p)}" for c, p in zip(through, outer.passthrough)]

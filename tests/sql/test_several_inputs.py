@@ -275,6 +275,17 @@ def test_a_processor_whose_parameters_are_not_the_inputs_is_refused(ks_auto, two
         ks_auto.sql(f"SELECT * FROM {fn}(profiles => TABLE(si_p), clicks => TABLE(si_v), key => 'member_id')")
 
 
+def test_a_processor_of_several_inputs_called_with_one_is_refused_when_planned(ks_auto, two_views):
+    """(it failed each key's first call with Python's missing-argument TypeError)"""
+    fn = _register(ks_auto, "count_both")
+    for sql in (
+        f"SELECT * FROM si_p GROUP BY KEY member_id WITH STATE {fn}(ts)",
+        f"SELECT * FROM {fn}(TABLE(si_p), key => 'member_id')",
+    ):
+        with pytest.raises(KeyedSQLError, match=r"process\(self, key, profiles, views\) takes the rows of 2 inputs"):
+            ks_auto.sql(sql)
+
+
 @pytest.mark.spark_feature("UDTF_ANALYZE")
 def test_several_inputs_in_plain_spark_sql_name_ks_sql(spark, ks_auto, two_views):
     fn = _register(ks_auto, "enrich_views")
