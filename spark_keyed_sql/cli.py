@@ -534,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _DEBUG = args.debug
     handler = _log_to_stderr() if _DEBUG else None
+    if not _DEBUG:
+        # PySpark logs each AnalysisException with its query context as a JSON ERROR line before
+        # raising it; the CLI says the error once, as its error: line (--debug shows the log)
+        logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     with warnings.catch_warnings():
         if not _DEBUG:
             # PySpark >= 4.2 with pandas 3 (supported, tested) warns on every pandas UDF it makes;

@@ -118,3 +118,21 @@ def test_usage_errors_exit_2_with_one_line(spark, tmp_path, capsys, argv, messag
     rc, out, err = _run(capsys, *argv)
     assert rc == cli.EXIT_ERROR == 2, (rc, err)
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_state_predicate_naming_no_column_is_one_line(spark, ks, tmp_path, capfd):
+    """PySpark logs an AnalysisException's query context as a JSON ERROR line before raising it;
+    the CLI says the error once (captured at the file descriptors: the log handler writes to
+    the process's stderr)."""
+    from keyed_functions import Count
+
+    ks.register("cli_where_count", Count, returns="n bigint")
+    src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
+    spark.createDataFrame([("a",), ("b",)], "user_id string").write.parquet(src)
+    ks.run(f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE cli_where_count()", cp, out)
+    capfd.readouterr()
+    rc = cli.main(["state", "delete", cp, "--where", "no_such_col = 1"])
+    err = capfd.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("WARNING: Using incubator")]
+    assert rc == cli.EXIT_ERROR and lines and lines[0].startswith("error: ") and "no_such_col" in lines[0], err
+    assert not any('"level": "ERROR"' in line for line in lines), err
