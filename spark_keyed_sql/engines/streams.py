@@ -21,36 +21,51 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def reattach_table(spark: Any, table: str, schema: Any) -> bool:
     """An output table an earlier run made, unknown to this session's catalog (Spark's default
-    in-memory catalog forgets its tables when the process ends) while its directory is still in
-    the warehouse: registered again over that directory, as a Parquet table of ``schema``, so
-    the run appends to it instead of failing to create it (LOCATION_ALREADY_EXISTS). True when
-    it did; only a plain name in the current database's default location is looked for."""
+    in-memory catalog forgets its tables when the process ends) while its directory is still at
+    the database's location: registered again over that directory, as an external Parquet table
+    of ``schema``, so the run appends to it instead of failing to create it
+    (LOCATION_ALREADY_EXISTS). Files there of another schema are refused, naming both. True when
+    it registered the table; only a plain name in the current database is looked for."""
     if not _PLAIN_NAME.fullmatch(table) or spark.catalog.tableExists(table):
         return False
     try:
         database = spark.catalog.currentDatabase()
-        warehouse = spark.conf.get("spark.sql.warehouse.dir")
+        root = spark.catalog.getDatabase(database).locationUri
     except Exception:  # noqa: BLE001 - a catalog that says neither: Spark's own error follows
         return False
-    if not warehouse:
+    if not root:
         return False
-    root = warehouse if database == "default" else join(warehouse, f"{database}.db")
     location = join(root, table.lower())
     fs = filesystem(spark)
     try:
-        held = fs.exists(location) and any(not n.startswith((".", "_")) for n in fs.list(location))
+        held = fs.exists(location) and bool(fs.list(location))
     except Exception:  # noqa: BLE001 - not listable here: Spark's own error follows
         return False
     if not held:
         return False
+    try:
+        found = spark.read.parquet(location).schema  # (footers only; none when no data file is there)
+    except Exception:  # noqa: BLE001 - no data file yet (a first run without output rows)
+        found = None
+    if found is not None and _shape(found) != _shape(schema):
+        raise SchemaError(
+            f"output table '{table}' is not in this session's catalog, and its directory {location} holds files of "
+            f"another schema ({found.simpleString()}) than this query's output ({schema.simpleString()}): give "
+            "another output, or remove that directory"
+        )
     spark.catalog.createTable(table, path=location, source="parquet", schema=schema)
     log.warning(
         "output table '%s' was not in this session's catalog but its directory %s was (an earlier run's: Spark's "
-        "in-memory catalog forgets tables between processes); registered it again there and appending to it",
+        "in-memory catalog forgets tables between processes); registered it again there as an external table "
+        "(DROP TABLE keeps its files) and appending to it",
         table,
         location,
     )
     return True
+
+
+def _shape(schema: Any) -> list[tuple[str, str]]:
+    return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
 
 
 def not_a_stream(job: StreamJob) -> SchemaError:

@@ -45,8 +45,11 @@ _USER = re.compile(
     r"function '(?P<function>[^']*)' failed for key (?P<key>.+?) on (?P<where>.+?): (?P<cause>\w+: .*)$", re.M
 )
 # a native plan's row that Python would refuse (engines/native/plan.py): Spark's raise_error with
-# the Python path's message, the user's frame below it
-_RAISED = re.compile(r"\[USER_RAISED_EXCEPTION\] (function '[^']*' failed for key .+(?:\n  .*)*)")
+# the Python path's message, the user's frame below it (Spark 3.5's raise_error throws a plain
+# java.lang.RuntimeException with the message)
+_RAISED = re.compile(
+    r"(?:\[USER_RAISED_EXCEPTION\] |java\.lang\.RuntimeException: )(function '[^']*' failed for key .+(?:\n  .*)*)"
+)
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?\s*$")
 
 

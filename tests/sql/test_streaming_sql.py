@@ -1,5 +1,6 @@
 """ks.start over a streaming view (stop, restart) and ks.run incremental batches."""
 
+import os
 import time
 
 import pytest
@@ -191,6 +192,22 @@ def test_run_into_a_table_an_earlier_process_made(spark, ks, tmp_path):
     got = sorted(tuple(r) for r in spark.table(table).collect())
     assert got == oracle(files[0] + files[1])
     spark.sql(f"DROP TABLE {table}")
+
+
+def test_run_into_a_table_whose_left_directory_holds_another_schema_is_refused(spark, ks, tmp_path):
+    table = f"keyed_run_other_{ks.default_engine}"
+    ks.register("running_sum", RunningSum, returns="n bigint, total double")
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    root = spark.catalog.getDatabase(spark.catalog.currentDatabase()).locationUri.removeprefix("file:")
+    left = os.path.join(root, table)
+    spark.createDataFrame([("x", "y")], "a string, b string").write.mode("overwrite").parquet(left)
+    src = str(tmp_path / "in")
+    write_parquet(spark, make_events(5, per_key=1, seed=3), src)
+    sql = f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE running_sum(value) AS s"
+    with pytest.raises(SchemaError, match=rf"output table '{table}' is not in this session's catalog.*another schema"):
+        ks.run(sql, checkpoint=str(tmp_path / "cp"), output=table)
+    assert not spark.catalog.tableExists(table)
+    assert spark.read.parquet(left).collect() == [("x", "y")]  # (left as it was)
 
 
 def test_run_and_start_over_a_cte(spark, ks, tmp_path):

@@ -63,7 +63,9 @@ def _instant_event_time(df: DataFrame, plan: KeyedPlan) -> tuple[DataFrame, Keye
     beside it holding its wall clock as UTC, as the bulk engine reads a naive time; the column
     itself goes to the function unchanged."""
     zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
-    instant = F.to_utc_timestamp(F.col(plan.event_time).cast("timestamp"), zone)
+    # the cast places the wall clock in the session's zone; from_utc_timestamp reads that
+    # instant's wall clock there and places it in UTC (to_utc_timestamp would move it twice)
+    instant = F.from_utc_timestamp(F.col(plan.event_time).cast("timestamp"), zone)
     return df.withColumn(EVENT_INSTANT, instant), dataclasses.replace(plan, event_time=EVENT_INSTANT)
 
 
