@@ -91,6 +91,13 @@ def _live(x: Any, now: int | None) -> Any:
     return x[EXPIRES].isNull() | (x[EXPIRES] > F.lit(now))
 
 
+def _live_items(items: Any, now: int | None, stored: Any = lambda x: x) -> Any:
+    """A list's elements (a map's entries, ``stored`` picking each one's stored value) not
+    expired by ``now``; none left: NULL, as a list or map with no entry is stored (none)."""
+    kept = F.filter(items, lambda x: _live(stored(x), now))
+    return F.when(F.size(kept) > 0, kept)
+
+
 def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
     ensure_state_store_coordinator(spark)  # Spark's statestore reader is a batch query on the state store
     found = features(spark)
@@ -276,18 +283,16 @@ class TwsLayout(StateLayout):
                 elem = df.schema["list_value"].dataType.elementType
                 fn = _unwrapper([f.name for f in elem.fields if f.name != EXPIRES])
                 items = F.col("list_value")
-                if EXPIRES in elem.names:  # (every element expired: no list, as an empty one is stored)
-                    items = F.filter(items, lambda x: _live(x, now))
-                    items = F.when(F.size(items) > 0, items)
+                if EXPIRES in elem.names:
+                    items = _live_items(items, now)
                 frames.append(df.select("key", F.transform(items, fn).alias(variable_names.get(var, var))))
             elif kind == "MapState":
                 df = load(var, flatten=False)
                 vtype = df.schema["map_value"].dataType.valueType
                 vfn = _unwrapper([f.name for f in vtype.fields if f.name != EXPIRES])
                 pairs = F.map_entries("map_value")
-                if EXPIRES in vtype.names:  # (every entry expired: no map, as an empty one is stored)
-                    pairs = F.filter(pairs, lambda e: _live(e["value"], now))
-                    pairs = F.when(F.size(pairs) > 0, pairs)
+                if EXPIRES in vtype.names:
+                    pairs = _live_items(pairs, now, lambda e: e["value"])
                 entries = F.transform(pairs, _entry(vfn))
                 frames.append(df.select("key", F.map_from_entries(entries).alias(variable_names.get(var, var))))
         if not frames:
