@@ -325,7 +325,7 @@ def cmd_state_show(args: argparse.Namespace) -> int:
 
     ks = KeyedSQL(_session(args.master))
     if args.from_batch is not None and not args.changes:
-        raise SystemExit("state show: --from-batch goes with --changes (the change feed after batch N)")
+        raise UsageError("state show: --from-batch goes with --changes (the change feed after batch N)")
     if args.changes:
         df = ks.read_state_changes(args.checkpoint, args.function, args.from_batch, args.batch)  # (up to --batch)
     else:

@@ -440,6 +440,9 @@ def test_the_cli_deletes_and_updates(spark, kb, tmp_path, capsys):
     assert all(line.split("|")[-2].strip() == "4" for line in lines), shown  # (batch_id, the last column)
     assert cli.main(["state", "update", cp, "--set", "total", "--where", "true"]) == 2
     assert "--set takes COLUMN=EXPR" in capsys.readouterr().err
+    # --from-batch without --changes: a usage error like every other (one `error:` line, status 2)
+    assert cli.main(["state", "show", cp, "--from-batch", "3"]) == 2
+    assert capsys.readouterr().err.startswith("error: state show: --from-batch goes with --changes")
 
 
 # ---------------------------------------------------------------------------- a real SIGKILL
