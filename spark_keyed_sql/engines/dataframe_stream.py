@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from ..state.filesystems import filesystem
 from ..state.fs import is_path
 from .base import StreamJob, StreamRun
+from .sink_log import fill_sink_log
 from .streams import configure_writer, not_a_stream, reattach_table, wait_until_done
 
 __all__ = ["DataFrameStreamRun", "process_all_available", "recent_progress", "state_metrics", "start_sink"]
@@ -125,6 +126,33 @@ def committed_rows(spark: SparkSession, output: str) -> int:
         return 0
 
 
+def _file_output(spark: SparkSession, sink: str) -> str | None:
+    """The directory a file sink writes ``sink`` to (a path, or an existing table's location)."""
+    if sink == "console" or sink.startswith("memory:"):
+        return None
+    if is_path(sink):
+        return sink
+    try:
+        if not spark.catalog.tableExists(sink):
+            return None
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {sink}").collect()
+    except Exception:  # noqa: BLE001 - a name the catalog cannot describe: not a file table
+        return None
+    return next((r[1] for r in rows if r[0] == "Location" and r[1]), None)
+
+
+def _close_log_gap(spark: SparkSession, checkpoint: str, sink: str) -> None:
+    """Batches an edit committed on the checkpoint (engines/tws/erase.py), logged in the output's
+    file sink log before the query logs its next one after them (engines/sink_log.py)."""
+    from ..runtime.connect import is_connect
+
+    if is_connect(spark):  # (the edits that add batches run in classic sessions only)
+        return
+    output = _file_output(spark, sink)
+    if output is not None:
+        fill_sink_log(spark, filesystem(spark), checkpoint, output)
+
+
 class DataFrameStreamRun(StreamRun):
     def __init__(self, job: StreamJob, query: Any, rows_before: int, functions: list[str]):
         self.job, self.query, self.rows_before, self.functions = job, query, rows_before, functions
@@ -137,6 +165,8 @@ class DataFrameStreamRun(StreamRun):
         writer = configure_writer(df.writeStream.outputMode("append"), job, job.checkpoint)
         if job.sink != "console" and not job.sink.startswith("memory:") and not is_path(job.sink):
             reattach_table(job.spark, job.sink, df.schema)  # (before its rows are counted)
+        if job.checkpoint:
+            _close_log_gap(job.spark, job.checkpoint, job.sink)
         before = committed_rows(job.spark, job.sink) if job.available_now else 0
         with _shuffle_partitions(job.spark, job.state_partitions):
             query = start_sink(writer, job.sink)

@@ -34,6 +34,29 @@ def kt(spark):
     return ks
 
 
+def _outputs(batches, erased_after: int, updates=None):
+    """The query's output rows, as a multiset: (user, n, total) for each event in order; the
+    erased key afresh (or the updated keys' values set) after batch index ``erased_after``."""
+    state: dict[str, tuple[int, float]] = {}
+    out = []
+    for b, rows in enumerate(batches):
+        for u, v, _ in sorted(rows, key=lambda r: r[2]):
+            n, total = state.get(u, (0, 0.0))
+            state[u] = (n + 1, round(total + v, 6))
+            out.append((u, *state[u]))
+        if b == erased_after:
+            if updates is None:
+                state.pop(ERASED, None)
+            else:
+                updates(state)
+    return sorted(out)
+
+
+def _written(spark, out):
+    """What a reader of the output directory sees (Spark's reader follows its _spark_metadata)."""
+    return sorted((r.user_id, r.n, r.total) for r in spark.read.parquet(out).collect())
+
+
 def _history(spark, ks, tmp_path, runs=3):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     batches = [_rows(b) for b in range(runs)]
@@ -60,6 +83,8 @@ def test_delete_on_a_stopped_tws_checkpoint_erases_and_the_query_continues_once(
     _batch(spark, src, batches[-1])
     kt.run(SQL.format(src=src), checkpoint=cp, output=out)
     assert _state(kt, cp) == _oracle(batches, erased_after=2)  # the erased key afresh, the others once
+    # the output stays readable across the edit's batch (its file sink log has an entry for it)
+    assert _written(spark, out) == _outputs(batches, erased_after=2)
     again = kt.delete_state(cp, where="user_id = 'nobody'")
     assert again["keys_matched"] == 0 and again["batch_id"] is None
 
@@ -80,7 +105,20 @@ def test_an_empty_batch_a_crashed_delete_left_is_taken_over(spark, kt, tmp_path)
     assert _state(kt, cp) == _oracle(batches, erased_after=1)
 
 
-def test_update_on_a_stopped_tws_checkpoint_changes_exactly_the_matched_keys(spark, kt, tmp_path):
+@pytest.fixture
+def compact_every_3(spark):
+    """The file sink log compacted every 3 batches (Spark's default 10): batch 2 is a compaction."""
+    key = "spark.sql.streaming.fileSink.log.compactInterval"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "3")
+    yield
+    if before is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, before)
+
+
+def test_update_on_a_stopped_tws_checkpoint_changes_exactly_the_matched_keys(spark, kt, tmp_path, compact_every_3):
     src, cp, out, batches = _history(spark, kt, tmp_path, runs=2)
     limit = 25.0
 
@@ -88,6 +126,11 @@ def test_update_on_a_stopped_tws_checkpoint_changes_exactly_the_matched_keys(spa
         for u, (n, total, _note) in list(state.items()):
             if total > limit:
                 state[u] = (n, round(total * 10, 6), "fixed")
+
+    def fix_output(state):
+        for u, (n, total) in list(state.items()):
+            if total > limit:
+                state[u] = (n, round(total * 10, 6))
 
     expected = _oracle(batches, erased_after=1, updates=fix)
     changed = [u for u, (_, t, _) in _oracle(batches).items() if t > limit]
@@ -109,6 +152,9 @@ def test_update_on_a_stopped_tws_checkpoint_changes_exactly_the_matched_keys(spa
     _batch(spark, src, batches[-1])
     kt.run(SQL.format(src=src), checkpoint=cp, output=out)
     assert _state(kt, cp) == _oracle(batches, erased_after=1, updates=fix)  # continued from the set values
+    # the edit's batch 2 is a compaction of the output's file sink log: the output reads whole
+    assert os.path.exists(f"{out}/_spark_metadata/2.compact")
+    assert _written(spark, out) == _outputs(batches, erased_after=1, updates=fix_output)
 
 
 def test_update_on_tws_refuses_what_it_cannot_set_and_writes_nothing(spark, kt, tmp_path):
@@ -135,8 +181,7 @@ def test_delete_and_update_on_a_running_tws_query_restart_it_around_the_edit(spa
     exactly once (the erased key afresh), and an UPDATE after it goes the same way."""
     import threading
 
-    src, cp, _, batches = _history(spark, kt, tmp_path, runs=1)
-    sink = str(tmp_path / "out2")
+    src, cp, sink, batches = _history(spark, kt, tmp_path, runs=1)  # (the stream goes on writing ks.run's output)
     q = kt.start(SQL.format(src=src), checkpoint=cp, sink=sink)
     waited: list = []
     waiter = threading.Thread(target=lambda: waited.append(q.awaitTermination()), daemon=True)
@@ -174,6 +219,20 @@ def test_delete_and_update_on_a_running_tws_query_restart_it_around_the_edit(spa
                 double(expected)
         assert _state(kt, cp) == expected
         assert q.isActive and waiter.is_alive()
+        # the output, read across the two edits' batches: every event's row, the erased key afresh
+        # after batch 0, k01's total doubled after batch 1
+        state: dict = {}
+        rows_out = []
+        for b, rows in enumerate(batches):
+            for u, v, _ in sorted(rows, key=lambda r: r[2]):
+                n, total = state.get(u, (0, 0.0))
+                state[u] = (n + 1, round(total + v, 6))
+                rows_out.append((u, *state[u]))
+            if b == 0:
+                state.pop(ERASED)
+            elif b == 1:
+                state["k01"] = (state["k01"][0], round(state["k01"][1] * 2, 6))
+        assert _written(spark, sink) == sorted(rows_out)
     finally:
         q.stop()
     waiter.join(timeout=60)

@@ -1,0 +1,120 @@
+"""A file sink's metadata log (``<output>/_spark_metadata``) kept in step with a checkpoint whose
+batches an edit added.
+
+A DELETE / UPDATE of a ``tws`` checkpoint commits a batch of its own (``engines/tws/erase.py``)
+that Spark never ran, so the query's file sink has no log entry for it. Spark's reader of the
+output (and the sink's own compaction) needs every batch's entry from the last compaction on:
+once the query's next batch is logged after the gap, ``spark.read.parquet(output)`` fails with
+"_spark_metadata/N doesn't exist". Before a run starts on the checkpoint, the batches it
+committed that the log lacks are logged here with no file — what Spark's sink writes for a batch
+without output rows — as Spark names and compacts them (``CompactibleFileStreamLog``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+
+from ..state.fs import join
+
+__all__ = ["fill_sink_log"]
+
+log = logging.getLogger(__name__)
+
+METADATA_DIR = "_spark_metadata"
+_COMPACT = ".compact"
+_INTERVAL_CONF = "spark.sql.streaming.fileSink.log.compactInterval"
+
+
+def _batch_id(name: str) -> int | None:
+    stem = name[: -len(_COMPACT)] if name.endswith(_COMPACT) else name
+    return int(stem) if stem.isdigit() else None
+
+
+def _committed(fs: Any, checkpoint: str) -> int | None:
+    d = join(checkpoint, "commits")
+    ids = [int(f) for f in fs.list(d) if f.isdigit()] if fs.exists(d) else []
+    return max(ids) if ids else None
+
+
+def _derived_interval(default: int, latest_compact: int) -> int:
+    """Spark's ``CompactibleFileStreamLog.deriveCompactInterval``: a log with one compaction."""
+    n = latest_compact + 1
+    if n <= default:
+        return n
+    if default < n // 2:
+        return next((i for i in range(default, n // 2 + 1) if n % i == 0), n)
+    return n
+
+
+def _interval(compacts: list[int], default: int) -> int:
+    """The log's compaction interval, as Spark derives it from the compactions it holds."""
+    compacts = sorted(compacts, reverse=True)
+    if len(compacts) >= 2:
+        return compacts[0] - compacts[1]
+    if len(compacts) == 1:
+        return _derived_interval(default, compacts[0])
+    return default
+
+
+def _entries(fs: Any, path: str) -> list[str]:
+    """A log file's entries (its JSON lines, the version line left out)."""
+    return [line for line in fs.read_text(path).split("\n")[1:] if line.strip()]
+
+
+def _compacted(entries: list[str]) -> list[str]:
+    """``FileStreamSinkLog.compactLogs``: the entries without the files a later entry deleted."""
+    deleted = set()
+    for e in entries:
+        d = json.loads(e)
+        if d.get("action") == "delete":
+            deleted.add(d.get("path"))
+    return [e for e in entries if json.loads(e).get("path") not in deleted] if deleted else entries
+
+
+def fill_sink_log(spark: Any, fs: Any, checkpoint: str, output: str) -> list[int]:
+    """Log the batches the checkpoint committed that ``output``'s file sink log lacks (each with
+    no file); the batch ids logged. Nothing when the output has no log yet."""
+    metadata = join(output, METADATA_DIR)
+    if not fs.exists(metadata):
+        return []
+    files = {b: name for name in fs.list(metadata) if (b := _batch_id(name)) is not None}
+    committed = _committed(fs, checkpoint)
+    if not files or committed is None or committed <= max(files):
+        return []
+    latest = max(files)
+    version = fs.read_text(join(metadata, files[latest])).split("\n", 1)[0].strip() or "v1"
+    try:
+        default = int(spark.conf.get(_INTERVAL_CONF, None) or 10)
+    except (TypeError, ValueError):
+        default = 10
+    interval = _interval([b for b, name in files.items() if name.endswith(_COMPACT)], default)
+    written = []
+    for b in range(latest + 1, committed + 1):
+        if (b + 1) % interval == 0:  # a compaction: every entry since the previous one, with its own none
+            entries: list[str] = []
+            for prior in range(max(0, b - interval), b):
+                name = files.get(prior)
+                if name is None:
+                    raise FileNotFoundError(join(metadata, str(prior)))
+                entries += _entries(fs, join(metadata, name))
+            name, text = f"{b}{_COMPACT}", "\n".join([version, *_compacted(entries)])
+        else:
+            name, text = str(b), version
+        # written aside, then renamed into place (Spark's own log writes the same way): a reader
+        # never sees a torn entry, and a name that does not parse as a batch is passed over
+        temp = join(metadata, f".{name}.{uuid.uuid4().hex}.tmp")
+        fs.create_text(temp, text)
+        if not fs.rename(temp, join(metadata, name)):
+            fs.delete(temp)
+        files[b] = name
+        written.append(b)
+    log.info(
+        "output %s: its file sink log lacked batch(es) %s that checkpoint %s committed (an edit's); logged "
+        "them without files, so the output stays readable",
+        output,
+        ", ".join(map(str, written)),
+        checkpoint,
+    )
+    return written
