@@ -527,20 +527,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _quiet_query_context_logs() -> None:
-    """PySpark (4.0+) logs each AnalysisException with its query context as a JSON ERROR line
-    before raising it; the CLI says the error once, as its error: line (--debug shows the log).
-    The loggers are made as PySpark makes them (its logger class takes extra fields)."""
-    try:
-        from pyspark.logger import PySparkLogger
-
-        get = PySparkLogger.getLogger
-    except ImportError:  # (Spark 3.5: no such log)
-        return
-    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        get(name).setLevel(logging.CRITICAL)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Every failure is one ``error:`` line on stderr (our errors add the user's frames below
     it), exit status 2; ``--debug`` raises it with its full trace instead."""
@@ -549,7 +535,9 @@ def main(argv: list[str] | None = None) -> int:
     _DEBUG = args.debug
     handler = _log_to_stderr() if _DEBUG else None
     if not _DEBUG:
-        _quiet_query_context_logs()
+        from .compat.query_context import silence_query_context_logs
+
+        silence_query_context_logs()
     with warnings.catch_warnings():
         if not _DEBUG:
             # PySpark >= 4.2 with pandas 3 (supported, tested) warns on every pandas UDF it makes;

@@ -14,12 +14,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..compat.query_context import quiet_query_context_logs
 from ..runtime.spec import FunctionSpec
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, OperatorRecord
 from ..state.encoding import loads
 
-__all__ = ["assigned_values", "first_line", "key_text"]
+__all__ = ["assigned_values", "check_statement", "first_line", "key_text"]
 
 
 def first_line(exc: Exception) -> str:
@@ -28,6 +29,44 @@ def first_line(exc: Exception) -> str:
 
 def key_text(op: OperatorRecord, row: Any, keys: list[str]) -> str:
     return ", ".join(f"{name}={row[k]!r}" for name, k in zip(op.keys, keys))
+
+
+def _state_column(column: str, by_name: dict[str, str], key_names: set[str], shown: dict[str, str], what: str) -> str:
+    """The internal name of the state column ``SET column`` names; a key column or an unknown
+    one refused, naming the columns there are as read_state shows them."""
+    if column.lower() in key_names:
+        raise CheckpointError(f"{what}: SET {column}: a key column cannot be set (DELETE the key instead)")
+    internal = by_name.get(column.lower())
+    if internal is None:
+        names = ", ".join(shown[c] for c in by_name.values()) or "none"
+        raise CheckpointError(f"{what}: SET {column}: no such state column (state columns: {names})")
+    return internal
+
+
+def check_statement(
+    readable: DataFrame, where: str, assignments: tuple[tuple[str, str], ...], keys: tuple[str, ...], what: str
+) -> None:
+    """The WHERE and each SET analysed against the state as read_state shows it (``readable``:
+    the key columns, the state columns and batch_id, by those names), before a key is counted
+    or anything is written: a wrong name is refused whether or not a key matches, and Spark's
+    suggestions name only columns the user can write."""
+    columns = ", ".join(readable.columns)
+    with quiet_query_context_logs():
+        try:
+            readable.select(F.expr(where).cast("boolean")).schema  # noqa: B018 - analysed, not run
+        except (AnalysisException, ParseException) as exc:
+            raise CheckpointError(f"{what}: WHERE {where}: {first_line(exc)} (columns: {columns})") from None
+        shown = {c: c for c in readable.columns if c not in keys and c != "batch_id"}
+        by_name = {c.lower(): c for c in shown}
+        key_names = {k.lower() for k in keys}
+        for column, text in assignments:
+            _state_column(column, by_name, key_names, shown, what)
+            try:
+                readable.select(F.expr(text)).schema  # noqa: B018
+            except (AnalysisException, ParseException) as exc:
+                raise CheckpointError(
+                    f"{what}: SET {column} = {text}: {first_line(exc)} (columns: {columns})"
+                ) from None
 
 
 def assigned_values(
@@ -51,13 +90,7 @@ def assigned_values(
     layout: AttributeLayout | None = None
     out: dict[str, Column] = {}
     for column, text in assignments:
-        if column.lower() in key_names:
-            raise CheckpointError(f"{what}: SET {column}: a key column cannot be set (DELETE the key instead)")
-        internal = by_name.get(column.lower())
-        if internal is None:
-            raise CheckpointError(
-                f"{what}: SET {column}: no such state column (state columns: {', '.join(by_name.values()) or 'none'})"
-            )
+        internal = _state_column(column, by_name, key_names, shown, what)
         target = flagged.schema[internal].dataType
         name = shown[internal]
         try:

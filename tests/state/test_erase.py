@@ -233,7 +233,48 @@ def test_an_update_the_type_cannot_hold_is_refused_naming_column_and_key_before_
         kb.update_state(cp, set={"n": "1.5"}, where="user_id = 'k02'")
     with pytest.raises(KeyedSQLError, match="key column cannot be set"):
         kb.update_state(cp, set={"user_id": "'x'"}, where="true")
+    # names as read_state shows them, never the stored columns' internal ones; and a wrong
+    # name is refused whether or not the WHERE matches a key
+    shown = ", ".join(kb.read_state(cp).columns)
+    for where in ("true", "user_id = 'nobody'"):
+        with pytest.raises(KeyedSQLError, match=r"SET nope: no such state column \(state columns: ") as info:
+            kb.update_state(cp, set={"nope": "0"}, where=where)
+        assert "__ks" not in str(info.value) and all(c in str(info.value) for c in ("total", "n", "note"))
+        with pytest.raises(KeyedSQLError, match=r"SET total = totl \+ 1: .*totl") as info:
+            kb.update_state(cp, set={"total": "totl + 1"}, where=where)
+        assert "__ks" not in str(info.value) and f"(columns: {shown})" in str(info.value)
+    with pytest.raises(KeyedSQLError, match=r"WHERE usr = 'k01': .*usr") as info:
+        kb.delete_state(cp, where="usr = 'k01'")
+    assert "__ks" not in str(info.value) and f"(columns: {shown})" in str(info.value)
     assert _all_bytes(cp) == before
+
+
+def test_a_wrong_name_in_an_edit_is_said_once_without_pysparks_query_context_log(spark, kb, tmp_path, capfd):
+    """PySpark logs an AnalysisException's query context (a JSON ERROR line of kilobytes) before
+    raising it; the edit's own error names the column, so that log is not printed first
+    (captured at the file descriptors: the log handler writes to the process's stderr)."""
+    logger_module = pytest.importorskip("pyspark.logger")
+    import logging
+
+    loggers = [
+        logger_module.PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+    ]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.NOTSET)  # as a user's process has them (the CLI's tests silence them for good)
+    try:
+        _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
+        capfd.readouterr()
+        with pytest.raises(KeyedSQLError, match="usr"):
+            kb.delete_state(cp, where="usr = 'k01'")
+        with pytest.raises(KeyedSQLError, match="totl"):
+            kb.update_state(cp, set={"total": "totl + 1"}, where="true")
+        err = capfd.readouterr().err
+        assert '"level": "ERROR"' not in err and "QueryContext" not in err, err[:2000]
+        assert [lg.level for lg in loggers] == [logging.NOTSET] * len(loggers)  # left as they were
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 # ---------------------------------------------------------------------------- crash points

@@ -170,6 +170,9 @@ def test_update_on_tws_refuses_what_it_cannot_set_and_writes_nothing(spark, kt, 
     for assignments, message in cases:
         with pytest.raises(KeyedSQLError, match=message):
             kt.update_state(cp, set=assignments, where="true")
+        if "no such" in message:  # a wrong name is refused when the WHERE matches no key too
+            with pytest.raises(KeyedSQLError, match=message):
+                kt.update_state(cp, set=assignments, where="user_id = 'nobody'")
     after = {k: v for k, v in _all_bytes(cp).items() if "/edits/" not in k}
     assert after == before
 

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -32,7 +31,7 @@ from ...state.fs import join
 from ...state.reader import null_safe_match
 from ...state.snapshots import KEY_PREFIX, SnapshotStore, state_column_names
 from ..base import new_audit
-from ..edit_values import assigned_values, first_line
+from ..edit_values import assigned_values, check_statement
 from .layout import DELETED, VERSION, state_frame, write_base
 from .local_store import cache_root, remove_store
 from .partitioning import PART
@@ -98,12 +97,9 @@ def edit_state(
     view = frame.select(
         "*", *[F.col(c).alias(n) for c, n in shown.items()], F.lit(latest.version).cast("long").alias("batch_id")
     )
-    readable = ", ".join([*shown.values(), "batch_id"])
-    try:
-        flagged = view.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
-        flagged.schema  # noqa: B018 - analysed now: a wrong name fails here, before anything is written
-    except (AnalysisException, ParseException) as exc:
-        raise CheckpointError(f"{what}: WHERE {where}: {first_line(exc)} (columns: {readable})") from None
+    # analysed now, against the columns read_state shows: a wrong name fails here, before anything is written
+    check_statement(view.select(*shown.values(), "batch_id"), where, assignments, op.keys, what)
+    flagged = view.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
     matched = flagged.where(F.col(_MATCH))
     n = matched.count()
     audit = new_audit(kind, checkpoint, op.function, n)

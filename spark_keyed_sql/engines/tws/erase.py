@@ -46,7 +46,7 @@ from ...state.filesystems import filesystem
 from ...state.fs import join
 from ...state.reader import null_safe_match
 from ..base import new_audit
-from ..edit_values import assigned_values, first_line
+from ..edit_values import assigned_values, check_statement, first_line
 from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, state_variable, stored_targets
 from .unsafe_row import encoded
 
@@ -183,11 +183,8 @@ def edit_state(
         )
     state = read()
     keys = list(op.keys)
-    try:
-        flagged = state.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
-        flagged.schema  # noqa: B018 - a wrong name fails here, before anything is written
-    except Exception as exc:  # noqa: BLE001
-        raise CheckpointError(f"{what}: WHERE {where}: {first_line(exc)}") from None
+    check_statement(state, where, assignments, op.keys, what)  # a wrong name fails here, before anything is written
+    flagged = state.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
     matched = flagged.where(F.col(_MATCH)).select(*[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)])
     found = matched.count()
     audit = new_audit(kind, checkpoint, op.function, found, state_rows=found)
