@@ -73,13 +73,21 @@ def state_changes(
             f"UPDATE of keyed_state); the change feed starts after batch {erased_before} "
             f"(from_batch={erased_before})"
         )
-    if lo < -1 or hi > max_batch or lo >= hi:
+    kept = min_batch if erased_before is None else max(min_batch, erased_before)
+    if lo < -1 or hi > max_batch or lo > hi or (lo == hi and lo < kept):
         raise CheckpointError(
-            f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps "
-            f"{min_batch}..{max_batch}"
+            f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps {kept}..{max_batch}"
         )
     state_cols = [c for c in latest.columns if c != "batch_id"]
     keys, variables = state_cols[:n_keys], state_cols[n_keys:]
+    if lo == hi or not variables:  # no batch after from_batch (yet): no change, in the feed's columns
+        return latest.limit(0).select(
+            *keys,
+            F.lit(None).cast("string").alias("variable"),
+            F.lit(None).cast("string").alias("change"),
+            F.lit(None).cast("string").alias("new_value"),
+            F.lit(None).cast("long").alias("batch_id"),
+        )
     frames = []
     for b in range(lo + 1, hi + 1):
         cur = read(b).drop("batch_id")

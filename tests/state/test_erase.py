@@ -164,6 +164,11 @@ def test_delete_erases_the_key_from_every_file_and_the_query_continues_exactly_o
         kb.read_state_changes(cp).collect()
     with pytest.raises(KeyedSQLError, match="history before batch 2 was erased"):
         kb.read_state_changes(cp, from_batch=0).collect()
+    # the feed after the erase's batch, which the message names, is readable at once: no change yet
+    empty = kb.read_state_changes(cp, from_batch=2)
+    assert empty.columns == ["user_id", "variable", "change", "new_value", "batch_id"] and empty.collect() == []
+    with pytest.raises(KeyedSQLError, match=r"cannot read changes for batches \(2, 3\]; it keeps 2\.\.2"):
+        kb.read_state_changes(cp, from_batch=2, to_batch=3).collect()
 
     # the query goes on: the erased key starts fresh, the others continue, each batch once
     batches.append(_rows(2))

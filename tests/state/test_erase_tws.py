@@ -79,6 +79,10 @@ def test_delete_on_a_stopped_tws_checkpoint_erases_and_the_query_continues_once(
         assert [p for p, data in _all_bytes(os.path.join(cp, "state")).items() if needle in data] == []
     with pytest.raises(KeyedSQLError, match="history before batch 3 was erased"):
         kt.read_state(cp, batch_id=2)
+    empty = kt.read_state_changes(cp, from_batch=3)  # (the batch the message names): no change yet
+    assert empty.columns == ["user_id", "variable", "change", "new_value", "batch_id"] and empty.collect() == []
+    with pytest.raises(KeyedSQLError, match=r"cannot read changes for batches \(3, 4\]; it keeps 3\.\.3"):
+        kt.read_state_changes(cp, from_batch=3, to_batch=4).collect()
     batches.append(_rows(3))
     _batch(spark, src, batches[-1])
     kt.run(SQL.format(src=src), checkpoint=cp, output=out)
