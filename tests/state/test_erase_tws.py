@@ -93,6 +93,25 @@ def test_delete_on_a_stopped_tws_checkpoint_erases_and_the_query_continues_once(
     assert again["keys_matched"] == 0 and again["batch_id"] is None
 
 
+def test_an_output_table_reads_whole_after_a_delete(spark, kt, tmp_path):
+    """ks.run into a table (a file table: Spark's file sink at its location): after the edit's
+    batch, which Spark never ran, the next run's rows and the earlier ones all read back."""
+    src, cp, table = str(tmp_path / "in"), str(tmp_path / "cp"), "erase_tws_output_table"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    try:
+        batches = [_rows(0)]
+        _batch(spark, src, batches[0])
+        kt.run(SQL.format(src=src), checkpoint=cp, output=table)
+        assert kt.delete_state(cp, where=f"user_id = '{ERASED}'")["batch_id"] == 1
+        batches.append(_rows(1))
+        _batch(spark, src, batches[-1])
+        kt.run(SQL.format(src=src), checkpoint=cp, output=table)
+        got = sorted((r.user_id, r.n, r.total) for r in spark.table(table).collect())
+        assert got == _outputs(batches, erased_after=0)
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
 def test_an_empty_batch_a_crashed_delete_left_is_taken_over(spark, kt, tmp_path):
     """A DELETE killed after it added its empty batch to the offset log (before the rewrite and
     the commit): the state is the old one; the next DELETE takes the batch over and finishes."""
