@@ -7,6 +7,7 @@ makes them (its logger class takes extra fields)."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,15 +30,28 @@ def silence_query_context_logs() -> None:
         logger.setLevel(logging.CRITICAL)
 
 
+_lock = threading.Lock()
+_quieting = 0  # probes under way (in any thread)
+_levels: list[int] = []  # the loggers' levels before the first of them
+
+
 @contextmanager
 def quiet_query_context_logs() -> Iterator[None]:
-    """While a probe runs whose AnalysisException becomes this project's own error."""
-    loggers = _loggers()
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL)
+    """While a probe runs whose AnalysisException becomes this project's own error. Probes in
+    several threads overlap: the first one in quiets the loggers, the last one out restores them."""
+    global _quieting, _levels
+    with _lock:
+        if _quieting == 0:
+            loggers = _loggers()
+            _levels = [lg.level for lg in loggers]
+            for lg in loggers:
+                lg.setLevel(logging.CRITICAL)
+        _quieting += 1
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+        with _lock:
+            _quieting -= 1
+            if _quieting == 0:
+                for lg, level in zip(_loggers(), _levels):
+                    lg.setLevel(level)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,12 +16,14 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ..state.filesystems import filesystem
-from ..state.fs import is_path
+from ..state.fs import FSError, is_path
 from .base import StreamJob, StreamRun
 from .sink_log import fill_sink_log
-from .streams import configure_writer, not_a_stream, reattach_table, wait_until_done
+from .streams import configure_writer, not_a_stream, reattach_table, table_details, wait_until_done
 
 __all__ = ["DataFrameStreamRun", "process_all_available", "recent_progress", "state_metrics", "start_sink"]
+
+log = logging.getLogger(__name__)
 
 
 def recent_progress(query: Any, scans: int = 1) -> list[dict]:
@@ -126,19 +129,20 @@ def committed_rows(spark: SparkSession, output: str) -> int:
         return 0
 
 
+# the formats Spark's file sink writes (a table of another provider has no _spark_metadata log)
+_FILE_FORMATS = {"parquet", "orc", "json", "csv", "text", "avro"}
+
+
 def _file_output(spark: SparkSession, sink: str) -> str | None:
-    """The directory a file sink writes ``sink`` to (a path, or an existing table's location)."""
+    """The directory a file sink writes ``sink`` to (a path, or an existing file table's location)."""
     if sink == "console" or sink.startswith("memory:"):
         return None
     if is_path(sink):
         return sink
-    try:
-        if not spark.catalog.tableExists(sink):
-            return None
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {sink}").collect()
-    except Exception:  # noqa: BLE001 - a name the catalog cannot describe: not a file table
+    info = table_details(spark, sink)
+    if info is None or info.get("Provider", "").lower() not in _FILE_FORMATS:
         return None
-    return next((r[1] for r in rows if r[0] == "Location" and r[1]), None)
+    return info.get("Location") or None
 
 
 def _close_log_gap(spark: SparkSession, checkpoint: str, sink: str) -> None:
@@ -149,8 +153,14 @@ def _close_log_gap(spark: SparkSession, checkpoint: str, sink: str) -> None:
     if is_connect(spark):  # (the edits that add batches run in classic sessions only)
         return
     output = _file_output(spark, sink)
-    if output is not None:
+    if output is None:
+        return
+    try:
         fill_sink_log(spark, filesystem(spark), checkpoint, output)
+    except (FSError, OSError) as exc:  # a location this driver cannot reach or read: Spark's own writer says more
+        log.debug("output %s: its file sink log not checked (%s)", output, exc)
+    except Exception as exc:  # noqa: BLE001 - the run goes on; its output may read short after an edit
+        log.warning("output %s: its file sink log could not be brought up to the checkpoint: %s", output, exc)
 
 
 class DataFrameStreamRun(StreamRun):

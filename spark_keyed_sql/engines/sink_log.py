@@ -76,12 +76,12 @@ def _compacted(entries: list[str]) -> list[str]:
 def fill_sink_log(spark: Any, fs: Any, checkpoint: str, output: str) -> list[int]:
     """Log the batches the checkpoint committed that ``output``'s file sink log lacks (each with
     no file); the batch ids logged. Nothing when the output has no log yet."""
+    committed = _committed(fs, checkpoint)  # (first: the log listed after it is at least as new)
     metadata = join(output, METADATA_DIR)
-    if not fs.exists(metadata):
+    if committed is None or not fs.exists(metadata):
         return []
     files = {b: name for name in fs.list(metadata) if (b := _batch_id(name)) is not None}
-    committed = _committed(fs, checkpoint)
-    if not files or committed is None or committed <= max(files):
+    if not files or committed <= max(files):
         return []
     latest = max(files)
     version = fs.read_text(join(metadata, files[latest])).split("\n", 1)[0].strip() or "v1"
@@ -95,21 +95,26 @@ def fill_sink_log(spark: Any, fs: Any, checkpoint: str, output: str) -> list[int
         if (b + 1) % interval == 0:  # a compaction: every entry since the previous one, with its own none
             entries: list[str] = []
             for prior in range(max(0, b - interval), b):
-                name = files.get(prior)
-                if name is None:
-                    raise FileNotFoundError(join(metadata, str(prior)))
+                name = f"{prior}{_COMPACT}" if (prior + 1) % interval == 0 else str(prior)
+                if files.get(prior) != name:  # as Spark's own compaction would, stop short of a log it cannot read
+                    raise RuntimeError(f"{join(metadata, name)} is missing (compacting batch {b}, interval {interval})")
                 entries += _entries(fs, join(metadata, name))
             name, text = f"{b}{_COMPACT}", "\n".join([version, *_compacted(entries)])
         else:
             name, text = str(b), version
         # written aside, then renamed into place (Spark's own log writes the same way): a reader
         # never sees a torn entry, and a name that does not parse as a batch is passed over
+        target = join(metadata, name)
+        if fs.exists(target):  # another writer logged it meanwhile: its entry stands
+            break
         temp = join(metadata, f".{name}.{uuid.uuid4().hex}.tmp")
         fs.create_text(temp, text)
-        if not fs.rename(temp, join(metadata, name)):
+        if not fs.rename(temp, target):
             fs.delete(temp)
         files[b] = name
         written.append(b)
+    if not written:
+        return written
     log.info(
         "output %s: its file sink log lacked batch(es) %s that checkpoint %s committed (an edit's); logged "
         "them without files, so the output stays readable",

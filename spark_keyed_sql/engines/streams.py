@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from ..api.errors import SchemaError
 from ..state.filesystems import filesystem
@@ -13,10 +14,27 @@ from ..state.fs import join
 from .background import failure_of
 from .base import StreamJob
 
-__all__ = ["configure_writer", "not_a_stream", "reattach_table", "wait_until_done"]
+__all__ = ["configure_writer", "not_a_stream", "reattach_table", "table_details", "wait_until_done"]
 
 log = logging.getLogger(__name__)
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def table_details(spark: Any, table: str) -> dict[str, str] | None:
+    """An existing table's ``DESCRIBE TABLE EXTENDED`` details (``Provider``, ``Location``,
+    ...; the detail rows win over a column of the same name), with ``Location`` as a path
+    Hadoop takes (DESCRIBE prints it URI-encoded: a space as %20, which Hadoop's Path would
+    encode again). None when there is no such table or it cannot be described."""
+    try:
+        if not spark.catalog.tableExists(table):
+            return None
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+    except Exception:  # noqa: BLE001 - a name this catalog cannot describe
+        return None
+    info = {(r[0] or "").strip(): (r[1] or "").strip() for r in rows}
+    if info.get("Location"):
+        info["Location"] = unquote(info["Location"])
+    return info
 
 
 def reattach_table(spark: Any, table: str, schema: Any) -> bool:

@@ -341,8 +341,9 @@ def test_update_of_typed_value_state_keeps_the_rest_and_refuses_list_and_map_var
 
     check(first)
     for column in ("recent", "by_merchant"):
-        with pytest.raises(KeyedSQLError, match=f"SET {column}: '{column}' is a (List|Map)State variable"):
-            kt.update_state(cp, set={column: "NULL"}, where="true")
+        for where in ("true", "false"):  # (refused whether or not a key matches)
+            with pytest.raises(KeyedSQLError, match=f"SET {column}: '{column}' is a (List|Map)State variable"):
+                kt.update_state(cp, set={column: "NULL"}, where=where)
     write_parquet(spark, second, str(d / "in"))
     kt.run(sql, checkpoint=cp, output=str(d / "out"))
     assert unset in {e["user_id"] for e in second}

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from ...runtime.faults import crash_point
 from ...state.filesystems import filesystem
 from ...state.fs import CheckpointFS, is_path, join
-from ..streams import reattach_table
+from ..streams import reattach_table, table_details
 
 __all__ = ["TAG", "reset_memory_sink", "write_batch"]
 
@@ -142,11 +142,9 @@ def _parquet_table(df: DataFrame, table: str) -> tuple[str, DataFrame] | None:
     spark = df.sparkSession
     if not spark.catalog.tableExists(table) and not reattach_table(spark, table, df.schema):
         df.limit(0).write.format("parquet").saveAsTable(table)
-    try:
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
-    except Exception:  # noqa: BLE001 - not describable here: inserted and marked instead
+    info = table_details(spark, table)
+    if info is None:  # not describable here: inserted and marked instead
         return None
-    info = {(r[0] or "").strip(): (r[1] or "").strip() for r in rows}
     if "# Partition Information" in info or info.get("Provider", "").lower() != "parquet":
         return None
     location = info.get("Location")

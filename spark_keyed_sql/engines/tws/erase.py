@@ -184,6 +184,8 @@ def edit_state(
     state = read()
     keys = list(op.keys)
     check_statement(state, where, assignments, op.keys, what)  # a wrong name fails here, before anything is written
+    if assignments:  # (as it does, whether or not a key matches)
+        _check_settable(stored_targets(spark, checkpoint, op_index, op), assignments, what)
     flagged = state.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
     matched = flagged.where(F.col(_MATCH)).select(*[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)])
     found = matched.count()
@@ -251,6 +253,18 @@ def edit_state(
     return audit
 
 
+def _check_settable(targets: dict[str, Any], assignments: tuple[tuple[str, str], ...], what: str) -> None:
+    """List and map variables are not set by an UPDATE here (refused naming the variable)."""
+    for column, _ in assignments:
+        t = targets.get(column) or next((v for k, v in targets.items() if k.lower() == column.lower()), None)
+        if t is not None and t.kind != "ValueState":
+            raise CheckpointError(
+                f"{what}: SET {column}: '{column}' is a {t.kind} variable, which an UPDATE on engine 'tws' does not "
+                "set (its value variables and attributes it does); DELETE the keys, or migrate the state into a bulk "
+                "checkpoint with ks.migrate_state(..., transform=...)"
+            )
+
+
 def _new_values(
     spark: SparkSession,
     checkpoint: str,
@@ -269,14 +283,7 @@ def _new_values(
     shown = {c: c for c in flagged.columns if c not in keys and c not in (_MATCH, "batch_id")}
     function = op.kind == FunctionKind.FUNCTION.value  # (else a variable may be named 'attributes')
     attributes = {c for c, t in targets.items() if function and t.family == ATTRIBUTES_VAR}
-    for column, _ in assignments:
-        t = targets.get(column) or next((v for k, v in targets.items() if k.lower() == column.lower()), None)
-        if t is not None and t.kind != "ValueState":
-            raise CheckpointError(
-                f"{what}: SET {column}: '{column}' is a {t.kind} variable, which an UPDATE on engine 'tws' does not "
-                "set (its value variables and attributes it does); DELETE the keys, or migrate the state into a bulk "
-                "checkpoint with ks.migrate_state(..., transform=...)"
-            )
+    _check_settable(targets, assignments, what)
     values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
     edited = flagged.where(F.col(_MATCH)).select(
         *[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)], *[v.alias(_set(c)) for c, v in values.items()]
