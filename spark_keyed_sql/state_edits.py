@@ -108,10 +108,10 @@ def edit_state(
         )
     engine = op.engine_or(LEGACY_ENGINE)
     layout = get_engine(engine).layout
-    if not layout.edits_state:  # refused before anything is queued
+    reason = layout.edit_unavailable(spark)
+    if reason is not None:  # refused before anything is queued
         raise CheckpointError(
-            f"{edit.verb} of keyed state is not built yet for engine '{engine}' (checkpoint {edit.checkpoint!r}); it "
-            "works on checkpoints of engine 'bulk'"
+            f"{edit.verb} of keyed state (checkpoint {edit.checkpoint!r}, engine '{engine}'): {reason}"
         )
     wait_s = edit_timeout_s(spark) if timeout is None else float(timeout)
     if wait_s < 0:
@@ -237,7 +237,9 @@ def audit_frame(spark: SparkSession, audit: dict[str, Any]) -> DataFrame:
 
 def edit_plan(spark: SparkSession, edit: StateEdit) -> str:
     """EXPLAIN KEYED of an edit: what it would erase or change, on which engine; nothing runs."""
-    return explain_edit(edit, engine_of(spark, edit.checkpoint))
+    engine = engine_of(spark, edit.checkpoint)
+    reason = get_engine(engine).layout.edit_unavailable(spark) if engine else None
+    return explain_edit(edit, engine, reason)
 
 
 def edit_result(

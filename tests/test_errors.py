@@ -307,7 +307,9 @@ def test_sql_actions_raise_user_function_error_with_users_frame(spark, ks, bad_d
         first, *rest = str(err).splitlines()
         assert first == "function 'boom' failed for key 'u7' on row {'value': -3.5}: ValueError: negative value"
         assert frame in str(err) and len(rest) <= 6, str(err)
-        assert err.function == "boom" and err.key == "'u7'" and frame in err.frames
+        # the key and the cause as values again (the message is all Spark's worker brings back)
+        assert err.function == "boom" and err.key == "u7" and frame in err.frames
+        assert isinstance(err.cause, ValueError) and str(err.cause) == "negative value"
         assert err.spark_error is not None and err.__cause__ is None
 
 

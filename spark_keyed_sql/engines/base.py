@@ -155,6 +155,10 @@ class StateLayout(ABC):
     # boundary, the edit applied and the query started again (streaming/edit_restarts.py)
     edits_by_restart: ClassVar[bool] = False
 
+    def edit_unavailable(self, spark: SparkSession) -> str | None:
+        """Why this session cannot apply a DELETE / UPDATE of this engine's state (None: it can)."""
+        return None if self.edits_state else "not built for this engine; it works on checkpoints of engine 'bulk'"
+
     @abstractmethod
     def read(
         self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None, batch_id: int | None

@@ -86,8 +86,9 @@ def state_edit(tree: exp.Expression) -> StateEdit | None:
     )
 
 
-def explain_edit(edit: StateEdit, engine: str | None) -> str:
-    """What EXPLAIN KEYED says of a DELETE / UPDATE of keyed state."""
+def explain_edit(edit: StateEdit, engine: str | None, unavailable: str | None = None) -> str:
+    """What EXPLAIN KEYED says of a DELETE / UPDATE of keyed state; ``unavailable``: why this
+    session could not run it."""
     lines = [
         "== Keyed state edit ==",
         f"{edit.verb} the keyed state of checkpoint {edit.checkpoint!r}, function "
@@ -105,6 +106,12 @@ def explain_edit(edit: StateEdit, engine: str | None) -> str:
     lines += [
         f"    effect:    {what} (newest version, older snapshots and deltas, so the change feed; the local "
         "state caches); the history before the edit is dropped",
-        "    runs:      on a stopped query, under the checkpoint's lease; returns one audit row",
+        "    runs:      "
+        + (
+            f"NOT from this session: {unavailable}"
+            if unavailable
+            else "by the query holding the checkpoint, at its next batch boundary (or at once under the checkpoint's "
+            "lease when none runs); returns one audit row"
+        ),
     ]
     return "\n".join(lines)

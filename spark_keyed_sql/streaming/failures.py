@@ -16,6 +16,10 @@ those kinds translate too, so ``ks.sql(...).filter(...).collect()`` raises
 
 from __future__ import annotations
 
+import ast
+import builtins
+import datetime
+import decimal
 import functools
 import inspect
 import re
@@ -29,7 +33,7 @@ from ..compat.exceptions import exception_texts
 from ..engines.background import failure_of
 from ..state.checkpoint import CheckpointError, MigrationError
 
-__all__ = ["from_spark_failure", "from_stream_failure", "translating"]
+__all__ = ["cause_of", "from_spark_failure", "from_stream_failure", "key_value", "translating"]
 
 _OURS = {
     name: cls
@@ -88,7 +92,7 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
     if cls is UserFunctionError:
         m = _USER.match(message)
         err.function, err.key, err.where, err.cause = (
-            (m["function"], m["key"], m["where"], m["cause"]) if m else (None, None, None, None)
+            (m["function"], key_value(m["key"]), m["where"], cause_of(m["cause"])) if m else (None, None, None, None)
         )
         err.frames = "\n".join(line for line in message.splitlines()[1:] if line.startswith("  "))
     err.spark_error = exc  # type: ignore[attr-defined]
@@ -96,6 +100,51 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
 
 
 from_stream_failure = from_spark_failure
+
+# the calls a key's repr may hold beside literals (a timestamp, a date or a decimal key)
+_KEY_CALLS = {
+    "datetime.datetime": datetime.datetime,
+    "datetime.date": datetime.date,
+    "datetime.timedelta": datetime.timedelta,
+    "Decimal": decimal.Decimal,
+}
+
+
+def _value(node: ast.AST) -> Any:
+    if isinstance(node, ast.Call) and not node.keywords:
+        name = ast.unparse(node.func)
+        if name in _KEY_CALLS:
+            return _KEY_CALLS[name](*[_value(a) for a in node.args])
+        raise ValueError(name)
+    if isinstance(node, ast.Tuple):
+        return tuple(_value(e) for e in node.elts)
+    return ast.literal_eval(node)
+
+
+def key_value(text: str) -> Any:
+    """The key as the message printed it (its repr), as a value again: the message is all a
+    failure in Spark's Python worker (or behind Spark Connect) brings back. The text itself
+    when it is not a repr of a key's kind of value."""
+    try:
+        return _value(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, TypeError, decimal.InvalidOperation, RecursionError):
+        return text
+
+
+def cause_of(text: str) -> BaseException:
+    """The user code's exception, rebuilt from its ``Name: message`` line: of the builtin type
+    of that name (``isinstance(err.cause, ValueError)`` holds), else of a class of that name
+    (the user's own class is not importable here); its traceback is the error's ``frames``."""
+    name, _, message = text.partition(": ")
+    builtin = getattr(builtins, name, None)
+    cls = builtin if isinstance(builtin, type) and issubclass(builtin, BaseException) else None
+    if cls is None:
+        cls = type(name, (Exception,), {"__module__": "spark_keyed_sql.remote"})
+    try:
+        return cls(message)
+    except Exception:  # noqa: BLE001 - a builtin that takes other arguments (e.g. UnicodeDecodeError)
+        return type(name, (Exception,), {"__module__": "spark_keyed_sql.remote"})(message)
+
 
 _MISMATCH = re.compile(
     r"PYTHON_VERSION_MISMATCH\].*?worker has different version:? (?P<worker>[\d.]+) than that in driver:? "

@@ -487,7 +487,7 @@ def test_a_row_python_refuses_fails_ks_run_with_the_python_paths_error_and_the_u
             == f"function 'nstream_null_counter' failed for key 'b' on row { ({'value': None})!r}{marker}: "
             + (f"TypeError: {py.value}")
         ), first
-        assert err.key == "'b'" and frame in err.frames and "SQLSTATE" not in str(err), str(err)
+        assert err.key == "b" and frame in err.frames and "SQLSTATE" not in str(err), str(err)
 
 
 class Area(StatefulFunction):  # a JSON int of 19 digits the plan holds in BIGINT (31 + 31 bits)

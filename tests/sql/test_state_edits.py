@@ -44,6 +44,13 @@ def test_other_forms_are_refused_saying_the_form(sql, message):
         edit_of(sql)
 
 
+def test_explain_says_when_this_session_cannot_run_the_edit():
+    edit = StateEdit("delete", "/ck", None, "true")
+    assert "runs:      by the query holding the checkpoint" in explain_edit(edit, "bulk")
+    text = explain_edit(edit, "tws", "not built through Spark Connect (...)")
+    assert "runs:      NOT from this session: not built through Spark Connect (...)" in text
+
+
 def test_explain_names_checkpoint_function_predicate_and_engine():
     text = explain_edit(StateEdit("update", "/ck", "f", "n > 2", (("total", "0"),)), "bulk")
     assert text.splitlines()[:2] == [

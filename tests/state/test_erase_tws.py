@@ -112,6 +112,24 @@ def test_an_output_table_reads_whole_after_a_delete(spark, kt, tmp_path):
         spark.sql(f"DROP TABLE IF EXISTS {table}")
 
 
+def test_a_session_that_cannot_rewrite_tws_state_refuses_before_queueing_and_explain_says_so(
+    spark, kt, tmp_path, monkeypatch
+):
+    """A Spark before 4.2 (no state rewriter), as a Spark Connect client (no JVM): the edit is
+    refused at the call, naming why, with nothing queued in the checkpoint; EXPLAIN KEYED says
+    it would not run from this session."""
+    from spark_keyed_sql.engines.tws import erase as tws_erase
+
+    _, cp, _, batches = _history(spark, kt, tmp_path, runs=1)
+    monkeypatch.setattr(tws_erase, "has_state_rewriter", lambda spark: False)
+    with pytest.raises(KeyedSQLError, match=r"engine 'tws'\): needs Spark 4\.2 or newer"):
+        kt.delete_state(cp, where=f"user_id = '{ERASED}'")
+    assert not glob.glob(f"{cp}/edits/*")
+    (plan,) = kt.sql(f"EXPLAIN KEYED DELETE FROM keyed_state('{cp}') WHERE user_id = '{ERASED}'").collect()
+    assert "runs:      NOT from this session: needs Spark 4.2 or newer" in plan[0], plan[0]
+    assert _state(kt, cp) == _oracle(batches)
+
+
 def test_an_empty_batch_a_crashed_delete_left_is_taken_over(spark, kt, tmp_path):
     """A DELETE killed after it added its empty batch to the offset log (before the rewrite and
     the commit): the state is the old one; the next DELETE takes the batch over and finishes."""

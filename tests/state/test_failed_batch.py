@@ -45,7 +45,7 @@ def test_failed_batch_commits_nothing_and_fixed_code_continues(spark, ks, tmp_pa
         ks.run(sql, checkpoint=cp, output=out)
     # our error, not Spark's wrapper: it names the function, the key and the row
     boom = second[7]
-    assert info.value.function == "fragile" and info.value.key == repr(boom["user_id"])
+    assert info.value.function == "fragile" and info.value.key == boom["user_id"]
     assert "'merchant': 'boom'" in info.value.where
     assert "Traceback" not in str(info.value)
     after = ks.read_state(cp)

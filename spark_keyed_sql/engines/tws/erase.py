@@ -50,7 +50,7 @@ from ..edit_values import assigned_values, check_statement, first_line
 from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, state_variable, stored_targets
 from .unsafe_row import encoded
 
-__all__ = ["ERASED_FILE", "applied", "edit_state", "erased_before", "has_state_rewriter"]
+__all__ = ["ERASED_FILE", "applied", "edit_state", "edit_unavailable", "erased_before", "has_state_rewriter"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,19 @@ def has_state_rewriter(spark: SparkSession) -> bool:
         return True
     except Exception:  # noqa: BLE001 - no such class (or no JVM)
         return False
+
+
+def edit_unavailable(spark: SparkSession) -> str | None:
+    """Why this session cannot rewrite a tws checkpoint's state (None: it can)."""
+    if is_connect(spark):
+        return (
+            "not built through Spark Connect (Spark's state rewriter is a JVM class the client cannot reach); run "
+            "the DELETE / UPDATE from a classic session (e.g. the spark-keyed-sql CLI on a host that reaches the "
+            "checkpoint)"
+        )
+    if not has_state_rewriter(spark):
+        return "needs Spark 4.2 or newer (its state rewriter); this session's Spark has none"
+    return None
 
 
 def _batches(fs: Any, d: str) -> list[int]:
@@ -157,13 +170,9 @@ def edit_state(
 ) -> dict[str, Any]:
     started = time.time()
     what = f"{kind.upper()} of keyed state (checkpoint {checkpoint!r}, function '{op.function}', engine 'tws')"
-    if is_connect(spark):
-        raise CheckpointError(
-            f"{what}: not built through Spark Connect (Spark's state rewriter is a JVM class the client cannot "
-            f"reach); run the {kind.upper()} from a classic session"
-        )
-    if not has_state_rewriter(spark):
-        raise CheckpointError(f"{what}: needs Spark 4.2 or newer (its state rewriter); this session's Spark has none")
+    reason = edit_unavailable(spark)
+    if reason is not None:
+        raise CheckpointError(f"{what}: {reason}")
     jvm = spark._jvm  # type: ignore[attr-defined]
     fs = filesystem(spark)
     commits, offsets = _batches(fs, join(checkpoint, "commits")), _batches(fs, join(checkpoint, "offsets"))

@@ -208,6 +208,11 @@ class TwsLayout(StateLayout):
             op_index=index,
         )
 
+    def edit_unavailable(self, spark: SparkSession) -> str | None:
+        from .erase import edit_unavailable
+
+        return edit_unavailable(spark)
+
     def applied_edit(self, spark: SparkSession, checkpoint: str, request: str) -> dict[str, Any] | None:
         from .erase import applied
 
