@@ -89,6 +89,30 @@ def _state(ks, cp, **kw):
     return {r.user_id: (r.n, r.total, r.note) for r in ks.read_state(cp, **kw).collect()}
 
 
+def _outputs(batches, edits):
+    """The query's output rows, sorted: (user, n, total) for each event in order. ``edits``:
+    {batch index: None (the erased key dropped) or a function changing {user: (n, total)}},
+    applied after that batch."""
+    state: dict[str, tuple[int, float]] = {}
+    out = []
+    for b, rows in enumerate(batches):
+        for u, v, _ in sorted(rows, key=lambda r: r[2]):
+            n, total = state.get(u, (0, 0.0))
+            state[u] = (n + 1, round(total + v, 6))
+            out.append((u, *state[u]))
+        if b in edits:
+            if edits[b] is None:
+                state.pop(ERASED, None)
+            else:
+                edits[b](state)
+    return sorted(out)
+
+
+def _written(spark, out):
+    """What a reader of the output directory sees (Spark's reader follows its _spark_metadata)."""
+    return sorted((r.user_id, r.n, r.total) for r in spark.read.parquet(out).collect())
+
+
 def _checkpoint_with_history(spark, ks, tmp_path):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     batches = [_rows(0), _rows(1)]

@@ -14,7 +14,7 @@ import os
 import pytest
 from data import by_key_in_ts_order, make_events, write_parquet
 from processors import Spend
-from test_erase import ERASED, SECRET, SQL, Notes, _all_bytes, _batch, _oracle, _rows, _state
+from test_erase import ERASED, SECRET, SQL, Notes, _all_bytes, _batch, _oracle, _outputs, _rows, _state, _written
 
 from spark_keyed_sql import KeyedSQL
 from spark_keyed_sql.api.errors import KeyedSQLError
@@ -32,29 +32,6 @@ def kt(spark):
     ks = KeyedSQL(spark, engine="tws")
     ks.register("erase_notes", Notes, returns="n int, total double")
     return ks
-
-
-def _outputs(batches, erased_after: int, updates=None):
-    """The query's output rows, as a multiset: (user, n, total) for each event in order; the
-    erased key afresh (or the updated keys' values set) after batch index ``erased_after``."""
-    state: dict[str, tuple[int, float]] = {}
-    out = []
-    for b, rows in enumerate(batches):
-        for u, v, _ in sorted(rows, key=lambda r: r[2]):
-            n, total = state.get(u, (0, 0.0))
-            state[u] = (n + 1, round(total + v, 6))
-            out.append((u, *state[u]))
-        if b == erased_after:
-            if updates is None:
-                state.pop(ERASED, None)
-            else:
-                updates(state)
-    return sorted(out)
-
-
-def _written(spark, out):
-    """What a reader of the output directory sees (Spark's reader follows its _spark_metadata)."""
-    return sorted((r.user_id, r.n, r.total) for r in spark.read.parquet(out).collect())
 
 
 def _history(spark, ks, tmp_path, runs=3):
@@ -88,7 +65,7 @@ def test_delete_on_a_stopped_tws_checkpoint_erases_and_the_query_continues_once(
     kt.run(SQL.format(src=src), checkpoint=cp, output=out)
     assert _state(kt, cp) == _oracle(batches, erased_after=2)  # the erased key afresh, the others once
     # the output stays readable across the edit's batch (its file sink log has an entry for it)
-    assert _written(spark, out) == _outputs(batches, erased_after=2)
+    assert _written(spark, out) == _outputs(batches, {2: None})
     again = kt.delete_state(cp, where="user_id = 'nobody'")
     assert again["keys_matched"] == 0 and again["batch_id"] is None
 
@@ -107,7 +84,7 @@ def test_an_output_table_reads_whole_after_a_delete(spark, kt, tmp_path):
         _batch(spark, src, batches[-1])
         kt.run(SQL.format(src=src), checkpoint=cp, output=table)
         got = sorted((r.user_id, r.n, r.total) for r in spark.table(table).collect())
-        assert got == _outputs(batches, erased_after=0)
+        assert got == _outputs(batches, {0: None})
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {table}")
 
@@ -195,7 +172,7 @@ def test_update_on_a_stopped_tws_checkpoint_changes_exactly_the_matched_keys(spa
     assert _state(kt, cp) == _oracle(batches, erased_after=1, updates=fix)  # continued from the set values
     # the edit's batch 2 is a compaction of the output's file sink log: the output reads whole
     assert os.path.exists(f"{out}/_spark_metadata/2.compact")
-    assert _written(spark, out) == _outputs(batches, erased_after=1, updates=fix_output)
+    assert _written(spark, out) == _outputs(batches, {1: fix_output})
 
 
 def test_update_on_tws_refuses_what_it_cannot_set_and_writes_nothing(spark, kt, tmp_path):
@@ -263,20 +240,13 @@ def test_delete_and_update_on_a_running_tws_query_restart_it_around_the_edit(spa
                 double(expected)
         assert _state(kt, cp) == expected
         assert q.isActive and waiter.is_alive()
+
         # the output, read across the two edits' batches: every event's row, the erased key afresh
         # after batch 0, k01's total doubled after batch 1
-        state: dict = {}
-        rows_out = []
-        for b, rows in enumerate(batches):
-            for u, v, _ in sorted(rows, key=lambda r: r[2]):
-                n, total = state.get(u, (0, 0.0))
-                state[u] = (n + 1, round(total + v, 6))
-                rows_out.append((u, *state[u]))
-            if b == 0:
-                state.pop(ERASED)
-            elif b == 1:
-                state["k01"] = (state["k01"][0], round(state["k01"][1] * 2, 6))
-        assert _written(spark, sink) == sorted(rows_out)
+        def doubled(state):
+            state["k01"] = (state["k01"][0], round(state["k01"][1] * 2, 6))
+
+        assert _written(spark, sink) == _outputs(batches, {0: None, 1: doubled})
     finally:
         q.stop()
     waiter.join(timeout=60)
