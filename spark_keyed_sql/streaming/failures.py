@@ -92,7 +92,9 @@ def from_spark_failure(exc: BaseException, checkpoint: str | None = None) -> Bas
     if cls is UserFunctionError:
         m = _USER.match(message)
         err.function, err.key, err.where, err.cause = (
-            (m["function"], key_value(m["key"]), m["where"], cause_of(m["cause"])) if m else (None, None, None, None)
+            (m["function"], *_key_and_where(message.splitlines()[0], m), cause_of(m["cause"]))
+            if m
+            else (None, None, None, None)
         )
         err.frames = "\n".join(line for line in message.splitlines()[1:] if line.startswith("  "))
     err.spark_error = exc  # type: ignore[attr-defined]
@@ -129,6 +131,21 @@ def key_value(text: str) -> Any:
         return _value(ast.parse(text.strip(), mode="eval").body)
     except (SyntaxError, ValueError, TypeError, decimal.InvalidOperation, RecursionError):
         return text
+
+
+def _key_and_where(first: str, m: re.Match) -> tuple[Any, str]:
+    """The key and what it failed on, from the message's first line: the key's repr ends at the
+    first " on " after which the rest still parses as a key (a string key may hold " on ")."""
+    rest = first[first.index(" failed for key ") + len(" failed for key ") :]
+    at = rest.find(" on ")
+    while at >= 0:
+        key = key_value(rest[:at])
+        if key != rest[:at] or rest[:at] in ("nan", "inf"):  # parsed as a value
+            where = rest[at + len(" on ") :]
+            cause = f": {m['cause']}"
+            return key, where[: -len(cause)] if where.endswith(cause) else m["where"]
+        at = rest.find(" on ", at + 1)
+    return key_value(m["key"]), m["where"]
 
 
 def cause_of(text: str) -> BaseException:

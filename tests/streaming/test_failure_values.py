@@ -62,3 +62,12 @@ def test_a_failure_text_becomes_the_error_with_values():
     assert err.function == "f" and err.key == (3, "b") and err.where == "row {'v': 1}"
     assert isinstance(err.cause, KeyError)
     assert 'File "/home/u/job.py", line 12' in err.frames
+
+
+def test_a_key_holding_on_and_a_row_holding_colons_are_read_apart():
+    from spark_keyed_sql.api.errors import UserFunctionError as Made
+
+    made = Made("f", ("a on b", 2), "row {'note': 'x on y: z'}", ValueError("bad: worse"))
+    err = from_spark_failure(Exception(f"spark_keyed_sql.api.errors.UserFunctionError: {made}"))
+    assert err.key == ("a on b", 2) and err.where == "row {'note': 'x on y: z'}"
+    assert type(err.cause) is ValueError and str(err.cause) == "bad: worse"
