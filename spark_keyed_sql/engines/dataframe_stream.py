@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ..state.checkpoint import last_committed_batch
 from ..state.filesystems import filesystem
 from ..state.fs import FSError, is_path
 from .base import StreamJob, StreamRun
@@ -156,7 +157,7 @@ def _close_log_gap(spark: SparkSession, checkpoint: str, sink: str) -> None:
     if output is None:
         return
     try:
-        fill_sink_log(spark, filesystem(spark), checkpoint, output)
+        fill_sink_log(spark, filesystem(spark), last_committed_batch(checkpoint, spark), output)
     except (FSError, OSError) as exc:  # a location this driver cannot reach or read: Spark's own writer says more
         log.debug("output %s: its file sink log not checked (%s)", output, exc)
     except Exception as exc:  # noqa: BLE001 - the run goes on; its output may read short after an edit

@@ -32,12 +32,6 @@ def _batch_id(name: str) -> int | None:
     return int(stem) if stem.isdigit() else None
 
 
-def _committed(fs: Any, checkpoint: str) -> int | None:
-    d = join(checkpoint, "commits")
-    ids = [int(f) for f in fs.list(d) if f.isdigit()] if fs.exists(d) else []
-    return max(ids) if ids else None
-
-
 def _derived_interval(default: int, latest_compact: int) -> int:
     """Spark's ``CompactibleFileStreamLog.deriveCompactInterval``: a log with one compaction."""
     n = latest_compact + 1
@@ -65,18 +59,15 @@ def _entries(fs: Any, path: str) -> list[str]:
 
 def _compacted(entries: list[str]) -> list[str]:
     """``FileStreamSinkLog.compactLogs``: the entries without the files a later entry deleted."""
-    deleted = set()
-    for e in entries:
-        d = json.loads(e)
-        if d.get("action") == "delete":
-            deleted.add(d.get("path"))
-    return [e for e in entries if json.loads(e).get("path") not in deleted] if deleted else entries
+    parsed = [json.loads(e) for e in entries]
+    deleted = {d.get("path") for d in parsed if d.get("action") == "delete"}
+    return [e for e, d in zip(entries, parsed) if d.get("path") not in deleted] if deleted else entries
 
 
-def fill_sink_log(spark: Any, fs: Any, checkpoint: str, output: str) -> list[int]:
-    """Log the batches the checkpoint committed that ``output``'s file sink log lacks (each with
-    no file); the batch ids logged. Nothing when the output has no log yet."""
-    committed = _committed(fs, checkpoint)  # (first: the log listed after it is at least as new)
+def fill_sink_log(spark: Any, fs: Any, committed: int | None, output: str) -> list[int]:
+    """Log the batches up to ``committed`` (the query's checkpoint's last committed batch, read
+    before this lists the log) that ``output``'s file sink log lacks, each with no file; the
+    batch ids logged. Nothing when the output has no log yet."""
     metadata = join(output, METADATA_DIR)
     if committed is None or not fs.exists(metadata):
         return []
@@ -116,10 +107,9 @@ def fill_sink_log(spark: Any, fs: Any, checkpoint: str, output: str) -> list[int
     if not written:
         return written
     log.info(
-        "output %s: its file sink log lacked batch(es) %s that checkpoint %s committed (an edit's); logged "
-        "them without files, so the output stays readable",
+        "output %s: its file sink log lacked batch(es) %s that the query's checkpoint committed (an edit's); "
+        "logged them without files, so the output stays readable",
         output,
         ", ".join(map(str, written)),
-        checkpoint,
     )
     return written

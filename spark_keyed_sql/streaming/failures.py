@@ -110,6 +110,13 @@ _KEY_CALLS = {
     "datetime.timedelta": datetime.timedelta,
     "Decimal": decimal.Decimal,
 }
+_NOT_A_KEY = (SyntaxError, ValueError, TypeError, decimal.InvalidOperation, RecursionError)
+
+
+def _parsed(text: str) -> Any:
+    """A key's repr read back as its value; ``ValueError`` (or ``SyntaxError``, ...) when the
+    text is no repr of a key's kind of value."""
+    return _value(ast.parse(text.strip(), mode="eval").body)
 
 
 def _value(node: ast.AST) -> Any:
@@ -128,23 +135,25 @@ def key_value(text: str) -> Any:
     failure in Spark's Python worker (or behind Spark Connect) brings back. The text itself
     when it is not a repr of a key's kind of value."""
     try:
-        return _value(ast.parse(text.strip(), mode="eval").body)
-    except (SyntaxError, ValueError, TypeError, decimal.InvalidOperation, RecursionError):
+        return _parsed(text)
+    except _NOT_A_KEY:
         return text
 
 
 def _key_and_where(first: str, m: re.Match) -> tuple[Any, str]:
     """The key and what it failed on, from the message's first line: the key's repr ends at the
-    first " on " after which the rest still parses as a key (a string key may hold " on ")."""
+    first " on " before which the text parses as a key (a string key may hold " on ")."""
     rest = first[first.index(" failed for key ") + len(" failed for key ") :]
     at = rest.find(" on ")
     while at >= 0:
-        key = key_value(rest[:at])
-        if key != rest[:at] or rest[:at] in ("nan", "inf"):  # parsed as a value
-            where = rest[at + len(" on ") :]
-            cause = f": {m['cause']}"
-            return key, where[: -len(cause)] if where.endswith(cause) else m["where"]
-        at = rest.find(" on ", at + 1)
+        try:
+            key = _parsed(rest[:at])
+        except _NOT_A_KEY:
+            at = rest.find(" on ", at + 1)
+            continue
+        where = rest[at + len(" on ") :]
+        cause = f": {m['cause']}"
+        return key, where[: -len(cause)] if where.endswith(cause) else m["where"]
     return key_value(m["key"]), m["where"]
 
 
@@ -154,13 +163,12 @@ def cause_of(text: str) -> BaseException:
     (the user's own class is not importable here); its traceback is the error's ``frames``."""
     name, _, message = text.partition(": ")
     builtin = getattr(builtins, name, None)
-    cls = builtin if isinstance(builtin, type) and issubclass(builtin, BaseException) else None
-    if cls is None:
-        cls = type(name, (Exception,), {"__module__": "spark_keyed_sql.remote"})
-    try:
-        return cls(message)
-    except Exception:  # noqa: BLE001 - a builtin that takes other arguments (e.g. UnicodeDecodeError)
-        return type(name, (Exception,), {"__module__": "spark_keyed_sql.remote"})(message)
+    if isinstance(builtin, type) and issubclass(builtin, BaseException):
+        try:
+            return builtin(message)
+        except Exception:  # noqa: BLE001 - a builtin that takes other arguments (e.g. UnicodeDecodeError)
+            pass
+    return type(name, (Exception,), {"__module__": "spark_keyed_sql.remote"})(message)
 
 
 _MISMATCH = re.compile(

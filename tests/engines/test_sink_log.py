@@ -63,14 +63,12 @@ def entry(b):
 
 
 def make(tmp_path, logged: dict[str, list[str]], committed: int):
-    out, cp = tmp_path / "out", tmp_path / "cp"
+    """An output whose log holds ``logged``, and the checkpoint's last committed batch."""
+    out = tmp_path / "out"
     (out / "_spark_metadata").mkdir(parents=True)
-    (cp / "commits").mkdir(parents=True)
     for name, lines in logged.items():
         (out / "_spark_metadata" / name).write_text("\n".join(["v1", *lines]))
-    for b in range(committed + 1):
-        (cp / "commits" / str(b)).write_text("v1\n{}")
-    return str(out), str(cp)
+    return str(out), committed
 
 
 def log_files(out):
@@ -79,50 +77,50 @@ def log_files(out):
 
 
 def test_batches_an_edit_committed_are_logged_empty_and_a_compaction_holds_every_entry_before_it(tmp_path):
-    out, cp = make(tmp_path, {str(b): [entry(b)] for b in range(8)}, committed=12)  # logged 0..7
-    assert fill_sink_log(Session(), LocalFS(), cp, out) == [8, 9, 10, 11, 12]
+    out, last = make(tmp_path, {str(b): [entry(b)] for b in range(8)}, committed=12)  # logged 0..7
+    assert fill_sink_log(Session(), LocalFS(), last, out) == [8, 9, 10, 11, 12]
     files = log_files(out)
     assert sorted(files) == sorted([*(str(b) for b in range(9)), "9.compact", "10", "11", "12"])
     for b in (8, 10, 11, 12):
         assert files[str(b)] == "v1"
     assert files["9.compact"] == "\n".join(["v1", *(entry(b) for b in range(8))])
-    assert fill_sink_log(Session(), LocalFS(), cp, out) == []  # up to date: nothing more
+    assert fill_sink_log(Session(), LocalFS(), last, out) == []  # up to date: nothing more
 
 
 def test_the_interval_comes_from_the_compactions_the_log_holds(tmp_path):
     # one compaction at 4 with the default 10: Spark derives 5, so 9 is the next compaction and
     # holds 4.compact's entries and those of 5..8
     logged = {"4.compact": [entry(b) for b in range(5)], **{str(b): [entry(b)] for b in range(5, 8)}}
-    out, cp = make(tmp_path, logged, committed=9)
-    assert fill_sink_log(Session(), LocalFS(), cp, out) == [8, 9]
+    out, last = make(tmp_path, logged, committed=9)
+    assert fill_sink_log(Session(), LocalFS(), last, out) == [8, 9]
     assert log_files(out)["9.compact"] == "\n".join(["v1", *(entry(b) for b in range(8))])
     # two compactions: their distance (3) is the interval, whatever the session says
     logged = {"2.compact": [entry(0)], "5.compact": [entry(0), entry(4)]}
-    out, cp = make(tmp_path / "b", logged, committed=8)
-    assert fill_sink_log(Session(interval=10), LocalFS(), cp, out) == [6, 7, 8]
+    out, last = make(tmp_path / "b", logged, committed=8)
+    assert fill_sink_log(Session(interval=10), LocalFS(), last, out) == [6, 7, 8]
     assert log_files(out)["8.compact"] == "\n".join(["v1", entry(0), entry(4)])
 
 
 def test_deleted_files_leave_a_compaction(tmp_path):
     gone = json.dumps({"path": "file:///out/part-1.parquet", "size": 1, "action": "delete"})
     logged = {"0": [entry(0)], "1": [entry(1)], "2": [gone]}
-    out, cp = make(tmp_path, logged, committed=4)
-    assert fill_sink_log(Session(interval=5), LocalFS(), cp, out) == [3, 4]
+    out, last = make(tmp_path, logged, committed=4)
+    assert fill_sink_log(Session(interval=5), LocalFS(), last, out) == [3, 4]
     assert log_files(out)["4.compact"] == "\n".join(["v1", entry(0)])
 
 
 def test_a_log_spark_could_not_compact_is_not_written_over(tmp_path):
     # written with interval 10 (no compaction at 4), the session now says 5: Spark's own
     # compaction of 9 would need 4.compact and fail; the fill stops there instead of dropping 0..3
-    out, cp = make(tmp_path, {str(b): [entry(b)] for b in range(8)}, committed=9)
+    out, last = make(tmp_path, {str(b): [entry(b)] for b in range(8)}, committed=9)
     with pytest.raises(RuntimeError, match=r"4\.compact is missing"):
-        fill_sink_log(Session(interval=5), LocalFS(), cp, out)
+        fill_sink_log(Session(interval=5), LocalFS(), last, out)
     assert "9.compact" not in log_files(out)
 
 
 def test_nothing_is_written_for_an_output_without_a_log_or_one_as_new_as_the_checkpoint(tmp_path):
-    out, cp = make(tmp_path, {"0": [entry(0)], "1": [entry(1)]}, committed=1)
-    assert fill_sink_log(Session(), LocalFS(), cp, out) == []
+    out, last = make(tmp_path, {"0": [entry(0)], "1": [entry(1)]}, committed=1)
+    assert fill_sink_log(Session(), LocalFS(), last, out) == []
     assert sorted(log_files(out)) == ["0", "1"]
-    assert fill_sink_log(Session(), LocalFS(), cp, str(tmp_path / "new-output")) == []
+    assert fill_sink_log(Session(), LocalFS(), last, str(tmp_path / "new-output")) == []
     assert not os.path.exists(tmp_path / "new-output")

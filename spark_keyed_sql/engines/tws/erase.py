@@ -193,8 +193,8 @@ def edit_state(
     state = read()
     keys = list(op.keys)
     check_statement(state, where, assignments, op.keys, what)  # a wrong name fails here, before anything is written
-    if assignments:  # (as it does, whether or not a key matches)
-        _check_settable(stored_targets(spark, checkpoint, op_index, op), assignments, what)
+    targets = stored_targets(spark, checkpoint, op_index, op) if assignments else {}
+    _check_settable(targets, assignments, what)  # (as it does, whether or not a key matches)
     flagged = state.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
     matched = flagged.where(F.col(_MATCH)).select(*[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)])
     found = matched.count()
@@ -204,7 +204,7 @@ def edit_state(
         return audit
     key_fields = [f"__ks_k{i}" for i in range(len(keys))]
     if kind == "update":
-        values = _new_values(spark, checkpoint, n, op, op_index, flagged, assignments, spec, what)
+        values = _new_values(spark, checkpoint, n, op, op_index, targets, flagged, assignments, spec, what)
         try:
             values = values.localCheckpoint()  # computed (and every value encoded) before anything is written
         except Exception as exc:  # noqa: BLE001 - e.g. a value the encoding refuses
@@ -280,19 +280,19 @@ def _new_values(
     batch: int,
     op: OperatorRecord,
     op_index: int,
+    targets: dict[str, Any],
     flagged: DataFrame,
     assignments: tuple[tuple[str, str], ...],
     spec: FunctionSpec | None,
     what: str,
 ) -> DataFrame:
     """The matched keys' new stored values, one row a key and edited family: ``__m<i>`` (the
-    key), the family's name and its value as UnsafeRow bytes."""
+    key), the family's name and its value as UnsafeRow bytes; ``targets``: where each state
+    column is stored (``stored_targets``, checked settable by the caller)."""
     keys = list(op.keys)
-    targets = stored_targets(spark, checkpoint, op_index, op)
     shown = {c: c for c in flagged.columns if c not in keys and c not in (_MATCH, "batch_id")}
     function = op.kind == FunctionKind.FUNCTION.value  # (else a variable may be named 'attributes')
     attributes = {c for c, t in targets.items() if function and t.family == ATTRIBUTES_VAR}
-    _check_settable(targets, assignments, what)
     values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
     edited = flagged.where(F.col(_MATCH)).select(
         *[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)], *[v.alias(_set(c)) for c, v in values.items()]
