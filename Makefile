@@ -23,11 +23,12 @@ check-java:
 demo: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m spark_keyed_sql.demo
 
-# CI: ruff, the whole suite on the reference pair, then the smoke tier on every other Spark minor
+# CI: ruff, the whole suite on the reference pair (its 40 slowest tests listed: CI's time budget),
+# then the smoke tier on every other Spark minor
 test: check-java $(STAMP)
 	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples tools
 	$(PY) -m ruff format --check spark_keyed_sql tests bench sql_examples tools
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" $(PYTEST_ARGS)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" --durations=40 $(PYTEST_ARGS)
 	$(PY) tools/smoke.py
 
 # the smoke tier alone (SMOKE_ARGS="3.5 4.1": those Spark minors)
