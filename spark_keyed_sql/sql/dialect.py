@@ -47,6 +47,17 @@ _KEY_AS_COLUMN_FOLLOWERS = {
 }
 
 
+# a part of WITH STATE given twice, by its argument, in full
+_PARTS_GIVEN_TWICE = {
+    "event_time": "EVENT TIME ... WATERMARK",
+    "ttl": "TTL",
+    "initial_state": "INITIAL STATE FROM",
+    "options": "OPTIONS (...)",
+}
+
+# GROUP BY <one of these> <more words> in a statement with WITH STATE: KEY misspelt
+_KEY_TYPOS = {"KEYS", "KEYED", "KY", "KYE", "KEJ", "KEU"}
+
 # a WITH STATE clause's words that start a part of it, and the part in full: one left unfinished
 # ("... ORDER" at the end) is named as such instead of failing as an unexpected token
 _UNFINISHED_PARTS = {
@@ -95,9 +106,39 @@ class KeyedSpark(Spark):
                 self._advance()  # KEY
                 keys = self._parse_csv(lambda: self._parse_aliasable("GROUP BY KEY", "a key expression"))
                 if not self._match_text_seq("WITH", "STATE"):
-                    self.raise_error("Expected WITH STATE <function>(...) after GROUP BY KEY <keys>")
+                    found = f", found '{self._curr.text}'" if self._curr else ""
+                    self.raise_error(
+                        f"Expected WITH STATE <function>(...) after GROUP BY KEY <keys>{found} (the within-key "
+                        "ORDER BY, TTL, OPTIONS, ... follow WITH STATE fn(...); a WHERE goes before GROUP BY KEY)"
+                    )
                 return self._parse_with_state_body(keys)
-            return super()._parse_group(skip_group_by_token)
+            start = self._curr
+            group = super()._parse_group(skip_group_by_token)
+            if group is not None and start and self._with_state_ahead():
+                self._refuse_plain_group_by(group, start)
+            return group
+
+        def _with_state_ahead(self) -> bool:
+            """WITH STATE among the tokens still to read (the keyed clause's words)."""
+            rest = self._tokens[self._index :]
+            return any(a.token_type == TokenType.WITH and b.text.upper() == "STATE" for a, b in zip(rest, rest[1:]))
+
+        def _refuse_plain_group_by(self, group: exp.Expression, start) -> None:
+            """A plain GROUP BY in a statement with WITH STATE: ``KEY`` left out or misspelt."""
+            first = (group.expressions or [None])[0]
+            word = first.name.upper() if isinstance(first, exp.Column) and not first.table else ""
+            if word in _KEY_TYPOS and self._curr and self._curr.token_type == TokenType.VAR:
+                self.raise_error(
+                    f"GROUP BY {first.name} ...: did you mean GROUP BY KEY <keys> WITH STATE fn(...)?",
+                    token=self._tokens[self._index - 1],
+                )
+            if self._curr and self._curr.token_type == TokenType.WITH:
+                keys = ", ".join(e.sql(dialect="spark") for e in group.expressions)
+                self.raise_error(
+                    f"WITH STATE after a plain GROUP BY: the keys of a keyed query are written GROUP BY KEY {keys} "
+                    "WITH STATE fn(...)",
+                    token=start,
+                )
 
         def _no_keys_before_with_state(self) -> bool:
             """GROUP BY KEY WITH STATE ...: the key list left out (not a column named key)."""
@@ -138,7 +179,13 @@ class KeyedSpark(Spark):
 
         # ---------------------------------------------------------- WITH STATE fn(...)
         def _parse_with_state_body(self, keys: list[exp.Expression]) -> exp.Expression:
-            if not self._curr or self._curr.token_type in (TokenType.L_PAREN, TokenType.STRING, TokenType.NUMBER):
+            if not self._curr or self._curr.token_type in (
+                TokenType.L_PAREN,
+                TokenType.STRING,
+                TokenType.NUMBER,
+                TokenType.ALIAS,
+                TokenType.ORDER_BY,
+            ):
                 self.raise_error("Expected a function call after WITH STATE, e.g. WITH STATE my_fn(col)")
             name_token = self._curr
             name = self._parse_id_var(any_token=True)
@@ -146,6 +193,11 @@ class KeyedSpark(Spark):
                 self.raise_error(f"Expected '(' after WITH STATE {name_token.text}", token=self._curr or name_token)
             if self._match(TokenType.STAR):
                 args: list[exp.Expression] = [exp.Star()]
+                if self._curr and self._curr.token_type != TokenType.R_PAREN:
+                    self.raise_error(
+                        f"WITH STATE {name.name}(*) passes every source column; * cannot be named or combined "
+                        "with other arguments"
+                    )
             elif self._curr and self._curr.token_type == TokenType.R_PAREN:
                 args = []
             else:
@@ -173,6 +225,10 @@ class KeyedSpark(Spark):
                         )
                 elif self._match_text_seq("EVENT", "TIME"):
                     self._once(group, "event_time", start)
+                    if not self._curr or self._curr.text.upper() == "WATERMARK":
+                        self.raise_error(
+                            "Expected the event-time column after EVENT TIME, e.g. EVENT TIME ts WATERMARK '10 minutes'"
+                        )
                     group.set("event_time", self._parse_column())
                     if not self._match_text_seq("WATERMARK"):
                         self.raise_error("Expected WATERMARK <interval> after EVENT TIME <column>")
@@ -186,9 +242,7 @@ class KeyedSpark(Spark):
                 elif self._curr.text.upper() == "OPTIONS" and self._next and self._next.token_type == TokenType.L_PAREN:
                     self._once(group, "options", start)
                     self._advance(2)
-                    group.set("options", self._parse_csv(self._parse_keyed_option))
-                    if not self._match(TokenType.R_PAREN):
-                        self.raise_error("Expected ')' to close OPTIONS (name = value, ...)")
+                    group.set("options", self._parse_options_list())
                 else:
                     word = self._curr.text.upper() if self._curr.token_type == TokenType.VAR else ""
                     if self._curr.text.upper() == "WITH" and self._next and self._next.text.upper() == "STATE":
@@ -212,7 +266,30 @@ class KeyedSpark(Spark):
 
         def _once(self, group: KeyedGroup, arg: str, token) -> None:
             if group.args.get(arg) is not None:
-                self.raise_error(f"{token.text.upper()} given twice in one WITH STATE clause", token=token)
+                part = _PARTS_GIVEN_TWICE.get(arg, token.text.upper())
+                self.raise_error(f"{part} given twice in one WITH STATE clause", token=token)
+
+        def _parse_options_list(self) -> list[exp.Expression]:
+            """``name = literal, ...)`` after ``OPTIONS (``: each name once, up to the ``)``."""
+            options: list[exp.Expression] = []
+            seen: set[str] = set()
+            while True:
+                name_token = self._curr
+                option = self._parse_keyed_option()
+                name = option.name.lower()
+                if name in seen:
+                    self.raise_error(f"option {name} given twice in OPTIONS (...)", token=name_token)
+                seen.add(name)
+                options.append(option)
+                if not self._match(TokenType.COMMA):
+                    break
+            if not self._match(TokenType.R_PAREN):
+                if self._curr:
+                    self.raise_error(
+                        f"Expected ',' or ')' after option {options[-1].name} in OPTIONS (name = value, ...)"
+                    )
+                self.raise_error("Expected ')' to close OPTIONS (name = value, ...)")
+            return options
 
         def _parse_interval_value(self) -> exp.Expression:
             if self._curr and self._curr.token_type == TokenType.STRING:
@@ -250,7 +327,15 @@ class KeyedSpark(Spark):
             if self._curr and self._curr.text.upper() == "EXPLAIN" and self._curr.token_type != TokenType.STRING:
                 if self._next and self._next.text.upper() == "KEYED":
                     self._advance(2)
-                    inner = super()._parse_statement()
+                    first = self._curr
+                    inner = super()._parse_statement() if first else None
+                    if not isinstance(inner, (exp.Query, exp.DML, exp.Create)) or (
+                        isinstance(inner, exp.Select) and not inner.expressions
+                    ):
+                        self.raise_error(
+                            "Expected a query after EXPLAIN KEYED (a SELECT, or a DELETE / UPDATE of keyed_state(...))",
+                            token=first or self._prev,
+                        )
                     return self.expression(ExplainKeyed(this=inner))
                 start = self._curr
                 self._advance()

@@ -50,7 +50,7 @@ def state_edit(tree: exp.Expression) -> StateEdit | None:
     table = tree.this
     fn = table.this if isinstance(table, exp.Table) else None
     if not (isinstance(fn, exp.Anonymous) and (fn.name or "").lower() == "keyed_state"):
-        if _mentions_keyed_state(tree):
+        if _mentions_keyed_state(tree) or (isinstance(table, exp.Table) and table.name.lower() == "keyed_state"):
             raise KeyedQueryError(f"{verb} of keyed state is written {_FORMS}")
         return None
     args = [literal(a) for a in fn.expressions]

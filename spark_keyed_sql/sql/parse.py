@@ -123,7 +123,10 @@ def _parse(text: str, tokens: list[Token], words: list[str]) -> exp.Expression:
     """``text``'s one statement parsed from its ``tokens`` (``words``: their upper-cased text)."""
     _refuse_plain_explain(text, tokens, words)
     try:
-        trees = [t for t in KeyedSpark().parser().parse(tokens, text) if t is not None]
+        # a comment after the last ';' is a tree of its own (sqlglot's Semicolon): not a statement
+        trees = [
+            t for t in KeyedSpark().parser().parse(tokens, text) if t is not None and not isinstance(t, exp.Semicolon)
+        ]
     except ParseError as e:
         plain = _plain_spark(text, words)
         if plain is not None:
@@ -132,13 +135,33 @@ def _parse(text: str, tokens: list[Token], words: list[str]) -> exp.Expression:
         message = _readable(err.get("description") or str(e))
         raise KeyedSQLSyntaxError(message, err.get("line"), err.get("col"), text) from None
     if len(trees) != 1:
-        raise KeyedSQLSyntaxError(f"expected one SQL statement, got {len(trees)}")
+        second = _second_statement(tokens)
+        raise KeyedSQLSyntaxError(
+            f"expected one SQL statement, got {len(trees)}: ks.sql runs one statement at a time"
+            + (" (the second starts here)" if second is not None else ""),
+            *((second.line, second.col - len(second.text) + 1) if second is not None else (None, None)),
+            text,
+        )
     return trees[0]
+
+
+def _second_statement(tokens: list[Token]) -> Token | None:
+    """The first token after a statement-ending ``;`` (None if there is none)."""
+    depth = 0
+    for t, nxt in zip(tokens, tokens[1:]):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(t.token_type, 0)
+        if depth == 0 and t.token_type == TokenType.SEMICOLON and nxt.token_type != TokenType.SEMICOLON:
+            return nxt
+    return None
 
 
 def _readable(message: str) -> str:
     """sqlglot's message for a clause left empty (``Required keyword: 'expressions' missing for
     <class 'sqlglot.expressions.query.Order'>``) in the words of the SQL."""
+    twice = _TWICE.match(message)
+    if twice is not None:
+        clause = twice.group(1).upper()
+        return f"{clause} given twice" + _TWICE_HINTS.get(clause, "")
     m = _MISSING.match(message)
     if m is None:
         return message
@@ -146,8 +169,23 @@ def _readable(message: str) -> str:
     return f"Expected an expression after {clause}" if m.group(1) in ("this", "expressions") else message
 
 
+_TWICE = re.compile(r"Found multiple '([\w ]+)' clauses")
+_TWICE_HINTS = {
+    "ORDER BY": (
+        ": after WITH STATE fn(...) the first ORDER BY is the order of rows within a key and a second one "
+        "orders the output; there is no third"
+    ),
+    "WITH": ": a keyed query's keys are written GROUP BY KEY <keys> WITH STATE fn(...)",
+}
 _MISSING = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
-_CLAUSES = {"Order": "ORDER BY", "Group": "GROUP BY", "Where": "WHERE", "Having": "HAVING", "Limit": "LIMIT"}
+_CLAUSES = {
+    "Order": "ORDER BY",
+    "Group": "GROUP BY",
+    "Where": "WHERE",
+    "Having": "HAVING",
+    "Limit": "LIMIT",
+    "Div": "'/' (a path is written as a string: keyed_state('/tmp/ck'))",
+}
 
 
 def _plain_spark(text: str, words: list[str]) -> exp.Expression | None:

@@ -12,6 +12,7 @@ inner one's view), and the caller runs the final SQL.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -49,9 +50,21 @@ log = logging.getLogger(__name__)
 MAX_STATE_PARTITIONS = 100_000
 
 
-def _interval_ms(e: exp.Expression | None) -> int | None:
+_INTERVAL_UNITS = "milliseconds (ms), seconds (s), minutes (m), hours (h), days (d), weeks"
+
+
+def _interval_ms(e: exp.Expression | None, what: str) -> int | None:
+    """Milliseconds of ``'10 minutes'`` / ``INTERVAL 10 MINUTES`` / ``INTERVAL 1 HOUR 30 MINUTES``
+    (sqlglot reads the last as a sum of intervals); ``what``: the clause, for the error."""
     if e is None:
         return None
+    try:
+        return _interval_parts_ms(e)
+    except SchemaError as exc:
+        raise KeyedQueryError(f"{what}: {exc}; units: {_INTERVAL_UNITS}", *position(e)) from None
+
+
+def _interval_parts_ms(e: exp.Expression) -> int:
     if isinstance(e, exp.Literal) and e.is_string:
         return parse_interval_ms(e.this)
     if isinstance(e, exp.Interval):
@@ -59,7 +72,11 @@ def _interval_ms(e: exp.Expression | None) -> int | None:
         return parse_interval_ms(
             f"{e.this.name if isinstance(e.this, exp.Literal) else e.this.sql()} {unit.name if unit else ''}"
         )
-    raise KeyedQueryError(f"cannot read interval {e.sql(dialect='spark')}")
+    if isinstance(e, exp.Add) and all(isinstance(p, (exp.Interval, exp.Add)) for p in (e.this, e.expression)):
+        return _interval_parts_ms(e.this) + _interval_parts_ms(e.expression)
+    raise SchemaError(
+        f"cannot read interval {e.sql(dialect='spark')}; write it as '1 hour 30 minutes' or INTERVAL 90 MINUTES"
+    )
 
 
 def _depth(node: exp.Expression) -> int:
@@ -150,17 +167,25 @@ class _Planner:
         options = {k: literal(v) for k, v in group.options.items()}
         unknown = sorted(set(options) - KNOWN_OPTIONS)
         if unknown:
-            raise KeyedQueryError(f"unknown option(s) {unknown} in WITH STATE {fname}; known: {sorted(KNOWN_OPTIONS)}")
+            close = [m for u in unknown for m in difflib.get_close_matches(u, sorted(KNOWN_OPTIONS), n=1)]
+            raise KeyedQueryError(
+                f"unknown option(s) {unknown} in WITH STATE {fname}"
+                + (f" (did you mean {', '.join(close)}?)" if close else "")
+                + f"; known: {sorted(KNOWN_OPTIONS)}",
+                *position(next(o for o in group.args["options"] if o.name.lower() == unknown[0])),
+            )
         if "state_partitions" in options:
             n = options["state_partitions"]
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_STATE_PARTITIONS:
                 raise KeyedQueryError(
                     f"option state_partitions of WITH STATE {fname} must be a whole number from 1 to "
-                    f"{MAX_STATE_PARTITIONS:,}, got {n!r}"
+                    f"{MAX_STATE_PARTITIONS:,}, got {n!r}",
+                    *position(group.options["state_partitions"]),
                 )
+        _interval_ms(group.args.get("watermark"), f"WATERMARK of WITH STATE {fname}")  # checked before Spark runs
         if group.args.get("ttl") is not None:
             ttl = group.args["ttl"]
-            ttl_ms = _interval_ms(ttl)
+            ttl_ms = _interval_ms(ttl, f"TTL of WITH STATE {fname}")
             if ttl_ms is not None and ttl_ms <= 0:
                 raise KeyedQueryError(
                     f"TTL of WITH STATE {fname} must be a positive interval, got {ttl.sql(dialect='spark')}",
@@ -296,7 +321,7 @@ class _Planner:
             call.arg_names,
             through,
             et,
-            _interval_ms(group.args.get("watermark")),
+            _interval_ms(group.args.get("watermark"), f"WATERMARK of WITH STATE {group.function_name}"),
             partitions=call.options.get("state_partitions"),
             clock_offset_ms=session_offset_ms(self.spark),
         )

@@ -118,6 +118,7 @@ class _Call:
         self.initial: exp.Expression | None = None
         self.initial_broadcast: exp.Expression | None = None  # seeds the broadcast state
         self.options: list[KeyedOption] = []  # WITH STATE's OPTIONS given as arguments
+        self._given: set[str] = set()  # the named arguments so far (lower case)
         for arg in call.expressions:
             self._take(arg)
 
@@ -139,6 +140,10 @@ class _Call:
             )
         name, value = arg.this.name, arg.expression
         low = name.lower()
+        if not _is_table_arg(value) or low in ("initial_state", "initial_broadcast"):  # (inputs: below)
+            if low in self._given:
+                raise _error(f"{fn}: argument {name!r} given twice", value)
+            self._given.add(low)
         if low == "initial_state":
             if not _is_table_arg(value):
                 raise _error(f"{fn}: initial_state takes TABLE(<table or subquery>) of key and state columns", value)
@@ -297,9 +302,9 @@ def _expand(table: exp.Table, call: exp.Anonymous, schema: Schema | None) -> exp
     )
     if event_time:
         group.set("event_time", exp.column(event_time, quoted=True))
-        group.set("watermark", exp.Literal.string(c.named["watermark"]))
+        group.set("watermark", c.nodes["watermark"].copy())  # the argument's literal: its position in errors
     if c.named.get("ttl"):
-        group.set("ttl", exp.Literal.string(c.named["ttl"]))
+        group.set("ttl", c.nodes["ttl"].copy())
     if c.options:
         group.set("options", c.options)
     if c.initial is not None:

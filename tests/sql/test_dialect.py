@@ -202,3 +202,22 @@ def test_users_statements_parse_and_render_stably(where, sql):
     assert tree.find(KeyedGroup) is not None, where
     text = render(tree)
     assert render(parse_statement(text)) == text, where
+
+
+@pytest.mark.parametrize(
+    "interval, minutes",
+    [
+        ("'1 hour 30 minutes'", 90),
+        ("INTERVAL 1 HOUR 30 MINUTES", 90),
+        ("INTERVAL 90 MINUTES", 90),
+        ("INTERVAL '2' DAY", 2880),
+    ],
+)
+def test_an_interval_of_several_units_is_their_sum(interval, minutes):
+    """sqlglot reads ``INTERVAL 1 HOUR 30 MINUTES`` as a sum of two intervals; the watermark is
+    that sum (it was refused as 'cannot read interval INTERVAL '1' HOUR + ...')."""
+    from spark_keyed_sql.sql.rewriter import _interval_ms
+
+    group = parse_statement(f"SELECT * FROM e GROUP BY KEY u WITH STATE f(v) EVENT TIME ts WATERMARK {interval}")
+    watermark = group.find(KeyedGroup).args["watermark"]
+    assert _interval_ms(watermark, "WATERMARK") == minutes * 60_000

@@ -64,6 +64,26 @@ CASES = [
         "unknown option(s) ['colour']",
     ),
     (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (engin = 'bulk')",
+        KeyedQueryError,
+        "line 1, column 78: unknown option(s) ['engin'] in WITH STATE cnt (did you mean engine?); known: [",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) TTL '7 dayz'",
+        KeyedQueryError,
+        "line 1, column 73: TTL of WITH STATE cnt: unknown interval unit 'dayz' in '7 dayz'; units: milliseconds",
+    ),
+    (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) EVENT TIME ts WATERMARK 'ten minutes'",
+        KeyedQueryError,
+        "WATERMARK of WITH STATE cnt: cannot read interval 'ten minutes'",
+    ),
+    (
+        "SELECT * FROM cnt(TABLE(err_events), key => 'user_id', order_by => 'ts', key => 'value')",
+        KeyedQueryError,
+        "cnt: argument 'key' given twice",
+    ),
+    (
         "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = 0)",
         KeyedQueryError,
         "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got 0",
