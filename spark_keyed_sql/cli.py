@@ -203,12 +203,17 @@ def _print_table(df: Any, limit: int) -> None:
     print(f"{len(cells)} row(s){more}")
 
 
+def _count(n: int | None) -> str:
+    """A count the run may not know (keys touched on engine tws through Spark Connect)."""
+    return "?" if n is None else str(n)
+
+
 def _progress(p: dict) -> None:
     # a natively planned step (docs/native.md): the path the batch took
     path = f", {'native' if p.get('native') else 'on the Python path'}" if p.get("native_choice") else ""
     print(
         f"  batch {p.get('batch_id')}: {p.get('input_rows', 0)} rows in, {p.get('output_rows') or 0} out, "
-        f"{p.get('keys_touched', 0)} keys touched, {p.get('state_rows', '?')} keys in state{path}",
+        f"{_count(p.get('keys_touched'))} keys touched, {p.get('state_rows', '?')} keys in state{path}",
         file=sys.stderr,
         flush=True,
     )
@@ -308,7 +313,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             summary = ks.run(statement, checkpoint=args.checkpoint, output=args.output, progress=_progress)
             print(
                 f"done: {summary['batches']} batch(es), {summary['input_rows']} rows in, {summary['output_rows']} rows "
-                f"out, {summary['keys_touched']} keys touched, {summary['late_rows']} late rows dropped"
+                f"out, {_count(summary['keys_touched'])} keys touched, {summary['late_rows']} late rows dropped"
             )
         else:
             _print_table(ks.sql(statement), args.limit)

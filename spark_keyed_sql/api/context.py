@@ -65,6 +65,7 @@ class KeyCall:
         "input",
         "broadcasts",
         "as_of_ms",
+        "no_on_timer",
     )
 
     def __init__(self) -> None:
@@ -76,6 +77,7 @@ class KeyCall:
         self.watermark_ms: int | None = None
         self.cleared = False  # clear_state() was called since the last row began
         self.input: str | None = None  # the named input the row came from (several inputs)
+        self.no_on_timer: str | None = None  # the class's name when it defines no on_timer
         # the query's broadcast state (runtime/broadcast.BroadcastState; None: no broadcast input)
         self.broadcasts: Any = None
         self.as_of_ms: int | None = None  # the time broadcast state is read as of (versioned: the row's event time)
@@ -169,6 +171,11 @@ class KeyContext:
         return timers
 
     def register_timer(self, ts: Any) -> None:
+        if self._call.no_on_timer is not None:
+            raise StateAccessError(
+                f"self.ctx.register_timer({ts!r}): {self._call.no_on_timer} defines no on_timer(self, key, "
+                "timestamp), so the timer would never fire; define on_timer on the class"
+            )
         (self._call.timers or self._timer_service()).register(to_epoch_ms(ts))
 
     def delete_timer(self, ts: Any) -> None:

@@ -124,11 +124,10 @@ class ValueState(StateDescriptor):
         super().__init__(ttl, renamed_from)
         self.type = parse_type(type)
         self.default = default
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        super().__set_name__(owner, name)
-        if self.default is not None:
-            coerce(self.default, self.type, f"default of {self.where()}")
+        # checked here, not in __set_name__: Python 3.11 wraps an error raised there in a
+        # RuntimeError, which `except StateTypeError` would not catch
+        if default is not None:
+            coerce(default, self.type, f"default of ValueState({type!r})")
 
 
 class ListState(StateDescriptor):

@@ -115,6 +115,8 @@ class StreamJob:
     state_partitions: int | None = None
     # the keyed step planned as Spark SQL (engines/native, stream mode), for an engine that runs it
     native: Any = None
+    # each keyed step's count of the keys its batches run (KeyedPlan.key_touches; None: not counted)
+    key_touches: list[Any] = field(default_factory=list)
 
 
 class StreamRun(ABC):

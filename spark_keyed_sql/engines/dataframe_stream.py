@@ -15,12 +15,20 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ..compat.quirks import jvm_logger_off
 from ..state.checkpoint import last_committed_batch
 from ..state.filesystems import filesystem
 from ..state.fs import FSError, is_path
 from .base import StreamJob, StreamRun
 from .sink_log import fill_sink_log
-from .streams import configure_writer, not_a_stream, reattach_table, table_details, wait_until_done
+from .streams import (
+    configure_writer,
+    not_a_stream,
+    reattach_table,
+    stop_between_batches,
+    table_details,
+    wait_until_done,
+)
 
 __all__ = ["DataFrameStreamRun", "process_all_available", "recent_progress", "state_metrics", "start_sink"]
 
@@ -130,6 +138,8 @@ def committed_rows(spark: SparkSession, output: str) -> int:
         return 0
 
 
+_FILE_WRITER = "org.apache.spark.sql.execution.datasources.FileFormatWriter"  # logs the abort of a stopped batch
+
 # the formats Spark's file sink writes (a table of another provider has no _spark_metadata log)
 _FILE_FORMATS = {"parquet", "orc", "json", "csv", "text", "avro"}
 
@@ -164,9 +174,19 @@ def _close_log_gap(spark: SparkSession, checkpoint: str, sink: str) -> None:
         log.warning("output %s: its file sink log could not be brought up to the checkpoint: %s", output, exc)
 
 
+def _keys_touched(job: StreamJob) -> int | None:
+    """The keys the query's keyed steps have run so far, as their engines count them (None when a
+    step's are not known: engine tws through Spark Connect, where Spark reports state rows)."""
+    values = [c.value for c in job.key_touches if c is not None]
+    return None if any(v is None for v in values) else sum(values)
+
+
 class DataFrameStreamRun(StreamRun):
-    def __init__(self, job: StreamJob, query: Any, rows_before: int, functions: list[str]):
+    def __init__(
+        self, job: StreamJob, query: Any, rows_before: int, functions: list[str], touched_before: int | None = None
+    ):
         self.job, self.query, self.rows_before, self.functions = job, query, rows_before, functions
+        self.touched_before = touched_before
 
     @classmethod
     def start(cls, job: StreamJob) -> DataFrameStreamRun:
@@ -179,36 +199,50 @@ class DataFrameStreamRun(StreamRun):
         if job.checkpoint:
             _close_log_gap(job.spark, job.checkpoint, job.sink)
         before = committed_rows(job.spark, job.sink) if job.available_now else 0
+        touched = _keys_touched(job)  # (before the query starts: none of its tasks counted yet)
         with _shuffle_partitions(job.spark, job.state_partitions):
             query = start_sink(writer, job.sink)
         if job.processing_timers and not job.available_now:
             # the user's query.processAllAvailable(): Spark's would never return (below)
             query.processAllAvailable = functools.partial(process_all_available, query)
-        return cls(job, query, before, job.functions)
+        return cls(job, query, before, job.functions, touched)
 
     def wait(self) -> None:
         """Until the availableNow query ends; with timers Spark runs it in ProcessingTime mode,
         where availableNow never ends, so it is stopped once a batch has found no new input."""
         q, progress = self.query, self.job.progress
         seen = 0
+        touched = self.touched_before
 
         def poll() -> None:
-            nonlocal seen
+            nonlocal seen, touched
             recent = recent_progress(q, self.job.input_scans)
             if progress is not None:
-                for p in recent[seen:]:
+                new = recent[seen:]
+                now = _keys_touched(self.job)
+                for i, p in enumerate(new):
                     ops = p.get("stateOperators", [])
+                    # the keys counted since the last look, on the newest of the batches it found
+                    keys = None if now is None or touched is None else (now - touched if i == len(new) - 1 else 0)
                     progress(
                         {
                             "batch_id": p.get("batchId"),
                             "input_rows": p.get("numInputRows", 0),
-                            "keys_touched": sum(o.get("numRowsUpdated", 0) for o in ops),
+                            "keys_touched": keys,
                             "state_rows": sum(o.get("numRowsTotal", 0) for o in ops),
                         }
                     )
+                if new:
+                    touched = now
                 seen = len(recent)
             if self.job.has_timers and len(recent) > 1 and recent[-1]["numInputRows"] == 0:
-                q.stop()
+                # in processing time Spark runs batch after batch (its timers always ask for one):
+                # there is no moment between them to wait for, and Spark logs the write it interrupts
+                if self.job.processing_timers:
+                    with jvm_logger_off(self.job.spark, _FILE_WRITER):
+                        q.stop()
+                else:
+                    stop_between_batches(q)
 
         wait_until_done(q, poll)
 
@@ -220,7 +254,8 @@ class DataFrameStreamRun(StreamRun):
             "input_rows": sum(p["numInputRows"] for p in progress),
             # the file sink reports numOutputRows = -1: count what its commit log now holds
             "output_rows": committed_rows(self.job.spark, self.job.sink) - self.rows_before,
-            "keys_touched": sum(op.get("numRowsUpdated", 0) for op in ops),
+            # the keys the batches ran, as the engine counts them (None: not known here)
+            "keys_touched": None if self.touched_before is None else _keys_touched(self.job) - self.touched_before,
             # rows older than the watermark (EVENT TIME ... WATERMARK), dropped by Spark
             "late_rows": sum(op.get("numRowsDroppedByWatermark", 0) for op in ops),
             "metrics": self.metrics(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 from urllib.parse import unquote
 
@@ -14,7 +15,14 @@ from ..state.fs import join
 from .background import failure_of
 from .base import StreamJob
 
-__all__ = ["configure_writer", "not_a_stream", "reattach_table", "table_details", "wait_until_done"]
+__all__ = [
+    "configure_writer",
+    "not_a_stream",
+    "reattach_table",
+    "stop_between_batches",
+    "table_details",
+    "wait_until_done",
+]
 
 log = logging.getLogger(__name__)
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -114,6 +122,21 @@ def configure_writer(writer: Any, job: StreamJob, checkpoint: str | None) -> Any
     if job.trigger:
         return writer.trigger(processingTime=job.trigger)
     return writer
+
+
+def stop_between_batches(query: Any, patience_s: float = 5.0) -> None:
+    """Stop ``query`` while no micro-batch runs (a stop during one interrupts its writers: nothing
+    is lost, as the batch is not committed, but Spark logs the aborted job with its stack); after
+    ``patience_s`` without such a moment, stop it anyway."""
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        try:
+            if not query.isActive or not query.status.get("isTriggerActive", False):
+                break
+        except Exception:  # noqa: BLE001 - a status that cannot be read: stop now
+            break
+        time.sleep(0.01)
+    query.stop()
 
 
 def wait_until_done(query: Any, poll: Any = None) -> None:

@@ -65,6 +65,13 @@ def make_table_function(spec: FunctionSpec) -> type:
                     "spark.sql (Spark's Python UDTFs take one table): give the same statement to ks.sql(...)"
                 )
             unknown = sorted(set(named) - {"key", "order_by"})
+            if unknown and len(args) == 1:
+                raise SchemaError(
+                    f"{fn}: got {', '.join(f'{n} =>' for n in unknown)}; in plain spark.sql the table function takes "
+                    f"only {fn}(TABLE(...), key => '...', order_by => '...') (one query: no watermark, TTL or "
+                    "checkpoint); the form's other arguments (event_time, watermark, ttl, initial_state, broadcast, "
+                    "OPTIONS' names; docs/sql.md) are taken by ks.sql(...) with the same statement"
+                )
             if unknown or len(args) != 1:
                 raise SchemaError(
                     f"{fn}: plain spark.sql takes {fn}(TABLE(...), key => '...', order_by => '...'); got "

@@ -52,6 +52,8 @@ class KeyedPlan:
     # several named inputs (the table-function form): each row's input index is in input_column
     inputs: list[PlanInput] | None = None
     input_column: str | None = None
+    # the engine's count of the keys each batch runs, where Spark reports none (engines/tws/touches.py)
+    key_touches: Any = None
     # attributes added to the class since its checkpoint's state began (state/evolution.py): a
     # stored row written before may lack them, and an engine that reads rows by name with a
     # NULL for a missing field (tws) reads that NULL as the attribute's __init__ value

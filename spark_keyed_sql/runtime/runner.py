@@ -63,6 +63,7 @@ class KeyedRunner(KeyLifecycle):
         self.instance = self.spec.instantiate()
         self.ctx = self.instance.ctx
         self.call = self.ctx.call  # the current key, re-pointed at each key (api/context.KeyCall)
+        self.call.no_on_timer = None if self.spec.has_timers else self.spec.cls.__name__
         self.layout = AttributeLayout(self.instance) if self.spec.kind is FunctionKind.FUNCTION else None
         self.descriptors = self.spec.descriptors
         # what a KeyedProcessor's process(key, rows) gets as rows (checked at registration)

@@ -225,7 +225,11 @@ class KeyedSpark(Spark):
                         )
                 elif self._match_text_seq("EVENT", "TIME"):
                     self._once(group, "event_time", start)
-                    if not self._curr or self._curr.text.upper() == "WATERMARK":
+                    if not self._curr or (
+                        self._curr.token_type == TokenType.VAR
+                        and self._curr.text.upper() == "WATERMARK"
+                        and not (self._next and self._next.text.upper() == "WATERMARK")
+                    ):
                         self.raise_error(
                             "Expected the event-time column after EVENT TIME, e.g. EVENT TIME ts WATERMARK '10 minutes'"
                         )

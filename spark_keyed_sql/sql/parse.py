@@ -134,6 +134,8 @@ def _parse(text: str, tokens: list[Token], words: list[str]) -> exp.Expression:
         err = e.errors[0] if e.errors else {}
         message = _readable(err.get("description") or str(e))
         raise KeyedSQLSyntaxError(message, err.get("line"), err.get("col"), text) from None
+    if not trees:
+        raise KeyedSQLSyntaxError("empty SQL statement")
     if len(trees) != 1:
         second = _second_statement(tokens)
         raise KeyedSQLSyntaxError(
@@ -161,6 +163,11 @@ def _readable(message: str) -> str:
     twice = _TWICE.match(message)
     if twice is not None:
         clause = twice.group(1).upper()
+        if clause == "WITH":  # (a WITH STATE the plain GROUP BY / HAVING before it did not take)
+            return (
+                "WITH STATE after a plain GROUP BY or HAVING: a keyed query's keys are written "
+                "GROUP BY KEY <keys> WITH STATE fn(...)"
+            )
         return f"{clause} given twice" + _TWICE_HINTS.get(clause, "")
     m = _MISSING.match(message)
     if m is None:
@@ -175,7 +182,6 @@ _TWICE_HINTS = {
         ": after WITH STATE fn(...) the first ORDER BY is the order of rows within a key and a second one "
         "orders the output; there is no third"
     ),
-    "WITH": ": a keyed query's keys are written GROUP BY KEY <keys> WITH STATE fn(...)",
 }
 _MISSING = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
 _CLAUSES = {

@@ -79,6 +79,23 @@ def _interval_parts_ms(e: exp.Expression) -> int:
     )
 
 
+def _check_event_time_type(df: DataFrame, event_time: exp.Expression, where: str) -> None:
+    """The event-time column is a timestamp (Spark's watermark takes no other type; a string or
+    a number would fail deep in a run, or be taken silently in a one-shot batch)."""
+    from pyspark.sql import types as T
+
+    fields = {f.name.lower(): f.dataType for f in df.schema.fields}
+    plain = isinstance(event_time, exp.Column) and not event_time.table and event_time.name.lower() in fields
+    kind = fields[event_time.name.lower()] if plain else df.select(F.expr(render(event_time))).schema[0].dataType
+    if not isinstance(kind, (T.TimestampType, T.TimestampNTZType)):
+        raise KeyedQueryError(
+            f"EVENT TIME of {where}: {render(event_time)} is {kind.simpleString()}; the event-time column must be "
+            "TIMESTAMP or TIMESTAMP_NTZ (convert it in the source, e.g. to_timestamp(col) or "
+            "timestamp_millis(epoch_ms))",
+            *position(event_time),
+        )
+
+
 def _depth(node: exp.Expression) -> int:
     d = 0
     while node.parent is not None:
@@ -302,6 +319,7 @@ class _Planner:
             through.append(name)
         if event_time is not None:
             source.check(event_time, "EVENT TIME")
+            _check_event_time_type(source.df, event_time, call.where)
         et = column(event_time, "__ks_et") if event_time is not None else None
         if not projections:
             projections = [exp.alias_(exp.Literal.number(0), quoted_identifier("__ks_none"))]

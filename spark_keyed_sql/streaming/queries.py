@@ -170,6 +170,7 @@ def _launch(
         processing_timers=any(function(s.function).has_timers and s.plan.event_time is None for s in steps),
         input_scans=max((s.plan.watermarked_inputs for s in steps), default=0) or 1,
         progress=progress,
+        key_touches=[s.plan.key_touches for s in steps],
         state_partitions=max(
             (int(s.options["state_partitions"]) for s in steps if "state_partitions" in s.options), default=None
         ),

@@ -22,12 +22,14 @@ from pyspark.sql import types as T
 from ...api.errors import SchemaError
 from ...compat.features import Feature, features
 from ...compat.quirks import ensure_state_store_coordinator
+from ...runtime.connect import is_connect
 from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
 from ..broadcast_rows import take_broadcasts
 from ..dataframe_stream import DataFrameStreamRun
 from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
 from .layout import TwsLayout
+from .touches import KeyTouches
 
 __all__ = ["TransformWithStateEngine", "UNKEYED_COLUMN", "watermarked"]
 
@@ -91,6 +93,11 @@ class TransformWithStateEngine(Engine):
                 f"{provider!r}; KeyedSQL(spark) sets it unless given configure=False)"
             )
         streaming = df.isStreaming
+        if streaming:  # (set on the step's plan: the run reads it; Spark Connect has no accumulators)
+            spark = df.sparkSession
+            plan.key_touches = KeyTouches(
+                None if is_connect(spark) else spark.sparkContext.accumulator(0), plan.spec.has_timers
+            )
         if not streaming:
             ensure_state_store_coordinator(df.sparkSession)
         if not streaming and plan.spec.has_timers:

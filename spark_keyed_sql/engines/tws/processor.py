@@ -126,6 +126,9 @@ class _SparkVariable(VariableStore):
 class _SparkTimers(TimerService):
     def __init__(self, handle: StatefulProcessorHandle, enabled: bool):
         self.handle, self.enabled = handle, enabled
+        # the timer on_timer is running for: Spark's handle lists it until the call returns (and
+        # then deletes it, even if registered again meanwhile); other paths have removed it already
+        self.firing: int | None = None
 
     def _check(self) -> None:
         if not self.enabled:
@@ -145,7 +148,7 @@ class _SparkTimers(TimerService):
     def list(self) -> list[int]:
         if not self.enabled:
             return []
-        return list(self.handle.listTimers())
+        return [t for t in self.handle.listTimers() if t != self.firing]
 
 
 class _SparkKeyStore(KeyStore):
@@ -267,6 +270,9 @@ class KeyedStatefulProcessor(StatefulProcessor):
             for name, d in self.runner.descriptors.items()
         }
         self.timer_service = _SparkTimers(handle, self.time_mode != "None")
+        self.touches = self.plan.key_touches
+        if self.touches is not None:
+            self.touches.reset()
         self.binding = KeyBinding(_SparkKeyStore(self), self.now, self.plan.spec.ttl_ms)
         self.OutRow = Row(*self.out_names)
         if self.chunks is not None:
@@ -305,6 +311,8 @@ class KeyedStatefulProcessor(StatefulProcessor):
     def _run(self, key: tuple, rows: list[dict], timerValues: Any) -> Iterator[Row]:
         plan = self.plan
         k = self.current_key = user_key(key, plan.keyed)
+        if self.touches is not None:
+            self.touches.input(tuple(_naive(v) for v in key))
         p, w = self._times(timerValues)
         out = self.runner.process_key(
             k,
@@ -335,8 +343,15 @@ class KeyedStatefulProcessor(StatefulProcessor):
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:
         k = self.current_key = user_key(tuple(key), self.plan.keyed)
+        if self.touches is not None:
+            self.touches.timer(tuple(_naive(v) for v in key))
         p, w = self._times(timerValues)
-        out = self.runner.fire_timer(k, expiredTimerInfo.getExpiryTimeInMs(), self.binding, p, w)
+        expiry = expiredTimerInfo.getExpiryTimeInMs()
+        self.timer_service.firing = expiry
+        try:
+            out = self.runner.fire_timer(k, expiry, self.binding, p, w)
+        finally:
+            self.timer_service.firing = None
         pad = (None,) * len(self.plan.passthrough)
         return self._emit(tuple(key), [(*o, *pad) for o in out])
 

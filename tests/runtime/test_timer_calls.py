@@ -1,0 +1,114 @@
+"""What ``self.ctx``'s timer calls answer, the same on every engine and in KeyedTester: inside
+``on_timer`` the timer firing is no longer listed, a timer registered by a class without
+``on_timer`` is refused (it would never fire), and ``ks.run``'s ``keys_touched`` counts the
+keys each batch ran, timer-only keys included; each against a plain-Python oracle."""
+
+import datetime as dt
+
+import pytest
+from data import write_parquet
+
+from spark_keyed_sql import KeyedTester, StatefulFunction
+from spark_keyed_sql.api.errors import KeyedSQLError, UserFunctionError
+
+T0 = dt.datetime(2026, 1, 1, 10, 0)
+MIN = dt.timedelta(minutes=1)
+UTC = dt.timezone.utc
+
+
+class TwoTimers(StatefulFunction):
+    """Each event registers timers 1 and 5 minutes after it; each timer reports the timers left."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        self.ctx.register_timer(e["ts"] + MIN)
+        self.ctx.register_timer(e["ts"] + 5 * MIN)
+        return None
+
+    def on_timer(self, key, timestamp):
+        left = ",".join(t.strftime("%H:%M") for t in self.ctx.list_timers())
+        return {"fired": timestamp.replace(tzinfo=None), "left": left}
+
+
+class NoOnTimer(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        self.ctx.register_timer(e["ts"] + MIN)
+        return {"n": self.n}
+
+
+def _event(key, ts):
+    return {"user_id": key, "value": 1.0, "amount": 1.0, "merchant": "m", "ts": ts}
+
+
+def _timer_oracle(events):
+    """(key, fired, left): every timer of a key fires once, in time order, and sees the key's
+    later timers still registered."""
+    out = []
+    for key in sorted({k for k, _ in events}):
+        timers = sorted({ts + d for k, ts in events if k == key for d in (MIN, 5 * MIN)})
+        for i, t in enumerate(timers):
+            out.append((key, t, ",".join(x.strftime("%H:%M") for x in timers[i + 1 :])))
+    return out
+
+
+def test_the_firing_timer_is_not_listed_in_the_tester():
+    t = KeyedTester(TwoTimers, event_time="ts")
+    t.run([{"ts": T0}], key="a")
+    fired = t.set_watermark(T0 + 10 * MIN)
+    assert [(r["fired"], r["left"]) for r in fired] == [(f, left) for _, f, left in _timer_oracle([("a", T0)])]
+
+
+def test_the_firing_timer_is_not_listed_and_keys_touched_counts_keys(spark, ks, tmp_path):
+    """ks.run in event time on each engine. Run 1: a at 10:00 and b at 10:30; its watermark (10:30)
+    fires a's timers in a batch without input. Run 2: c at 10:32, whose watermark fires b's first
+    timer (10:31) but not its second (10:35)."""
+    ks.register("two_timers", TwoTimers, returns="fired timestamp, left string")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = (
+        f"SELECT user_id, t.fired, t.left FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE two_timers(ts) AS t EVENT TIME ts WATERMARK '0 seconds'"
+    )
+    write_parquet(spark, [_event("a", T0), _event("b", T0 + 30 * MIN)], src)
+    s1 = ks.run(sql, checkpoint=cp, output=out)
+    write_parquet(spark, [_event("c", T0 + 32 * MIN)], src)
+    s2 = ks.run(sql, checkpoint=cp, output=out)
+    got = sorted((r[0], r[1], r[2]) for r in spark.read.parquet(out).collect() if r[1] is not None)
+    every = _timer_oracle([("a", T0), ("b", T0 + 30 * MIN)])
+    assert got == [(k, f, left) for k, f, left in every if f <= T0 + 32 * MIN]
+    # the keys each batch ran: a and b (input), then a (timers); c (input) and b (a timer)
+    assert (s1["keys_touched"], s2["keys_touched"]) == (3, 2)
+
+
+def test_a_timer_without_on_timer_is_refused(spark, ks):
+    """It could never fire: refused on every engine and in the tester, naming the class."""
+    message = "NoOnTimer defines no on_timer"
+    with pytest.raises(UserFunctionError, match=message):
+        KeyedTester(NoOnTimer).run([{"ts": T0}], key="a")
+    ks.register("no_on_timer", NoOnTimer, returns="n bigint")
+    spark.createDataFrame([("a", T0)], "user_id string, ts timestamp").createOrReplaceTempView("no_on_timer_src")
+    with pytest.raises(KeyedSQLError, match=message):
+        ks.sql("SELECT * FROM no_on_timer_src GROUP BY KEY user_id WITH STATE no_on_timer(ts)").collect()
+
+
+def test_event_time_on_a_column_that_is_not_a_timestamp_is_refused(spark, ks):
+    ks.register("two_timers_s", TwoTimers, returns="fired timestamp, left string")
+    spark.createDataFrame([("a", "hello", T0)], "user_id string, label string, ts timestamp").createOrReplaceTempView(
+        "event_time_string_src"
+    )
+    sql = (
+        "SELECT * FROM event_time_string_src GROUP BY KEY user_id\n"
+        "WITH STATE two_timers_s(ts) EVENT TIME label WATERMARK '1 minute'"
+    )
+    with pytest.raises(
+        KeyedSQLError, match=r"line 2, column 40: EVENT TIME of WITH STATE two_timers_s: label is string"
+    ):
+        ks.sql(sql)
