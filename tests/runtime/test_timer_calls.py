@@ -19,12 +19,7 @@ UTC = dt.timezone.utc
 class TwoTimers(StatefulFunction):
     """Each event registers timers 1 and 5 minutes after it; each timer reports the timers left."""
 
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-
     def execute(self, e):
-        self.n += 1
         self.ctx.register_timer(e["ts"] + MIN)
         self.ctx.register_timer(e["ts"] + 5 * MIN)
         return None
