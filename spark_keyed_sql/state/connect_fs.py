@@ -21,7 +21,9 @@ fraction of a second each), over any URI the server reaches.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,12 @@ __all__ = ["ConnectFS"]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _MISSING = ("PATH_NOT_FOUND", "Path does not exist")
+# a file listed, then gone before the server read its status: a writer (a lease's beat record, a
+# running query's commit) replaced or removed it meanwhile; the listing is taken again
+_VANISHED = ("No such file or directory", "FileNotFoundException", "FILE_NOT_EXIST")
+_LISTING_TRIES = 5
+
+log = logging.getLogger(__name__)
 
 
 def _path_part(path: str) -> str:
@@ -64,17 +72,24 @@ class ConnectFS(CheckpointFS):
         cols = [F.col("path"), F.col("length"), F.expr("unix_millis(modificationTime)").alias("mtime")]
         if content is not None:
             cols.append(F.expr(content).alias("content"))
-        try:
-            df = self.spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path)
-            return [r for r in df.select(*cols).collect() if not r.path.endswith(".crc")]
-        except Exception as exc:  # noqa: BLE001 - the server's reason is kept in our message
-            text = str(exc)
-            if any(m in text for m in _MISSING):
-                return None
-            raise FSError(
-                f"path {path!r} is not reachable through the Spark Connect server's file system layer: "
-                f"{first_line(exc)}"
-            ) from None
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                df = self.spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path)
+                return [r for r in df.select(*cols).collect() if not r.path.endswith(".crc")]
+            except Exception as exc:  # noqa: BLE001 - the server's reason is kept in our message
+                text = str(exc)
+                if any(m in text for m in _MISSING):
+                    return None
+                if attempt < _LISTING_TRIES and any(m in text for m in _VANISHED):
+                    log.debug("listing %s: a file went while it was listed (%s); listing again", path, first_line(exc))
+                    time.sleep(0.1 * attempt)
+                    continue
+                raise FSError(
+                    f"path {path!r} is not reachable through the Spark Connect server's file system layer: "
+                    f"{first_line(exc)}"
+                ) from None
 
     def _write(self, path: str, text: str | None, mode: str) -> None:
         rows = [] if text is None else [(text,)]

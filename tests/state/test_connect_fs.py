@@ -1,9 +1,13 @@
 """ConnectFS's reading of the qualified paths Spark's file listing returns (the listing itself
 runs on a Connect server: tests/cluster/test_connect_smoke.py and test_connect.py)."""
 
+import os
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
+from viewfs import new_place
 
 from spark_keyed_sql.state.connect_fs import ConnectFS
 
@@ -48,3 +52,37 @@ def test_files_since_keeps_the_files_directly_in_the_directory_written_at_or_aft
     fs = ConnectFS(None)
     fs._files = lambda path, content=None: rows
     assert fs.files_since("viewfs://m/ks/out", 10) == ["viewfs://m/ks/out/a.parquet", "viewfs://m/ks/out/d.parquet"]
+
+
+def test_a_listing_while_a_file_comes_and_goes_is_taken_again(spark, viewfs_root):
+    """A lease's beat record is replaced while a checkpoint is listed (CI, 2026-11-30: read_state
+    through Connect failed with the server's ``ls: cannot access '.../.spark_keyed_sql.lease.beat1'``).
+    On ``viewfs://`` Hadoop reads each listed file's permissions after the listing, so a file that
+    went meanwhile failed the whole listing. Here a thread writes and removes a hidden file beside
+    fifty others while the directory is listed thirty times: every listing answers."""
+    place = new_place(viewfs_root, "connect-fs-churn")
+    place.local().mkdir(parents=True)
+    for i in range(50):
+        place.local(f"f{i}").write_text("x")
+    stop = threading.Event()
+
+    def churn():
+        i = 0
+        while not stop.is_set():
+            beat = place.local(f".beat{i % 2}")
+            beat.write_text("y" * 10)
+            time.sleep(0.001)
+            os.remove(beat)
+            time.sleep(0.001)
+            i += 1
+
+    writer = threading.Thread(target=churn, daemon=True)
+    writer.start()
+    fs = ConnectFS(spark)
+    try:
+        answers = [fs.is_dir(place.uri()) for _ in range(30)]
+    finally:
+        stop.set()
+        writer.join()
+    assert answers == [True] * 30
+    assert fs.list(place.uri()) == sorted(f"f{i}" for i in range(50))
