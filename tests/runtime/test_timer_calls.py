@@ -40,6 +40,19 @@ class NoOnTimer(StatefulFunction):
         return {"n": self.n}
 
 
+class DeletesOnly(StatefulFunction):
+    """No on_timer: deleting a timer (none can exist) and listing them are harmless."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        self.ctx.delete_timer(e["ts"] + MIN)
+        return {"n": self.n, "timers": len(self.ctx.list_timers())}
+
+
 def _event(key, ts):
     return {"user_id": key, "value": 1.0, "amount": 1.0, "merchant": "m", "ts": ts}
 
@@ -107,3 +120,30 @@ def test_event_time_on_a_column_that_is_not_a_timestamp_is_refused(spark, ks):
         KeyedSQLError, match=r"line 2, column 40: EVENT TIME of WITH STATE two_timers_s: label is string"
     ):
         ks.sql(sql)
+
+
+def test_deleting_a_timer_without_on_timer_does_nothing_everywhere(spark, ks, tmp_path):
+    """No timer can be registered without on_timer, so deleting one deletes nothing: in the
+    tester, a one-shot query and ks.run on each engine (tws raised "timers need a streaming query
+    with a time mode")."""
+    events = [("a", T0), ("a", T0 + MIN), ("b", T0), ("a", T0 + 2 * MIN), ("b", T0 + 3 * MIN)]
+    want, seen = [], {}
+    for key, ts in sorted(events, key=lambda e: (e[0], e[1])):
+        seen[key] = seen.get(key, 0) + 1
+        want.append((key, ts, seen[key], 0))
+    t = KeyedTester(DeletesOnly)
+    tester = []
+    for key, ts in events:
+        tester += [(key, ts, r["n"], r["timers"]) for r in t.run([{"ts": ts}], key=key)]
+    # the tester takes each call's rows in the order given, which is each key's time order here
+    assert sorted(tester) == want
+    ks.register("deletes_only", DeletesOnly, returns="n bigint, timers bigint")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    write_parquet(spark, [_event(k, ts) for k, ts in events], src)
+    sql = (
+        f"SELECT user_id, ts, d.n, d.timers FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE deletes_only(ts) AS d ORDER BY ts"
+    )
+    assert sorted(tuple(r) for r in ks.sql(sql).collect()) == want
+    ks.run(sql, checkpoint=cp, output=out)
+    assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == want
