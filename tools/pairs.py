@@ -31,9 +31,11 @@ REFERENCE = ("4.3", "3.11")
 # the smoke tier's ends: the oldest Python on the oldest Spark, the newest on the newest
 OLDEST = ("3.5", "3.10")
 NEWEST = ("4.3", "3.13")
-# CI's smoke tier: every Spark minor but the reference pair's full run, each Python at least once
-# (3.5 on 3.11 too: pip brings pandas 3 there, beside the oldest Spark)
-SMOKE: list[tuple[str, str]] = [OLDEST, ("3.5", "3.11"), ("4.0", "3.11"), ("4.1", "3.12"), ("4.2", "3.13"), NEWEST]
+# CI's smoke tier: every Spark minor but the reference pair's, each Python at least once (3.5 on
+# 3.11 too: pip brings pandas 3 there, beside the oldest Spark). The reference Spark on the newest
+# Python (NEWEST) left it on 2026-11-30 for CI's time budget: 4.2 runs on 3.13 here, and
+# `make test-smoke SMOKE_ARGS="4.3 --all-pythons"` or `make test-matrix` run 4.3 on 3.12 and 3.13
+SMOKE: list[tuple[str, str]] = [OLDEST, ("3.5", "3.11"), ("4.0", "3.11"), ("4.1", "3.12"), ("4.2", "3.13")]
 
 
 def pythons_for(spark: str) -> tuple[str, ...]:

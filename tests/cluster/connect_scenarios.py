@@ -90,7 +90,8 @@ def add_part(spark, root: str, part: str, dst: str) -> None:
 
 
 def main(url: str, root: str, tier: str = "full") -> None:
-    """``tier``: ``full`` (every entry point, both engines) or ``smoke`` (CI: bulk runs and state)."""
+    """``tier``: ``full`` (every entry point, both engines) or ``smoke`` (CI: one-shot batches,
+    ``ks.run`` twice on bulk and its state read back)."""
     engines = ENGINES if tier == "full" else ("bulk",)
     out: dict = {"py4j": importlib.util.find_spec("py4j") is not None}
     spark = SparkSession.builder.remote(url).getOrCreate()
@@ -133,6 +134,10 @@ def main(url: str, root: str, tier: str = "full") -> None:
         changes = ks.read_state_changes(f"{w}/cp").filter("variable = 'n'").collect()
         out[f"changes_{engine}"] = len(changes)
         out[f"migrate_{engine}"] = error(lambda w=w: ks.migrate_state(f"{w}/cp", f"{w}/migrated"))
+
+    if tier != "full":
+        print("RESULT " + json.dumps(out, default=str))
+        return
 
     # DELETE of keyed state through Connect: on a stopped checkpoint (the client applies it), then
     # on a running stream (the query applies it on the server, between batches)
@@ -207,10 +212,6 @@ def main(url: str, root: str, tier: str = "full") -> None:
     second = ks.run(top_sql, checkpoint=f"{w}/cp", output=f"{w}/out")
     out["fallback_native"] = [[m["native"] for m in run["metrics"]] for run in (first, second)]
     out["fallback_run"] = rows(spark.read.parquet(f"{w}/out").select("user_id", "seq", "top"))
-
-    if tier != "full":
-        print("RESULT " + json.dumps(out, default=str))
-        return
 
     # the table-function form through ks.run, and a view over files read by spark.read
     w = f"{root}/work/tf"

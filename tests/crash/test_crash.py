@@ -1,4 +1,4 @@
-"""Crash recovery by fault injection (the CI subset: one kill per named point of bulk over
+"""Crash recovery by fault injection (the CI subset: kills at three named points of bulk over
 ``ks.run``, one of a native stream step, tws over a continuous ``ks.start`` stream on
 viewfs://; the rest in the slow tier: tws's point plan, bulk's continuous stream, two streaming
 inputs, the native step's other points).
@@ -69,16 +69,22 @@ def test_every_engine_has_a_crash_plan():
 
 
 # enough files that the last planned kill still has a batch to land in whether a micro-batch
-# runs as one task (adaptive execution coalesces tiny batches) or one per shuffle partition
-# CI kills bulk at each of its points; tws's plan (kills inside processing, which Spark's own
-# operator recovers) runs in the slow tier and `make crash`, and in CI through the continuous
-# scenario below (CI's 45-minute budget)
+# runs as one task (adaptive execution coalesces tiny batches) or one per shuffle partition.
+# CI kills bulk at three of its points: state committed with no output yet, output half written,
+# a rebuild from the checkpoint (an even index: an incarnation without local state); every point
+# of bulk's plan and tws's (kills inside processing, which Spark's own operator recovers) run in
+# the slow tier and `make crash`, tws in CI through the continuous scenario below (CI's budget)
+CI_PLANS = {"bulk": ["state_written:2", "sink_write:2", "before_rebuild:1"]}
+
+
 @pytest.mark.parametrize(
-    "engine", [e if e == "bulk" else pytest.param(e, marks=pytest.mark.slow) for e in sorted(PLANS)]
+    "engine, plan",
+    [("bulk", "ci")] + [pytest.param(e, "all", marks=pytest.mark.slow) for e in sorted(PLANS)],
 )
-def test_kill_at_each_point_then_recover_exactly_once(engine, tmp_path):
-    report = run(engine, PLANS[engine], files=len(PLANS[engine]) + 3, keys=20, per_file=40, workdir=str(tmp_path))
-    assert sum(report.kills.values()) == len(PLANS[engine]), report  # every planned kill happened
+def test_kill_at_each_point_then_recover_exactly_once(engine, plan, tmp_path):
+    points = CI_PLANS[engine] if plan == "ci" else PLANS[engine]
+    report = run(engine, points, files=len(points) + 3, keys=20, per_file=40, workdir=str(tmp_path))
+    assert sum(report.kills.values()) == len(points), report  # every planned kill happened
     assert report.lost == 0 and report.duplicated == 0 and report.wrong_state == 0, report
     assert report.rows_out == report.rows_expected
 
