@@ -49,3 +49,73 @@ def test_tws_without_the_rocksdb_store_says_what_to_set(spark, bare_conf):
             "SELECT * FROM se_events GROUP BY KEY user_id WITH STATE se_count(value) "
             "OPTIONS (engine = 'tws', native = false)"
         ).collect()
+
+
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+
+
+def _events(spark, path, users):
+    spark.createDataFrame([(u, float(i)) for i, u in enumerate(users)], "user_id string, value double").write.mode(
+        "append"
+    ).parquet(path)
+
+
+def test_a_users_own_streaming_aggregation_runs_in_a_keyed_sql_session(spark, tmp_path):
+    """KeyedSQL(spark) no longer sets Avro state encoding in the session (Spark refuses it for a
+    streaming aggregation: a dashboard count beside a keyed stream failed at start)."""
+    KeyedSQL(spark)
+    users = ["u1", "u2", "u1", "u3", "u1", "u2"]
+    src = str(tmp_path / "in")
+    _events(spark, src, users)
+    counts = spark.readStream.schema("user_id string, value double").parquet(src).groupBy("user_id").count()
+    q = (
+        counts.writeStream.outputMode("complete")
+        .format("memory")
+        .queryName("own_counts")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    want = sorted((u, users.count(u)) for u in set(users))
+    assert sorted(tuple(r) for r in spark.table("own_counts").collect()) == want
+
+
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
+def test_a_tws_stream_starts_in_avro_and_leaves_the_session_as_it_was(spark, tmp_path):
+    import json
+
+    ks = KeyedSQL(spark, engine="tws")
+    ks.register("se_count_tws", Count, returns="n bigint")
+    src, cp = str(tmp_path / "in"), tmp_path / "cp"
+    users = ["a", "b", "a"]
+    _events(spark, src, users)
+    before = spark.conf.get(ENCODING, None)
+    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE se_count_tws(value)"
+    ks.run(sql, checkpoint=str(cp), output=str(tmp_path / "out"))
+    assert spark.conf.get(ENCODING, None) == before
+    offsets = [p for p in cp.rglob("offsets/0") if p.is_file()]
+    assert offsets, sorted(str(p) for p in cp.rglob("*"))[:20]
+    metadata = json.loads(offsets[0].read_text().splitlines()[1])
+    assert metadata["conf"][ENCODING] == "avro"
+    got = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    seen: dict = {}
+    want = []
+    for u in users:
+        seen[u] = seen.get(u, 0) + 1
+        want.append((u, seen[u]))
+    assert got == sorted(want)
+
+
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
+def test_an_aggregation_beside_a_keyed_tws_step_in_one_stream_says_what_to_do(spark, tmp_path):
+    ks = KeyedSQL(spark, engine="tws")
+    ks.register("se_count_agg", Count, returns="n bigint")
+    src = str(tmp_path / "in")
+    _events(spark, src, ["a", "b"])
+    sql = (
+        f"SELECT user_id, max(n) AS n FROM (SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE se_count_agg(value)) GROUP BY user_id"
+    )
+    with pytest.raises(KeyedSQLError, match=r"ks.run: this streaming statement has a stateful aggregation .* ks.sql"):
+        ks.run(sql, checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "out"))

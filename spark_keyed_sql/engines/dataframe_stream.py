@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ..api.errors import SchemaError
 from ..compat.quirks import jvm_logger_off
 from ..state.checkpoint import last_committed_batch
 from ..state.filesystems import filesystem
@@ -87,20 +88,24 @@ def start_sink(writer: Any, sink: str) -> Any:
 
 
 @contextmanager
-def _shuffle_partitions(spark: SparkSession, n: int | None) -> Iterator[None]:
-    """The session's spark.sql.shuffle.partitions set to ``n`` while a query starts: Spark takes
-    a streaming query's state partitions from it (a copy of the session's conf made at start),
-    and keeps them in the checkpoint, so the user's session is left as it was."""
-    if n is None:
-        yield
-        return
-    key = "spark.sql.shuffle.partitions"
-    before = spark.conf.get(key)
-    spark.conf.set(key, str(n))
+def _start_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """The session's conf with ``settings`` while a query starts: Spark copies the session's
+    conf at start and keeps what a checkpoint must keep (its state partitions, its state
+    encoding) in it, so the user's session is left as it was."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set(key, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+_AVRO_REFUSED = "State store encoding format as avro is not supported for operator="
 
 
 def process_all_available(query: Any, poll: float = 0.1) -> None:
@@ -174,6 +179,20 @@ def _close_log_gap(spark: SparkSession, checkpoint: str, sink: str) -> None:
         log.warning("output %s: its file sink log could not be brought up to the checkpoint: %s", output, exc)
 
 
+def _beside_an_avro_refusal(job: StreamJob, exc: BaseException) -> SchemaError:
+    """Spark refused the statement's own stateful operator (an aggregation, a deduplication, a
+    stream-stream join) in the Avro state encoding its keyed step on engine tws needs."""
+    operator = str(exc).split(_AVRO_REFUSED, 1)[1].split()[0].rstrip(";,.")
+    return SchemaError(
+        f"{job.where}: this streaming statement has a stateful {operator} of its own beside its keyed step "
+        f"({', '.join(job.functions)}, engine 'tws'), and Spark runs them in one query with one state "
+        "encoding: transformWithState's state is kept in Avro (what lets its state evolve), which Spark "
+        f"refuses for a streaming {operator}. Start the keyed select as its own stream (ks.start into a "
+        f"table or directory) and the {operator} as a stream over its output, or run the statement as a "
+        "batch query with ks.sql"
+    )
+
+
 def _keys_touched(job: StreamJob) -> int | None:
     """The keys the query's keyed steps have run so far, as their engines count them (None when a
     step's are not known: engine tws through Spark Connect, where Spark reports state rows)."""
@@ -189,7 +208,8 @@ class DataFrameStreamRun(StreamRun):
         self.touched_before = touched_before
 
     @classmethod
-    def start(cls, job: StreamJob) -> DataFrameStreamRun:
+    def start(cls, job: StreamJob, conf: dict[str, str] | None = None) -> DataFrameStreamRun:
+        """``conf``: settings the query starts with (its engine's), besides the job's state partitions."""
         df = job.spark.sql(job.final_sql)
         if not df.isStreaming:
             raise not_a_stream(job)
@@ -200,8 +220,16 @@ class DataFrameStreamRun(StreamRun):
             _close_log_gap(job.spark, job.checkpoint, job.sink)
         before = committed_rows(job.spark, job.sink) if job.available_now else 0
         touched = _keys_touched(job)  # (before the query starts: none of its tasks counted yet)
-        with _shuffle_partitions(job.spark, job.state_partitions):
-            query = start_sink(writer, job.sink)
+        settings = dict(conf or {})
+        if job.state_partitions is not None:
+            settings["spark.sql.shuffle.partitions"] = str(job.state_partitions)
+        try:
+            with _start_conf(job.spark, settings):
+                query = start_sink(writer, job.sink)
+        except Exception as exc:
+            if _AVRO_REFUSED in str(exc):
+                raise _beside_an_avro_refusal(job, exc) from None
+            raise
         if job.processing_timers and not job.available_now:
             # the user's query.processAllAvailable(): Spark's would never return (below)
             query.processAllAvailable = functools.partial(process_all_available, query)

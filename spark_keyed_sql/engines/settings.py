@@ -1,19 +1,23 @@
 """What the stateful engines need of a SparkSession: transformWithState (engine ``tws``) the
-RocksDB state store, and Avro state encoding from a checkpoint's first run (what later allows
-evolving a state schema). ``KeyedSQL(spark)``, the CLI and the local session set them."""
+RocksDB state store (``SESSION_SETTINGS``: ``KeyedSQL(spark)``, the CLI and the local session set
+it), and Avro state encoding from a checkpoint's first run, what later allows evolving a state
+schema (``TWS_STREAM_SETTINGS``: given to a tws stream only while it starts, as Spark copies the
+session's conf then and keeps the encoding in the checkpoint; in the session it would fail the
+user's own streaming aggregations, which Spark refuses in Avro)."""
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-__all__ = ["ROCKSDB_PROVIDER", "SESSION_SETTINGS", "configure_session"]
+__all__ = ["ROCKSDB_PROVIDER", "SESSION_SETTINGS", "TWS_STREAM_SETTINGS", "configure_session"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 SESSION_SETTINGS = {
     "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-    "spark.sql.streaming.stateStore.encodingFormat": "avro",
 }
+ENCODING_CONF = "spark.sql.streaming.stateStore.encodingFormat"
+TWS_STREAM_SETTINGS = {ENCODING_CONF: "avro"}
 
 
 def configure_session(spark: SparkSession) -> list[str]:

@@ -185,7 +185,8 @@ def _launch(
         nested = " or ".join(f"'{e.name}'" for e in ENGINES.values() if e.capabilities.nested_streaming_steps)
         raise KeyedQueryError(
             f"{where}: engine '{engine.name}' runs one keyed step per streaming statement; this one has "
-            f"{len(steps)}. Use engine {nested} for nested keyed selects over a stream"
+            f"{len(steps)}. Use engine {nested} for several keyed selects over a stream (when the SQL around them "
+            "has no aggregation, deduplication or stream-stream join of its own), or run it as a batch with ks.sql"
         )
     job.source, job.plan, job.view, job.columns = step.source, step.plan, step.view, step.columns
     if isinstance(step.native, NativePlan) and step.native.stream is not None:

@@ -27,6 +27,7 @@ from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
 from ..broadcast_rows import take_broadcasts
 from ..dataframe_stream import DataFrameStreamRun
+from ..settings import TWS_STREAM_SETTINGS
 from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
 from .layout import TwsLayout
 from .touches import KeyTouches
@@ -82,7 +83,8 @@ class TransformWithStateEngine(Engine):
     layout = TwsLayout()
 
     def start_stream(self, job: StreamJob) -> StreamRun:
-        return DataFrameStreamRun.start(job)
+        # Avro state encoding for a new checkpoint (an existing one keeps the encoding it has)
+        return DataFrameStreamRun.start(job, conf=TWS_STREAM_SETTINGS)
 
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
         provider = df.sparkSession.conf.get(PROVIDER_CONF, None) or ""
