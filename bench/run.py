@@ -126,7 +126,8 @@ def as_stream(spark: SparkSession, df: DataFrame, build: Callable[[DataFrame], D
     src = os.path.dirname(df.inputFiles()[0])
     out = tempfile.mkdtemp(prefix="ks-bench-stream-")
     stream = build(spark.readStream.schema(df.schema).parquet(src))
-    # KeyedSQL sets the session's state encoding to Avro; applyInPandasWithState refuses it
+    # applyInPandasWithState refuses Avro state encoding, which the session holds once a
+    # streaming DataFrame of engine tws was handed out (KeyedSQL.sql / apply)
     key = "spark.sql.streaming.stateStore.encodingFormat"
     before = spark.conf.get(key)
     spark.conf.set(key, "unsaferow")

@@ -133,7 +133,10 @@ class KeyedSQL:
         spec = self.function(function)
         plan = dataframe_plan(spec, df, key, order_by, args, initial_state, session_offset_ms(self.spark))
         eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, features=self.features)
-        return translating(eng.apply(df, plan))
+        out = translating(eng.apply(df, plan))
+        if df.isStreaming:
+            self._started_by_you([eng])
+        return out
 
     # ------------------------------------------------------------------ SQL
     def _plan(
@@ -182,12 +185,30 @@ class KeyedSQL:
         from pyspark.errors import AnalysisException, ParseException
 
         try:
-            return translating(self.spark.sql(statement.final_sql))
+            df = translating(self.spark.sql(statement.final_sql))
         except (AnalysisException, ParseException) as exc:
             from .sql.errors import KeyedQueryError
 
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise KeyedQueryError(f"Spark cannot run the statement's outer part: {first}") from None
+        if df.isStreaming:
+            self._started_by_you([step.engine for step in statement.steps])
+        return df
+
+    def _started_by_you(self, engines: list[Any]) -> None:
+        """A streaming DataFrame goes to the user, who starts it: the session gets the settings
+        its engines' streams start with (``ks.start`` / ``ks.run`` give them to their query only),
+        listed by ``side_effects``."""
+        for eng in engines:
+            for key, value in getattr(eng, "stream_conf", {}).items():
+                if self.spark.conf.get(key, None) != value:
+                    self.spark.conf.set(key, value)
+                    change = (
+                        f"session conf {key} -> {value!r}: a streaming DataFrame of engine '{eng.name}' was returned "
+                        "for you to start, and its checkpoint needs it"
+                    )
+                    self._changes.append(change)
+                    log.info("%s", change)
 
     @quietly
     def explain(self, query: str) -> str:

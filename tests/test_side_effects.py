@@ -119,3 +119,42 @@ def test_an_aggregation_beside_a_keyed_tws_step_in_one_stream_says_what_to_do(sp
     )
     with pytest.raises(KeyedSQLError, match=r"ks.run: this streaming statement has a stateful aggregation .* ks.sql"):
         ks.run(sql, checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "out"))
+
+
+@pytest.fixture
+def encoding_restored(spark):
+    before = spark.conf.get(ENCODING, None)
+    yield
+    if before is None:
+        spark.conf.unset(ENCODING)
+    else:
+        spark.conf.set(ENCODING, before)
+
+
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
+def test_a_tws_stream_you_start_yourself_gets_avro_through_the_session(spark, tmp_path, encoding_restored):
+    """ks.apply / ks.sql over a stream on tws returns a DataFrame the user starts: the session then
+    holds the Avro encoding its checkpoint needs, and side_effects says so."""
+    import json
+
+    spark.conf.unset(ENCODING)
+    ks = KeyedSQL(spark, engine="tws")
+    ks.register("se_count_own", Count, returns="n bigint")
+    src, cp, out = str(tmp_path / "in"), tmp_path / "cp", str(tmp_path / "out")
+    users = ["a", "b", "a"]
+    _events(spark, src, users)
+    stream = spark.readStream.schema("user_id string, value double").parquet(src)
+    df = ks.apply(stream, "se_count_own", key="user_id")
+    assert spark.conf.get(ENCODING, None) == "avro"
+    assert any(ENCODING in e and "start" in e for e in ks.side_effects()), ks.side_effects()
+    q = df.writeStream.format("parquet").option("path", out).option("checkpointLocation", str(cp))
+    q = q.trigger(availableNow=True).start()
+    q.awaitTermination(300)
+    offsets = [p for p in cp.rglob("offsets/0") if p.is_file()]
+    assert json.loads(offsets[0].read_text().splitlines()[1])["conf"][ENCODING] == "avro"
+    seen: dict = {}
+    want = []
+    for u in users:
+        seen[u] = seen.get(u, 0) + 1
+        want.append((u, seen[u]))
+    assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == sorted(want)

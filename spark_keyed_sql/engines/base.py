@@ -256,6 +256,9 @@ class Engine(ABC):
     # the Spark feature it is built on (None: every supported Spark has what it needs)
     requires: ClassVar[Feature | None] = None
     layout: StateLayout
+    # session settings a stream of this engine starts with (ks.start / ks.run give them to the
+    # query while it starts; a streaming DataFrame handed to the user puts them in the session)
+    stream_conf: ClassVar[dict[str, str]] = {}
 
     @abstractmethod
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from ..state.checkpoint import last_committed_batch
 from ..state.filesystems import filesystem
 from ..state.fs import FSError, is_path
 from .base import StreamJob, StreamRun
+from .settings import ENCODING_CONF
 from .sink_log import fill_sink_log
 from .streams import (
     configure_writer,
@@ -87,22 +89,29 @@ def start_sink(writer: Any, sink: str) -> Any:
     return writer.toTable(sink)
 
 
+_START_CONF_LOCK = threading.Lock()  # a restart after queued edits may start beside the user's start
+
+
 @contextmanager
 def _start_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """The session's conf with ``settings`` while a query starts: Spark copies the session's
     conf at start and keeps what a checkpoint must keep (its state partitions, its state
     encoding) in it, so the user's session is left as it was."""
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
+    if not settings:
         yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+        return
+    with _START_CONF_LOCK:
+        before = {key: spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
 
 
 _AVRO_REFUSED = "State store encoding format as avro is not supported for operator="
@@ -182,7 +191,8 @@ def _close_log_gap(spark: SparkSession, checkpoint: str, sink: str) -> None:
 def _beside_an_avro_refusal(job: StreamJob, exc: BaseException) -> SchemaError:
     """Spark refused the statement's own stateful operator (an aggregation, a deduplication, a
     stream-stream join) in the Avro state encoding its keyed step on engine tws needs."""
-    operator = str(exc).split(_AVRO_REFUSED, 1)[1].split()[0].rstrip(";,.")
+    named = str(exc).split(_AVRO_REFUSED, 1)[1].split()
+    operator = named[0].rstrip(";,.") if named else "operator"
     return SchemaError(
         f"{job.where}: this streaming statement has a stateful {operator} of its own beside its keyed step "
         f"({', '.join(job.functions)}, engine 'tws'), and Spark runs them in one query with one state "
@@ -227,7 +237,7 @@ class DataFrameStreamRun(StreamRun):
             with _start_conf(job.spark, settings):
                 query = start_sink(writer, job.sink)
         except Exception as exc:
-            if _AVRO_REFUSED in str(exc):
+            if settings.get(ENCODING_CONF) == "avro" and _AVRO_REFUSED in str(exc):
                 raise _beside_an_avro_refusal(job, exc) from None
             raise
         if job.processing_timers and not job.available_now:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-__all__ = ["ROCKSDB_PROVIDER", "SESSION_SETTINGS", "TWS_STREAM_SETTINGS", "configure_session"]
+__all__ = ["ENCODING_CONF", "ROCKSDB_PROVIDER", "SESSION_SETTINGS", "TWS_STREAM_SETTINGS", "configure_session"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 

@@ -81,10 +81,11 @@ class TransformWithStateEngine(Engine):
         keeps_state_names=True,
     )
     layout = TwsLayout()
+    # Avro state encoding for a new checkpoint (an existing one keeps the encoding it has)
+    stream_conf = TWS_STREAM_SETTINGS
 
     def start_stream(self, job: StreamJob) -> StreamRun:
-        # Avro state encoding for a new checkpoint (an existing one keeps the encoding it has)
-        return DataFrameStreamRun.start(job, conf=TWS_STREAM_SETTINGS)
+        return DataFrameStreamRun.start(job, conf=self.stream_conf)
 
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
         provider = df.sparkSession.conf.get(PROVIDER_CONF, None) or ""
