@@ -131,6 +131,8 @@ def dataframe_plan(
             raise SchemaError(
                 f"{spec.name}: {what} column(s) {missing} not in the source (columns: {', '.join(df.columns)})"
             )
+    if initial_state is not None:
+        initial_state = _seed_in_key_types(spec, df, [columns[k.lower()] for k in keys], initial_state)
     plan = KeyedPlan(
         spec,
         [columns[k.lower()] for k in keys],
@@ -141,3 +143,27 @@ def dataframe_plan(
     )
     plan.use_schema(df.schema)
     return plan
+
+
+def _seed_in_key_types(spec: FunctionSpec, df: Any, keys: list[str], seed: Any) -> Any:
+    """``initial_state=``'s key columns (named as ``df``'s) in ``df``'s key types."""
+    from .seed_keys import seed_key_sql  # (PySpark's types: KeyedTester imports this module without it)
+
+    seed_cols = {c.lower(): c for c in seed.columns}
+    missing = [k for k in keys if k.lower() not in seed_cols]
+    if missing:
+        raise SchemaError(
+            f"{spec.name}: initial_state has no key column(s) {missing} (columns: {', '.join(seed.columns)})"
+        )
+    types = {f.name: f.dataType for f in seed.schema.fields}
+    key_types = {f.name: f.dataType for f in df.schema.fields}
+    exprs = []
+    for c in seed.columns:
+        key = next((k for k in keys if k.lower() == c.lower()), None)
+        quoted = "`" + c.replace("`", "``") + "`"
+        if key is None:
+            exprs.append(quoted)
+        else:
+            what = f"{spec.name}: initial_state's key column {c}"
+            exprs.append(f"{seed_key_sql(quoted, types[c], key_types[key], what)} AS {quoted}")
+    return seed.selectExpr(*exprs)

@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from sqlglot import exp
 
 from ..runtime.keys import OrderSpec
 from ..runtime.spec import FunctionKind, FunctionSpec
 from .errors import KeyedQueryError, position
 from .expressions import KeyedGroup
+from .parse import render
 
 __all__ = ["Call", "Outer", "Source", "quoted_identifier", "quoted", "resolve_call", "resolve_outer"]
 
@@ -66,6 +69,19 @@ class Source:
                     f"(columns: {', '.join(self.columns)})",
                     *position(col),
                 )
+
+    def check_timestamp(self, e: exp.Expression, what: str) -> None:
+        """``e`` is a timestamp (Spark's watermark takes no other type; a string or a number
+        would fail deep in a run, or be taken silently in a one-shot batch)."""
+        fields = {f.name.lower(): f.dataType for f in self.df.schema.fields}
+        plain = isinstance(e, exp.Column) and not e.table and e.name.lower() in fields
+        kind = fields[e.name.lower()] if plain else self.df.select(F.expr(render(e))).schema[0].dataType
+        if not isinstance(kind, (T.TimestampType, T.TimestampNTZType)):
+            raise KeyedQueryError(
+                f"{what}: {render(e)} is {kind.simpleString()}; the event-time column must be TIMESTAMP or "
+                "TIMESTAMP_NTZ (convert it in the source, e.g. to_timestamp(col) or timestamp_millis(epoch_ms))",
+                *position(e),
+            )
 
 
 @dataclass

@@ -31,6 +31,7 @@ from ..runtime.broadcast import BroadcastInput, broadcast_limit
 from ..runtime.clock import session_offset_ms
 from ..runtime.keys import OrderSpec
 from ..runtime.plan import KeyedPlan, PlanInput
+from ..runtime.seed_keys import seed_key_sql
 from ..runtime.spec import FunctionKind, FunctionSpec, check_one_input, check_process_inputs
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, read_metadata
@@ -77,23 +78,6 @@ def _interval_parts_ms(e: exp.Expression) -> int:
     raise SchemaError(
         f"cannot read interval {e.sql(dialect='spark')}; write it as '1 hour 30 minutes' or INTERVAL 90 MINUTES"
     )
-
-
-def _check_event_time_type(df: DataFrame, event_time: exp.Expression, where: str) -> None:
-    """The event-time column is a timestamp (Spark's watermark takes no other type; a string or
-    a number would fail deep in a run, or be taken silently in a one-shot batch)."""
-    from pyspark.sql import types as T
-
-    fields = {f.name.lower(): f.dataType for f in df.schema.fields}
-    plain = isinstance(event_time, exp.Column) and not event_time.table and event_time.name.lower() in fields
-    kind = fields[event_time.name.lower()] if plain else df.select(F.expr(render(event_time))).schema[0].dataType
-    if not isinstance(kind, (T.TimestampType, T.TimestampNTZType)):
-        raise KeyedQueryError(
-            f"EVENT TIME of {where}: {render(event_time)} is {kind.simpleString()}; the event-time column must be "
-            "TIMESTAMP or TIMESTAMP_NTZ (convert it in the source, e.g. to_timestamp(col) or "
-            "timestamp_millis(epoch_ms))",
-            *position(event_time),
-        )
 
 
 def _depth(node: exp.Expression) -> int:
@@ -162,7 +146,7 @@ class _Planner:
     # ------------------------------------------------------------------ one keyed select
     def _plan_select(self, sel: exp.Select, top_with: exp.With | None) -> exp.Expression:
         group: KeyedGroup = sel.args["group"]
-        call_options, spec = self._options(group)
+        call_options, spec, watermark_ms = self._options(group)
         source = self._source(sel, top_with, call_options)
         call = resolve_call(group, spec, call_options, source)
         if not source.df.isStreaming:
@@ -173,12 +157,14 @@ class _Planner:
                 )
         outer = resolve_outer(sel, call, source)
         engine = self._engine(sel, call, source)
-        step = self._step(group, call, source, outer, engine)
+        step = self._step(group, call, source, outer, engine, watermark_ms)
         self.bind(step)
         self.steps.append(step)
         return self._outer_select(sel, call, outer, step)
 
-    def _options(self, group: KeyedGroup) -> tuple[dict[str, Any], FunctionSpec]:
+    def _options(self, group: KeyedGroup) -> tuple[dict[str, Any], FunctionSpec, int | None]:
+        """The clause's options, the function's spec with its TTL, and its watermark in ms: each
+        checked before Spark runs anything."""
         fname = group.function_name
         spec = self.functions(fname)
         options = {k: literal(v) for k, v in group.options.items()}
@@ -199,7 +185,6 @@ class _Planner:
                     f"{MAX_STATE_PARTITIONS:,}, got {n!r}",
                     *position(group.options["state_partitions"]),
                 )
-        _interval_ms(group.args.get("watermark"), f"WATERMARK of WITH STATE {fname}")  # checked before Spark runs
         if group.args.get("ttl") is not None:
             ttl = group.args["ttl"]
             ttl_ms = _interval_ms(ttl, f"TTL of WITH STATE {fname}")
@@ -209,7 +194,8 @@ class _Planner:
                     *position(ttl),
                 )
             spec = spec.with_ttl(ttl_ms)
-        return options, spec
+        watermark_ms = _interval_ms(group.args.get("watermark"), f"WATERMARK of WITH STATE {fname}")
+        return options, spec, watermark_ms
 
     def _source(self, sel: exp.Select, top_with: exp.With | None, options: dict[str, Any]) -> Source:
         base = exp.Select(expressions=[exp.Star()])
@@ -291,7 +277,9 @@ class _Planner:
         keeps = engine.capabilities.keeps_state_names
         return absent, stored_names(was, names, renames, spec.kind is not FunctionKind.FUNCTION) if keeps else {}
 
-    def _step(self, group: KeyedGroup, call: Call, source: Source, outer: Outer, engine: Engine) -> KeyedStep:
+    def _step(
+        self, group: KeyedGroup, call: Call, source: Source, outer: Outer, engine: Engine, watermark_ms: int | None
+    ) -> KeyedStep:
         event_time = group.args.get("event_time")
         projections: list[exp.Expression] = []
         named: dict[str, str] = {}  # expression SQL -> its internal column: each is shipped once
@@ -319,7 +307,7 @@ class _Planner:
             through.append(name)
         if event_time is not None:
             source.check(event_time, "EVENT TIME")
-            _check_event_time_type(source.df, event_time, call.where)
+            source.check_timestamp(event_time, f"EVENT TIME of {call.where}")
         et = column(event_time, "__ks_et") if event_time is not None else None
         if not projections:
             projections = [exp.alias_(exp.Literal.number(0), quoted_identifier("__ks_none"))]
@@ -327,7 +315,7 @@ class _Planner:
         keyed_source.set("expressions", projections)
         initial_df, initial_source = None, None
         if group.args.get("initial_state") is not None:
-            initial_df = self._initial_state(group.args["initial_state"], call, keys, source.ctes)
+            initial_df = self._initial_state(group.args["initial_state"], call, keys, source)
             initial_source = render(group.args["initial_state"])
         plan = KeyedPlan(
             call.spec,
@@ -339,7 +327,7 @@ class _Planner:
             call.arg_names,
             through,
             et,
-            _interval_ms(group.args.get("watermark"), f"WATERMARK of WITH STATE {group.function_name}"),
+            watermark_ms,
             partitions=call.options.get("state_partitions"),
             clock_offset_ms=session_offset_ms(self.spark),
         )
@@ -501,13 +489,14 @@ class _Planner:
         source: exp.Expression,
         call: Call,
         key_columns: list[str],
-        ctes: exp.With | None = None,
+        keyed: Source,
     ) -> DataFrame:
-        """INITIAL STATE FROM's rows, read as a batch (a CTE of the statement may be the seed)."""
+        """INITIAL STATE FROM's rows, read as a batch (a CTE of the statement may be the seed),
+        their key columns in the source's key types."""
         key_names, fname = call.key_names, call.fname
         q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
-        if ctes is not None:
-            q.set("with_", ctes.copy())
+        if keyed.ctes is not None:
+            q.set("with_", keyed.ctes.copy())
         df = self.spark.sql(render(q))
         lower = {c.lower(): c for c in df.columns}
         missing = [k for k in key_names if k.lower() not in lower]
@@ -515,7 +504,17 @@ class _Planner:
             raise KeyedQueryError(
                 f"INITIAL STATE FROM for {fname}: key column(s) {missing} missing (columns: {', '.join(df.columns)})"
             )
-        exprs = [f"{quoted(lower[k.lower()])} AS {quoted(c)}" for k, c in zip(key_names, key_columns)]
+        key_types = [f.dataType for f in keyed.df.select(*[F.expr(render(k)) for k in call.key_exprs]).schema]
+        seed_types = {f.name: f.dataType for f in df.schema.fields}
+        exprs = []
+        for k, c, t in zip(key_names, key_columns, key_types):
+            name = lower[k.lower()]
+            try:
+                what = f"INITIAL STATE FROM for {fname}: key column {name}"
+                sql = seed_key_sql(quoted(name), seed_types[name], t, what)
+            except SchemaError as exc:
+                raise KeyedQueryError(str(exc), *position(source)) from None
+            exprs.append(f"{sql} AS {quoted(c)}")
         # batch_id is read_state's bookkeeping column, not state: a read_state table bootstraps as is
         skip = {k.lower() for k in key_names} | {"batch_id"}
         state = [c for c in df.columns if c.lower() not in skip]
