@@ -204,7 +204,8 @@ def _print_table(df: Any, limit: int) -> None:
 
 
 def _count(n: int | None) -> str:
-    """A count the run may not know (keys touched on engine tws through Spark Connect)."""
+    """A count the run may not know (keys touched on engine tws through Spark Connect, a batch's
+    output rows on engine tws when Spark's sink does not report them)."""
     return "?" if n is None else str(n)
 
 
@@ -212,7 +213,7 @@ def _progress(p: dict) -> None:
     # a natively planned step (docs/native.md): the path the batch took
     path = f", {'native' if p.get('native') else 'on the Python path'}" if p.get("native_choice") else ""
     print(
-        f"  batch {p.get('batch_id')}: {p.get('input_rows', 0)} rows in, {p.get('output_rows') or 0} out, "
+        f"  batch {p.get('batch_id')}: {p.get('input_rows', 0)} rows in, {_count(p.get('output_rows'))} out, "
         f"{_count(p.get('keys_touched'))} keys touched, {p.get('state_rows', '?')} keys in state{path}",
         file=sys.stderr,
         flush=True,

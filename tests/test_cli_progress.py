@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from keyed_functions import Count
 
 from spark_keyed_sql import cli
@@ -30,3 +31,20 @@ def test_the_progress_line_says_which_path_a_planned_batch_took(ks_auto, spark, 
         # native = false nothing is planned and the line names no path
         want = {"true": ", native", "'auto'": ", native", "false": ""}[native]
         assert line == f"batch {i}: 3 rows in, 3 out, 2 keys touched, {state}{want}", line
+
+
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
+def test_a_tws_batch_whose_output_rows_spark_does_not_report_says_so(spark, tmp_path, capsys):
+    """Spark's file sink reports -1 rows written: the line says '?' (it said 0 for 3 rows out)."""
+    from spark_keyed_sql import KeyedSQL
+
+    ks = KeyedSQL(spark, engine="tws")
+    ks.register("cli_tally_tws", Count, returns="n bigint")
+    src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
+    spark.createDataFrame([("a", 1.0), ("b", 2.0), ("a", 3.0)], "user_id string, value double").write.parquet(src)
+    capsys.readouterr()
+    q = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE cli_tally_tws()"
+    summary = ks.run(q, checkpoint=cp, output=out, progress=cli._progress)
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("batch 0: 3 rows in, ? out, 2 keys touched"), line
+    assert summary["output_rows"] == 3 == spark.read.parquet(out).count()

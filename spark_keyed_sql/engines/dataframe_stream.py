@@ -203,6 +203,13 @@ def _beside_an_avro_refusal(job: StreamJob, exc: BaseException) -> SchemaError:
     )
 
 
+def _sink_rows(progress: dict) -> int | None:
+    """The rows a batch wrote, as Spark's sink reports them (None when it does not: a file sink
+    says -1; the run's summary counts the output's rows instead)."""
+    n = (progress.get("sink") or {}).get("numOutputRows")
+    return None if n is None or int(n) < 0 else int(n)
+
+
 def _keys_touched(job: StreamJob) -> int | None:
     """The keys the query's keyed steps have run so far, as their engines count them (None when a
     step's are not known: engine tws through Spark Connect, where Spark reports state rows)."""
@@ -266,6 +273,7 @@ class DataFrameStreamRun(StreamRun):
                         {
                             "batch_id": p.get("batchId"),
                             "input_rows": p.get("numInputRows", 0),
+                            "output_rows": _sink_rows(p),
                             "keys_touched": keys,
                             "state_rows": sum(o.get("numRowsTotal", 0) for o in ops),
                         }
