@@ -533,6 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_REGISTER_HINT = "name its class in the SQL file (-- udf: name = module:Class) or with --udf name=module:Class"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every failure is one ``error:`` line on stderr (our errors add the user's frames below
     it), exit status 2; ``--debug`` raises it with its full trace instead."""
@@ -558,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
             if _DEBUG:
                 raise
             text = str(exc) if isinstance(exc, (_FileError, UsageError)) else _describe(exc)
+            # the CLI registers what the SQL file's `-- udf:` lines and --udf name, not ks.register
+            text = text.replace("call ks.register first", _REGISTER_HINT)
             print(f"error: {text}", file=sys.stderr)
             return EXIT_ERROR
         finally:

@@ -136,3 +136,16 @@ def test_a_state_predicate_naming_no_column_is_one_line(spark, ks, tmp_path, cap
     lines = [line for line in err.strip().splitlines() if not line.startswith("WARNING: Using incubator")]
     assert rc == cli.EXIT_ERROR and lines and lines[0].startswith("error: ") and "no_such_col" in lines[0], err
     assert not any('"level": "ERROR"' in line for line in lines), err
+
+
+def test_an_unregistered_function_says_how_the_cli_registers_it(spark, tmp_path, capsys):
+    """The CLI user has no ks.register: the error names the file's `-- udf:` line and --udf."""
+    sql = tmp_path / "q.sql"
+    sql.write_text(
+        "CREATE OR REPLACE TEMP VIEW ev AS SELECT 'u1' AS user_id, 1.0D AS value;\n"
+        "SELECT user_id, c.n FROM ev GROUP BY KEY user_id WITH STATE nosuchfn(value) AS c\n"
+    )
+    rc, out, err = _run(capsys, "run", str(sql))
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "unknown function 'nosuchfn'" in err and "-- udf: name = module:Class" in err and "--udf" in err, err
+    assert "ks.register" not in err
