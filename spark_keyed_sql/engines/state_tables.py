@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..state.checkpoint import CheckpointError, read_metadata
 from ..state.filesystems import filesystem
+from ..state.fs import join
 from ..state.reader import pick_operator, state_changes
 from . import LEGACY_ENGINE, get_engine
 from .base import Engine
@@ -19,7 +20,13 @@ def _locate(spark: SparkSession, checkpoint: str, function: str | None) -> tuple
     fs.probe(checkpoint)
     if not fs.is_dir(checkpoint):
         raise CheckpointError(f"checkpoint {checkpoint!r} does not exist")
-    op_index, op = pick_operator(read_metadata(checkpoint, spark), function, checkpoint)
+    meta = read_metadata(checkpoint, spark)
+    if meta is None and not any(fs.exists(join(checkpoint, d)) for d in ("offsets", "commits")):
+        raise CheckpointError(
+            f"{checkpoint!r} is no query's checkpoint (no metadata of this project, no offsets or commits of "
+            f"Spark's there: it holds {', '.join(fs.list(checkpoint)[:5]) or 'nothing'}); check the path"
+        )
+    op_index, op = pick_operator(meta, function, checkpoint)
     return op_index, op, get_engine(op.engine_or(LEGACY_ENGINE) if op else LEGACY_ENGINE)
 
 

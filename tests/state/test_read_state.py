@@ -95,8 +95,12 @@ def test_missing_checkpoint(ks, tmp_path):
     with pytest.raises(CheckpointError, match="nothing' does not exist"):
         ks.read_state(str(tmp_path / "nothing"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CheckpointError, match="holds no stateful operator 0 \\(nothing committed yet\\?\\)"):
+    with pytest.raises(CheckpointError, match="/empty' is no query's checkpoint .*it holds nothing\\); check the path"):
         ks.read_state(str(tmp_path / "empty"))
+    # a data directory given for a checkpoint (a new user's walk: "holds no stateful operator 0")
+    ks.spark.createDataFrame([("a", 1)], "k string, v int").coalesce(1).write.parquet(str(tmp_path / "events"))
+    with pytest.raises(CheckpointError, match="/events' is no query's checkpoint .*it holds .*part-.*check the path"):
+        ks.read_state(str(tmp_path / "events"))
 
 
 @pytest.mark.spark_feature("UDTF_ANALYZE")
