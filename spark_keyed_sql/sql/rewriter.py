@@ -497,7 +497,14 @@ class _Planner:
         q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
         if keyed.ctes is not None:
             q.set("with_", keyed.ctes.copy())
-        df = self.spark.sql(render(q))
+        from pyspark.errors import AnalysisException, ParseException
+
+        try:
+            df = self.spark.sql(render(q))
+        except (AnalysisException, ParseException) as exc:
+            raise KeyedQueryError(
+                f"INITIAL STATE FROM for {fname}: Spark cannot read the seed: {spark_hint(exc)}", *position(source)
+            ) from None
         lower = {c.lower(): c for c in df.columns}
         missing = [k for k in key_names if k.lower() not in lower]
         if missing:

@@ -83,3 +83,16 @@ def test_a_string_seed_key_for_a_bigint_key_is_refused_naming_both(spark, ks, tm
         ks.sql(sql).collect()
     with pytest.raises(KeyedSQLError, match=r"initial_state's key column k is string and the source's key is bigint"):
         ks.apply(spark.read.parquet(src), "tally_kt_s", key="k", initial_state=spark.table("seed_kt"))
+
+
+def test_a_seed_spark_cannot_read_is_named_as_the_seed(spark, ks, tmp_path):
+    """(It said "Spark cannot run the statement's source part", naming no seed.)"""
+    ks.register("tally_kt_m", Tally, returns="n bigint, total double")
+    src = _views(spark, tmp_path, "int")
+    sql = (
+        f"SELECT k, n FROM parquet.`{src}` GROUP BY KEY k WITH STATE tally_kt_m(value)\nINITIAL STATE FROM no_such_seed"
+    )
+    with pytest.raises(
+        KeyedSQLError, match=r"line 2, column \d+: INITIAL STATE FROM for tally_kt_m: Spark cannot read"
+    ):
+        ks.sql(sql)
