@@ -533,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_REGISTER_HINT = "name its class in the SQL file (-- udf: name = module:Class) or with --udf name=module:Class"
+_REGISTER_HINT = "name its class with --udf name=module:Class (or in the SQL file: -- udf: name = module:Class)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,10 +21,10 @@ def _locate(spark: SparkSession, checkpoint: str, function: str | None) -> tuple
     if not fs.is_dir(checkpoint):
         raise CheckpointError(f"checkpoint {checkpoint!r} does not exist")
     meta = read_metadata(checkpoint, spark)
-    if meta is None and not any(fs.exists(join(checkpoint, d)) for d in ("offsets", "commits")):
+    if meta is None and not any(fs.exists(join(checkpoint, d)) for d in ("offsets", "commits", "metadata")):
         raise CheckpointError(
-            f"{checkpoint!r} is no query's checkpoint (no metadata of this project, no offsets or commits of "
-            f"Spark's there: it holds {', '.join(fs.list(checkpoint)[:5]) or 'nothing'}); check the path"
+            f"{checkpoint!r} is no query's checkpoint (no metadata of this project or of Spark's, no offsets or "
+            f"commits there: it holds {', '.join(fs.list(checkpoint)[:5]) or 'nothing'}); check the path"
         )
     op_index, op = pick_operator(meta, function, checkpoint)
     return op_index, op, get_engine(op.engine_or(LEGACY_ENGINE) if op else LEGACY_ENGINE)

@@ -165,5 +165,6 @@ def _seed_in_key_types(spec: FunctionSpec, df: Any, keys: list[str], seed: Any) 
             exprs.append(quoted)
         else:
             what = f"{spec.name}: initial_state's key column {c}"
-            exprs.append(f"{seed_key_sql(quoted, types[c], key_types[key], what)} AS {quoted}")
+            as_key = "`" + key.replace("`", "``") + "`"  # (the engines look the seed's keys up by the source's names)
+            exprs.append(f"{seed_key_sql(quoted, types[c], key_types[key], what)} AS {as_key}")
     return seed.selectExpr(*exprs)
