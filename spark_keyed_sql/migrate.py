@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from .compat.exceptions import first_line
 from .engines import LEGACY_ENGINE, get_engine, migration_target
+from .runtime.columns import quote
 from .runtime.spec import FunctionSpec
 from .sql.parse import without_trailing_semicolons
 from .sql.sources import view_name
@@ -201,14 +202,11 @@ def _side_by_side(spark: SparkSession, keys: list[str], old: DataFrame, new: Dat
     while the transform's view exists, and handed back as a local DataFrame: the rows the caller
     sees are the ones checked, however often it is read."""
 
-    def q(name: str) -> str:
-        return "`" + name.replace("`", "``") + "`"
-
     def side(df: DataFrame, name: str) -> DataFrame:
         key_lower = {k.lower() for k in keys}
-        state_cols = ", ".join(q(c) for c in df.columns if c.lower() not in key_lower)
+        state_cols = ", ".join(quote(c) for c in df.columns if c.lower() not in key_lower)
         return df.selectExpr(
-            *[f"{q(k)} AS __ks_{name}_key{i}" for i, k in enumerate(keys)], f"struct({state_cols}) AS {name}"
+            *[f"{quote(k)} AS __ks_{name}_key{i}" for i, k in enumerate(keys)], f"struct({state_cols}) AS {name}"
         )
 
     o, n = side(old, "old"), side(new, "new")
@@ -217,7 +215,7 @@ def _side_by_side(spark: SparkSession, keys: list[str], old: DataFrame, new: Dat
         *[f"coalesce(__ks_old_key{i}, __ks_new_key{i}) AS __ks_key{i}" for i in range(len(keys))], "old", "new"
     )
     first = both.orderBy(*[f"__ks_key{i}" for i in range(len(keys))]).limit(sample)
-    out = first.selectExpr(*[f"__ks_key{i} AS {q(k)}" for i, k in enumerate(keys)], "old", "new")
+    out = first.selectExpr(*[f"__ks_key{i} AS {quote(k)}" for i, k in enumerate(keys)], "old", "new")
     return spark.createDataFrame(out.collect(), out.schema)
 
 

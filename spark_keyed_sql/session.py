@@ -200,15 +200,10 @@ class KeyedSQL:
         its engines' streams start with (``ks.start`` / ``ks.run`` give them to their query only),
         listed by ``side_effects``."""
         for eng in engines:
-            for key, value in getattr(eng, "stream_conf", {}).items():
-                if self.spark.conf.get(key, None) != value:
-                    self.spark.conf.set(key, value)
-                    change = (
-                        f"session conf {key} -> {value!r}: a streaming DataFrame of engine '{eng.name}' was returned "
-                        "for you to start, and its checkpoint needs it"
-                    )
-                    self._changes.append(change)
-                    log.info("%s", change)
+            for change in configure_session(self.spark, eng.stream_conf):
+                change += f" (a streaming DataFrame of engine '{eng.name}' returned for you to start needs it)"
+                self._changes.append(change)
+                log.info("%s", change)
 
     @quietly
     def explain(self, query: str) -> str:

@@ -20,10 +20,11 @@ ENCODING_CONF = "spark.sql.streaming.stateStore.encodingFormat"
 TWS_STREAM_SETTINGS = {ENCODING_CONF: "avro"}
 
 
-def configure_session(spark: SparkSession) -> list[str]:
-    """The settings the stateful engines need (``SESSION_SETTINGS``); returns what it changed."""
+def configure_session(spark: SparkSession, settings: dict[str, str] = SESSION_SETTINGS) -> list[str]:
+    """The settings the stateful engines need (``SESSION_SETTINGS``, or an engine's ``stream_conf``);
+    returns what it changed."""
     changed = []
-    for key, value in SESSION_SETTINGS.items():
+    for key, value in settings.items():
         before = spark.conf.get(key, None)
         if before != value:
             spark.conf.set(key, value)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..api.errors import SchemaError
 from .broadcast import BroadcastInput
-from .columns import parse_column_list, parse_order_list
+from .columns import parse_column_list, parse_order_list, quote
 from .keys import OrderSpec
 from .spark_frames import column_ddl
 from .spec import FunctionSpec
@@ -160,11 +160,10 @@ def _seed_in_key_types(spec: FunctionSpec, df: Any, keys: list[str], seed: Any) 
     exprs = []
     for c in seed.columns:
         key = next((k for k in keys if k.lower() == c.lower()), None)
-        quoted = "`" + c.replace("`", "``") + "`"
         if key is None:
-            exprs.append(quoted)
+            exprs.append(quote(c))
         else:
             what = f"{spec.name}: initial_state's key column {c}"
-            as_key = "`" + key.replace("`", "``") + "`"  # (the engines look the seed's keys up by the source's names)
-            exprs.append(f"{seed_key_sql(quoted, types[c], key_types[key], what)} AS {as_key}")
+            # (named as the source's key: the engines look the seed's keys up by those names)
+            exprs.append(f"{seed_key_sql(quote(c), types[c], key_types[key], what)} AS {quote(key)}")
     return seed.selectExpr(*exprs)
