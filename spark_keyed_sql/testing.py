@@ -24,7 +24,7 @@ from .runtime.timers import FireGuard
 from .state.binding import KeyBinding
 from .state.memory import MemoryKeyState, memory_binding
 
-__all__ = ["KeyedTester", "tester_for"]
+__all__ = ["FiredRows", "KeyedTester", "tester_for"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,22 @@ def _key(key: Any) -> Any:
 def _slot(key: Any) -> tuple[bool, Any]:
     """(keyed, key) of a key argument: omitted is unkeyed use."""
     return (key is not _UNKEYED, None if key is _UNKEYED else _key(key))
+
+
+class FiredRows(list):
+    """The rows timers gave (``set_watermark`` / ``advance_processing_time``): a list of output
+    dicts as ``run`` returns, in firing order, and ``keys``, the key each row's timer fired for
+    (in SQL the query's key columns say it), with ``by_key()`` grouping them."""
+
+    def __init__(self, rows: Iterable[Any] = (), keys: Iterable[Any] = ()):
+        super().__init__(rows)
+        self.keys: list[Any] = list(keys)
+
+    def by_key(self) -> dict[Any, list[Any]]:
+        out: dict[Any, list[Any]] = {}
+        for key, row in zip(self.keys, self):
+            out.setdefault(key, []).append(row)
+        return out
 
 
 _SPEC = "__ks_spec"  # (tester_for hands the registration over under this project's __ks_ prefix)
@@ -366,8 +382,9 @@ class KeyedTester:
         ks = self._keys.get(slot)
         return [] if ks is None else sorted(ks.timers)
 
-    def _fire(self, now_ms: int) -> list[Any]:
+    def _fire(self, now_ms: int) -> FiredRows:
         out: list[Any] = []
+        keys: list[Any] = []
         guards: dict[Any, FireGuard] = {}  # per key: an on_timer that re-registers forever fails
         while True:
             # by time only: keys of different types (a NULL key beside strings) do not compare
@@ -375,35 +392,35 @@ class KeyedTester:
                 ((t, slot) for slot, ks in self._keys.items() for t in ks.timers if t <= now_ms), key=lambda d: d[0]
             )
             if not due:
-                return self._out(out)
+                return FiredRows(self._out(out), keys)
             t, slot = due[0]
             if slot not in guards:
                 guards[slot] = FireGuard(0, False, lambda slot=slot: self._runner(slot[0]).naming(slot[1]))
             guards[slot].check(t)
             with self._batch(slot):
                 self._keys[slot].timers.discard(t)
-                out.extend(
-                    self._runner(slot[0]).fire_timer(
-                        slot[1], t, self._binding(slot), self._processing_ms, self._watermark_ms
-                    )
+                fired = self._runner(slot[0]).fire_timer(
+                    slot[1], t, self._binding(slot), self._processing_ms, self._watermark_ms
                 )
+                out.extend(fired)
+                keys.extend([slot[1]] * len(fired))
 
-    def advance_processing_time(self, ts: Any) -> list[Any]:
+    def advance_processing_time(self, ts: Any) -> FiredRows:
         """Move the processing-time clock to ``ts`` (datetime or epoch ms); fire due timers
         (none in event time: the clock then moves TTL only)."""
         self._processing_ms = to_epoch_ms(ts)
         if self._time_mode == "event":
-            return []
+            return FiredRows()
         return self._fire(self._processing_ms)
 
-    def set_watermark(self, ts: Any) -> list[Any]:
+    def set_watermark(self, ts: Any) -> FiredRows:
         """Move the event-time watermark to ``ts``; fire event-time timers at or before it
         (none with ``time_mode="processing"``)."""
         self._watermark_ms = to_epoch_ms(ts)
         if self._time_mode is None:
             self._time_mode = "event"
         if self._time_mode == "processing":
-            return []
+            return FiredRows()
         return self._fire(self._watermark_ms)
 
 

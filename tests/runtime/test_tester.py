@@ -502,3 +502,26 @@ def test_aware_and_naive_instants_are_one_map_key():
         # the rows frame holds timestamps as Spark hands them (datetime64[ns], naive UTC)
         "last": dt.datetime(2024, 1, 1, 9),
     }
+
+
+class GapNoKey(Gap):
+    def on_timer(self, key, timestamp):  # a row that does not say its key (in SQL the key columns do)
+        return {"at": timestamp.replace(tzinfo=None)}
+
+
+def test_fired_rows_say_which_key_each_came_from():
+    t0 = dt.datetime(2026, 1, 1)
+    t = KeyedTester(GapNoKey, returns="at timestamp", time_mode="event")
+    arrivals = {"b": [0, 50], "a": [10], ("c", 1): [5], None: [20]}  # minutes after t0, per key
+    for key, minutes in arrivals.items():
+        t.run([{"ts": t0 + dt.timedelta(minutes=m)} for m in minutes], key=key)
+    wm = t0 + dt.timedelta(minutes=60)
+    # the oracle: every timer at or before the watermark, in time order, with its key
+    due = sorted(
+        (t0 + dt.timedelta(minutes=m + 30), key) for key, minutes in arrivals.items() for m in minutes if m + 30 <= 60
+    )
+    fired = t.set_watermark(wm)
+    assert fired == [{"at": at} for at, _ in due]  # still the list of output dicts run() returns
+    assert fired.keys == [key for _, key in due]
+    assert fired.by_key() == {key: [{"at": at} for at, k in due if k == key] for _, key in due}
+    assert t.advance_processing_time(wm).keys == []  # nothing fires on the other clock
