@@ -336,8 +336,27 @@ def cmd_state_show(args: argparse.Namespace) -> int:
         df = ks.read_state_changes(args.checkpoint, args.function, args.from_batch, args.batch)  # (up to --batch)
     else:
         df = ks.read_state(args.checkpoint, args.function, args.batch)
-    _print_table(df, args.limit)
+    _print_table(_by_key(ks.spark, df, args.checkpoint, args.function, args.changes), args.limit)
     return 0
+
+
+def _by_key(spark: Any, df: Any, checkpoint: str, function: str | None, changes: bool) -> Any:
+    """The rows in key order (the change feed: by batch, then key and variable), so that a
+    --limit shows the same keys each time; unordered when the checkpoint names no keys."""
+    from .state.checkpoint import read_metadata
+
+    meta = read_metadata(checkpoint, spark)
+    ops = meta.operators if meta is not None else []
+    op = meta.operator(function) if function and meta is not None else (ops[0] if len(ops) == 1 else None)
+    if op is None:
+        return df
+    key_names = {k.lower() for k in op.keys}
+    keys = [c for c in df.columns if c.lower() in key_names]
+    if not keys:
+        return df
+    if changes:
+        return df.orderBy("batch_id", *keys, *[c for c in ("variable", "change") if c in df.columns])
+    return df.orderBy(*keys)
 
 
 def cmd_state_migrate(args: argparse.Namespace) -> int:

@@ -40,6 +40,13 @@ __all__ = ["MigrationError", "SPARK_POSITION_FILES", "migrate_checkpoint", "migr
 
 log = logging.getLogger(__name__)
 
+# a destination with files and no metadata: what a migration killed part way leaves (one that
+# fails removes its files itself)
+_UNFINISHED = (
+    " (it holds no spark-keyed-sql checkpoint: if a migrate_state into it was killed part way, remove the "
+    "directory and migrate again)"
+)
+
 SPARK_POSITION_FILES = ("offsets", "commits", "sources", "metadata")
 
 
@@ -113,7 +120,9 @@ def migrate_state(
     if op is None:
         raise MigrationError(f"checkpoint {src!r} has no function {function!r}")
     if fs.list(dst):
-        raise MigrationError(f"destination checkpoint {dst!r} is not empty; migrate into a new directory")
+        raise MigrationError(
+            f"destination checkpoint {dst!r} is not empty; migrate into a new directory" + _unfinished_hint(spark, dst)
+        )
     if partitions is not None and partitions < 1:
         raise MigrationError(f"partitions must be a positive number, got {partitions}")
     if dry_run and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
@@ -168,18 +177,23 @@ def migrate_state(
             " through the transform" if transform else "",
             engine.name,
         )
+        made = not fs.exists(dst)
         fs.mkdirs(dst)
-        written = engine.layout.write(
-            spark, dst, op, target, state, timers, position, partitions, where, copy_positions
-        )
-        new_op = replace(
-            op,
-            function=target.name,
-            engine=engine.name,
-            partitions=partitions,
-            class_name=f"{target.cls.__module__}.{target.cls.__qualname__}",
-        )
-        write_metadata(dst, [new_op if o is op else o for o in ops], spark)
+        try:
+            written = engine.layout.write(
+                spark, dst, op, target, state, timers, position, partitions, where, copy_positions
+            )
+            new_op = replace(
+                op,
+                function=target.name,
+                engine=engine.name,
+                partitions=partitions,
+                class_name=f"{target.cls.__module__}.{target.cls.__qualname__}",
+            )
+            write_metadata(dst, [new_op if o is op else o for o in ops], spark)
+        except BaseException:
+            _remove_partial(fs, dst, made, where)
+            raise
         log.info(
             "%s: %d key(s) in %d partition(s), continuing after batch %d",
             where,
@@ -193,6 +207,34 @@ def migrate_state(
             "spark_batch": position.spark_batch,
             "partitions": written["partitions"],
         }
+
+
+def _unfinished_hint(spark: SparkSession, dst: str) -> str:
+    try:
+        return "" if read_metadata(dst, spark) is not None else _UNFINISHED
+    except CheckpointError:  # a checkpoint, if a damaged one
+        return ""
+
+
+def _remove_partial(fs: Any, dst: str, made: bool, where: str) -> None:
+    """A migration that failed leaves ``dst`` as it found it (absent, or an empty directory), so
+    that the same call can be made again; it was empty before, so whatever is in it is ours."""
+    try:
+        if made:
+            fs.delete(dst)
+        else:
+            for name in fs.list(dst):
+                fs.delete(join(dst, name))
+    except Exception as e:  # noqa: BLE001 - the migration's own error is the one to raise
+        log.warning(
+            "%s failed, and its partial files in %s could not be removed (%s): remove them before migrating "
+            "into that directory again",
+            where,
+            dst,
+            first_line(e),
+        )
+    else:
+        log.info("%s failed: its partial files in %s were removed", where, dst)
 
 
 def _side_by_side(spark: SparkSession, keys: list[str], old: DataFrame, new: DataFrame, sample: int) -> DataFrame:

@@ -497,6 +497,10 @@ def test_the_cli_deletes_and_updates(spark, kb, tmp_path, capsys):
     expected = _oracle(batches)
     expected["k01"] = (expected["k01"][0], -1.0, "x")
     assert _state(kb, cp) == expected
+    # `state show` lists the keys in order: --limit shows the smallest, the same ones each time
+    assert cli.main(["state", "show", cp, "--limit", "2"]) == 0
+    rows = capsys.readouterr().out.splitlines()[3:5]
+    assert [row.split("|")[1].strip() for row in rows] == sorted(expected)[:2], rows
     assert cli.main(["state", "delete", cp, "--where", f"user_id = '{ERASED}'"]) == 0
     printed = capsys.readouterr().out
     assert "erased 1 key(s)" in printed and "at batch 3" in printed, printed

@@ -135,7 +135,7 @@ def test_migrate_refusals(spark, ks, first_run):
     src = str(d / "cp")
     (d / "busy").mkdir()
     (d / "busy" / "x").write_text("x")
-    with pytest.raises(MigrationError, match="not empty"):
+    with pytest.raises(MigrationError, match="not empty.*no spark-keyed-sql checkpoint.*killed part way"):
         ks.migrate_state(src, str(d / "busy"))
     with pytest.raises(MigrationError, match=r"\['merchants'\] are not state of TallyV2"):
         ks.migrate_state(src, str(d / "r1"), to_function="mig_tally_v2")
@@ -149,6 +149,24 @@ def test_migrate_refusals(spark, ks, first_run):
     assert not (d / "r3").exists()
     # the old checkpoint is untouched and still runs on
     assert ks.read_state(src).count() == 40
+
+
+def test_a_migration_failing_while_it_writes_leaves_the_destination_as_it_found_it(spark, ks, first_run):
+    d, a, _ = first_run
+    src = str(d / "cp")
+    # fails while the state is written (Spark evaluates the transform's rows only then)
+    bad = "SELECT user_id, IF(count > 1, CAST(raise_error('bad count') AS DOUBLE), count) AS count FROM state"
+    (d / "was_empty").mkdir()
+    for dst, existed in ((d / "fresh", False), (d / "was_empty", True)):
+        with pytest.raises(Exception, match="bad count"):
+            ks.migrate_state(src, str(dst), to_function="mig_tally_v2", transform=bad)
+        assert dst.exists() == existed and (not existed or not list(dst.iterdir()))
+    # the same call without the fault goes into the same directory, and the state is whole
+    good = "SELECT user_id, count FROM state"
+    ks.migrate_state(src, str(d / "was_empty"), to_function="mig_tally_v2", transform=good)
+    counts = {u: float(len(evs)) for u, evs in by_key_in_ts_order(a).items()}
+    got = {r["user_id"]: r["count"] for r in ks.read_state(str(d / "was_empty")).collect()}
+    assert got == counts
 
 
 @pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
