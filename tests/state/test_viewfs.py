@@ -302,7 +302,11 @@ def test_delete_on_a_running_stream_on_viewfs(spark, ks, viewfs_root):
         needle = victim.encode()
         holding = [p for p in place.local("cp").rglob("*") if p.is_file() and needle in p.read_bytes()]
         assert holding == []
-        write_parquet(spark, second, src)
+        # whole files into the running stream's input, as a user places them: a writer's
+        # `_temporary` directory there, gone while the stream lists it, fails Hadoop's listing on viewfs
+        write_parquet(spark, second, place.uri("staged"))
+        for f in place.local("staged").glob("part-*"):
+            f.rename(place.local("in", f.name))
         q.processAllAvailable()
     finally:
         q.stop()
