@@ -147,6 +147,7 @@ def _session(master: str | None):
     from pyspark.sql import SparkSession
 
     from .engines.settings import configure_session
+    from .jvm_stderr import filtered_jvm_stderr
     from .local import local_session
 
     if master and master.startswith("sc://"):
@@ -156,16 +157,17 @@ def _session(master: str | None):
     if master is None and _under_spark_submit():
         spark = SparkSession.builder.appName("spark-keyed-sql").getOrCreate()  # spark-submit's master and conf
     elif master is None or master.startswith("local"):
-        return local_session(
-            "spark-keyed-sql", master=master or "local[2]", log_level="WARN" if _DEBUG else "ERROR", quiet=not _DEBUG
-        )
+        with filtered_jvm_stderr(enabled=not _DEBUG):  # (the JVM starts here: tws's worker lines left out)
+            level = "WARN" if _DEBUG else "ERROR"
+            return local_session("spark-keyed-sql", master=master or "local[2]", log_level=level, quiet=not _DEBUG)
     else:
-        spark = (
-            SparkSession.builder.appName("spark-keyed-sql")
-            .master(master)
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
+        with filtered_jvm_stderr(enabled=not _DEBUG):
+            spark = (
+                SparkSession.builder.appName("spark-keyed-sql")
+                .master(master)
+                .config("spark.ui.showConsoleProgress", "false")
+                .getOrCreate()
+            )
     spark.sparkContext.setLogLevel("WARN" if _DEBUG else "ERROR")
     configure_session(spark)
     return spark

@@ -1,0 +1,73 @@
+"""The CLI's console without PySpark's transformWithState driver-worker lines.
+
+A query on engine ``tws`` starts pyspark's driver-side transformWithState worker once per query
+run, and that worker ``print``s four lines (and a blank line after each) that the JVM copies to
+its standard error, past log4j, so no log level hides them. The CLI starts its JVM with a pipe
+as that standard error and passes everything through but those lines.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["CHATTER", "filtered_jvm_stderr", "is_chatter"]
+
+CHATTER = "Streaming TransformWithStateInPandas Python worker"
+
+
+def is_chatter(line: bytes) -> bool:
+    return CHATTER.encode() in line
+
+
+def _pump(read_fd: int, write_fd: int) -> None:
+    """Copy lines from ``read_fd`` to ``write_fd`` until the JVM closes its end, leaving out the
+    worker's lines and the blank line its ``print("...\\n")`` adds after each."""
+    skip_blank = False
+    with os.fdopen(read_fd, "rb", buffering=0) as src:
+        pending = b""
+        while True:
+            chunk = src.read(65536)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            out = []
+            for line in lines:
+                if is_chatter(line):
+                    skip_blank = True
+                    continue
+                if skip_blank and not line.strip():
+                    skip_blank = False
+                    continue
+                skip_blank = False
+                out.append(line + b"\n")
+            if out:
+                os.write(write_fd, b"".join(out))
+        if pending:
+            os.write(write_fd, pending)
+
+
+@contextmanager
+def filtered_jvm_stderr(enabled: bool = True) -> Iterator[None]:
+    """Inside it, a JVM started (SparkSession's gateway) inherits a filtered standard error;
+    this process's own standard error is restored on leaving it."""
+    if not enabled or not hasattr(os, "dup2"):
+        yield
+        return
+    sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
+    restore = os.dup(2)
+    to_console = os.dup(2)  # the pump's copy of the real standard error
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    threading.Thread(target=_pump, args=(read_fd, to_console), name="jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(restore, 2)  # (the JVM keeps the pipe: the pump runs as long as it does)
+        os.close(restore)
