@@ -24,11 +24,15 @@ demo: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m spark_keyed_sql.demo
 
 # CI: ruff, the whole suite on the reference pair (its 40 slowest tests listed: CI's time budget),
-# then the smoke tier on every other Spark minor
+# then the smoke tier on every other Spark minor. The suite runs on TEST_WORKERS pytest-xdist
+# workers, a module on one worker (module fixtures stay shared), each worker one SparkSession:
+# a Spark test leaves a core idle a third of its time (startup, triggers, Python round trips),
+# and two workers on 2 cores took the suite from 43-52 to 34 minutes. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: check-java $(STAMP)
 	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples tools
 	$(PY) -m ruff format --check spark_keyed_sql tests bench sql_examples tools
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" --durations=40 $(PYTEST_ARGS)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" -n $(TEST_WORKERS) --dist loadfile --durations=40 $(PYTEST_ARGS)
 	$(PY) tools/smoke.py
 
 # the smoke tier alone (SMOKE_ARGS="3.5 4.1": those Spark minors)

@@ -69,6 +69,12 @@ def pytest_collection_finish(session):
     progress.count_modules(item.nodeid for item in session.items)  # after -k / -m deselection
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """Under pytest-xdist (make test): the controller collects nothing itself; a worker's ids."""
+    progress.count_modules(ids)
+
+
 def pytest_runtest_logstart(nodeid, location):
     """A line when each test module starts (how many tests, time so far); in the long
     cluster / crash modules a line per test as well."""

@@ -13,7 +13,7 @@ __all__ = ["install", "note", "count_modules", "test_starts"]
 _config = None
 _t0 = time.monotonic()
 _sizes: Counter[str] = Counter()
-_current = ""
+_started: set[str] = set()
 
 
 def install(config) -> None:
@@ -35,6 +35,8 @@ def note(message: str) -> None:
 
 
 def count_modules(nodeids: Iterable[str]) -> None:
+    """The tests per module (after -k / -m deselection): pytest's own collection, or under
+    pytest-xdist a worker's (each worker collects them all)."""
     _sizes.clear()
     _sizes.update(n.split("::")[0] for n in nodeids)
 
@@ -42,11 +44,12 @@ def count_modules(nodeids: Iterable[str]) -> None:
 def test_starts(nodeid: str, per_test: bool) -> None:
     """Under -q (make test), a line per module; without -v, a line per test of the long modules
     (pytest itself names modules without -q, and tests with -v)."""
-    global _current
     verbose = _config.option.verbose if _config is not None else 0
     module = nodeid.split("::")[0]
-    if module != _current:
-        _current = module
+    # a line the first time: under pytest-xdist two workers' tests interleave here (a module on
+    # one worker), and a session-scoped parametrized fixture can bring a module back later
+    if module not in _started:
+        _started.add(module)
         n = _sizes[module]
         if verbose < 0:
             note(f"{module} ({n} test{'s' if n != 1 else ''})")
