@@ -71,16 +71,17 @@ def _slot(key: Any) -> tuple[bool, Any]:
 
 class FiredRows(list):
     """The rows timers gave (``set_watermark`` / ``advance_processing_time``): a list of output
-    dicts as ``run`` returns, in firing order, and ``keys``, the key each row's timer fired for
-    (in SQL the query's key columns say it), with ``by_key()`` grouping them."""
+    dicts as ``run`` returns, in firing order, and ``row_keys``, the key each row's timer fired
+    for (in SQL the query's key columns say it), with ``by_key()`` grouping them. (Not ``keys``:
+    a list with a ``keys`` attribute is taken for a mapping by ``dict()``.)"""
 
     def __init__(self, rows: Iterable[Any] = (), keys: Iterable[Any] = ()):
         super().__init__(rows)
-        self.keys: list[Any] = list(keys)
+        self.row_keys: list[Any] = list(keys)
 
     def by_key(self) -> dict[Any, list[Any]]:
         out: dict[Any, list[Any]] = {}
-        for key, row in zip(self.keys, self):
+        for key, row in zip(self.row_keys, self):
             out.setdefault(key, []).append(row)
         return out
 

@@ -42,3 +42,27 @@ def test_only_the_workers_lines_and_their_blank_lines_are_left_out():
     )
     assert run.stderr.decode().replace("mine after\n", "") == expected
     assert b"mine after\n" in run.stderr
+
+
+def test_a_console_that_cannot_be_written_is_drained_not_blocked_on():
+    """The JVM must never block on a full pipe: once the console fails (here /dev/full), the
+    pump reads on and discards, to the writer's end."""
+    import threading
+
+    from spark_keyed_sql.jvm_stderr import _pump
+
+    read_fd, write_fd = os.pipe()
+    console = os.open("/dev/full", os.O_WRONLY)  # every write fails (ENOSPC)
+    written = []
+
+    def jvm():  # far more than a pipe holds (64 KiB)
+        with os.fdopen(write_fd, "wb") as w:
+            for i in range(20_000):
+                w.write(b"ERROR line %d of the JVM's standard error\n" % i)
+        written.append(True)
+
+    writer = threading.Thread(target=jvm)
+    writer.start()
+    _pump(read_fd, console)  # returns at the writer's end of file, raising nothing
+    writer.join(timeout=30)
+    assert written == [True]

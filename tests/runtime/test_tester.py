@@ -522,6 +522,6 @@ def test_fired_rows_say_which_key_each_came_from():
     )
     fired = t.set_watermark(wm)
     assert fired == [{"at": at} for at, _ in due]  # still the list of output dicts run() returns
-    assert fired.keys == [key for _, key in due]
+    assert fired.row_keys == [key for _, key in due]
     assert fired.by_key() == {key: [{"at": at} for at, k in due if k == key] for _, key in due}
-    assert t.advance_processing_time(wm).keys == []  # nothing fires on the other clock
+    assert t.advance_processing_time(wm).row_keys == []  # nothing fires on the other clock
