@@ -344,21 +344,21 @@ def cmd_state_show(args: argparse.Namespace) -> int:
 
 def _by_key(spark: Any, df: Any, checkpoint: str, function: str | None, changes: bool) -> Any:
     """The rows in key order (the change feed: by batch, then key and variable), so that a
-    --limit shows the same keys each time; unordered when the checkpoint names no keys."""
+    --limit shows the same keys each time; a checkpoint without this project's record of its
+    keys (a plain Spark one) as read (the change feed by batch)."""
+    from pyspark.sql import functions as F
+
+    from .runtime.columns import quote
     from .state.checkpoint import read_metadata
 
     meta = read_metadata(checkpoint, spark)
     ops = meta.operators if meta is not None else []
     op = meta.operator(function) if function and meta is not None else (ops[0] if len(ops) == 1 else None)
-    if op is None:
-        return df
-    key_names = {k.lower() for k in op.keys}
-    keys = [c for c in df.columns if c.lower() in key_names]
-    if not keys:
-        return df
+    key_names = {k.lower() for k in op.keys} if op is not None else set()
+    order = [c for c in df.columns if c.lower() in key_names]  # (quoted: a key may be named `a.b`)
     if changes:
-        return df.orderBy("batch_id", *keys, *[c for c in ("variable", "change") if c in df.columns])
-    return df.orderBy(*keys)
+        order = ["batch_id", *order, *[c for c in ("variable", "change") if c in df.columns]]
+    return df.orderBy(*[F.col(quote(c)) for c in order]) if order else df
 
 
 def cmd_state_migrate(args: argparse.Namespace) -> int:

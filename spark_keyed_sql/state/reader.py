@@ -48,6 +48,11 @@ def pick_operator(
     )
 
 
+def _col(name: str) -> Column:
+    """A column by its name as is (a key may be named ``a.b``, which ``F.col`` takes for a field)."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
 def state_changes(
     read: Callable[[int | None], DataFrame],
     batches: tuple[int, int],
@@ -82,7 +87,7 @@ def state_changes(
     keys, variables = state_cols[:n_keys], state_cols[n_keys:]
     if lo == hi or not variables:  # no batch after from_batch (yet): no change, in the feed's columns
         return latest.limit(0).select(
-            *keys,
+            *map(_col, keys),
             F.lit(None).cast("string").alias("variable"),
             F.lit(None).cast("string").alias("change"),
             F.lit(None).cast("string").alias("new_value"),
@@ -94,12 +99,14 @@ def state_changes(
         prev = read(b - 1).drop("batch_id") if b - 1 >= min_batch else None
         for var in variables:
             c = cur.select(
-                *keys, F.to_json(F.struct(F.col(var).alias(var))).alias("__new"), F.col(var).isNull().alias("__cnull")
+                *map(_col, keys),
+                F.to_json(F.struct(_col(var).alias(var))).alias("__new"),
+                _col(var).isNull().alias("__cnull"),
             )
             if prev is None:
                 frames.append(
                     c.where(~F.col("__cnull")).select(
-                        *keys,
+                        *map(_col, keys),
                         F.lit(var).alias("variable"),
                         F.lit("upsert").alias("change"),
                         F.col("__new").alias("new_value"),
@@ -108,13 +115,13 @@ def state_changes(
                 )
                 continue
             p = prev.select(
-                *[F.col(k).alias(f"__p_{k}") for k in keys],
-                F.to_json(F.struct(F.col(var).alias(var))).alias("__old"),
-                F.col(var).isNull().alias("__pnull"),
+                *[_col(k).alias(f"__p_{i}") for i, k in enumerate(keys)],
+                F.to_json(F.struct(_col(var).alias(var))).alias("__old"),
+                _col(var).isNull().alias("__pnull"),
             )
-            cond = null_safe_match((F.col(k), F.col(f"__p_{k}")) for k in keys)
+            cond = null_safe_match((_col(k), F.col(f"__p_{i}")) for i, k in enumerate(keys))
             j = c.join(p, on=cond, how="full_outer") if keys else c.crossJoin(p)
-            key_out = [F.coalesce(F.col(k), F.col(f"__p_{k}")).alias(k) for k in keys]
+            key_out = [F.coalesce(_col(k), F.col(f"__p_{i}")).alias(k) for i, k in enumerate(keys)]
             now_present = F.col("__new").isNotNull() & ~F.coalesce(F.col("__cnull"), F.lit(True))
             was_present = F.col("__old").isNotNull() & ~F.coalesce(F.col("__pnull"), F.lit(True))
             change = F.when(now_present & (~was_present | (F.col("__new") != F.col("__old"))), F.lit("upsert")).when(
