@@ -277,9 +277,9 @@ def test_ttl_clause_is_the_default_ttl_of_typed_state(spark, ks, tmp_path):
 
 
 class TypedKept(KeyedProcessor):  # a count with a short TTL, a list and a map with a long one
-    n = ValueState("bigint", default=0, ttl="2 seconds")
+    n = ValueState("bigint", default=0, ttl="6 seconds")
     seen = ListState("bigint", ttl="1 hour")
-    last = MapState("string", "bigint", ttl="2 seconds")
+    last = MapState("string", "bigint", ttl="6 seconds")
 
     def process(self, key, rows):
         self.n.update(self.n.get() + len(rows))
@@ -302,9 +302,11 @@ def test_read_state_does_not_show_values_past_their_ttl(spark, ks, tmp_path):
             "append"
         ).parquet(src)
         ks.run(sql, checkpoint=cp, output=out)
-        time.sleep(2.5)  # the next batch's clock is past the 2-second TTL of what this one stored
+        # the next batch's clock is past the 6-second TTL of what this one stored (a TTL of 2 s
+        # failed once under two test workers, with a batch's own run taking seconds: see the notes)
+        time.sleep(6.5)
     state = {r["user_id"]: r.asDict() for r in ks.read_state(cp).collect()}
-    # the batches' clocks are more than 2 s apart: a's count expired before the second batch, which
+    # the batches' clocks are more than 6 s apart: a's count expired before the second batch, which
     # counted it again from 0; b ran only in the first, so its count and map are past their TTL
     # when read (the list's hour has not passed)
     assert (state["a"]["n"], state["a"]["last"], list(state["a"]["seen"])) == (1, {"rows": 1}, [1, 1]), state
