@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from cli_tables import printed_rows
 
 from spark_keyed_sql import KeyedSQL, cli
 from spark_keyed_sql.cli import read_sql_file, register_udfs, split_statements, udf_specs
@@ -285,11 +286,6 @@ def test_cli_help_documents_every_command():
     assert "--transform" in _cli("state", "migrate", "--help").stdout
 
 
-def _printed_table(out: str) -> list[list[str]]:
-    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines() if line.startswith("| ")]
-    return rows[1:]  # without the header
-
-
 def test_readme_cli_commands_run_as_documented(spark, tmp_path, capsys, monkeypatch):
     """The README's CLI block, command by command (in this process, on the test session), with
     its /tmp paths moved into tmp_path; what each prints is checked against the CSV data."""
@@ -303,12 +299,12 @@ def test_readme_cli_commands_run_as_documented(spark, tmp_path, capsys, monkeypa
         assert cli.main(argv) == 0, argv
         printed.append(capsys.readouterr().out)
     sessions = [(u, str(start), str(end), str(n)) for u, start, end, n in event_time_sessions_oracle()]
-    assert [tuple(r) for r in _printed_table(printed[0])] == sessions
+    assert [tuple(r) for r in printed_rows(printed[0])] == sessions
     assert "click_sessions" in printed[1] and "user_id" in printed[1]
     events = by_key(load("events"), "user_id")
     n = sum(len(v) for v in events.values())
     assert f"1 batch(es), {n} rows in, {n} rows out, {len(events)} keys touched" in printed[2]
-    state = {r[0]: r[1] for r in _printed_table(printed[3])}
+    state = {r[0]: r[1] for r in printed_rows(printed[3])}
     assert state == {u: str(len(v)) for u, v in events.items()}
 
 
