@@ -276,10 +276,10 @@ def test_ttl_clause_is_the_default_ttl_of_typed_state(spark, ks, tmp_path):
     assert ("a", 1) in expected  # (the oracle saw the expiry)
 
 
-class TypedKept(KeyedProcessor):  # a count with a short TTL, a list and a map with a long one
-    n = ValueState("bigint", default=0, ttl="6 seconds")
-    seen = ListState("bigint", ttl="1 hour")
-    last = MapState("string", "bigint", ttl="6 seconds")
+class TypedKept(KeyedProcessor):  # a count and a map with a one-hour TTL, a list with a day's
+    n = ValueState("bigint", default=0, ttl="1 hour")
+    seen = ListState("bigint", ttl="1 day")
+    last = MapState("string", "bigint", ttl="1 hour")
 
     def process(self, key, rows):
         self.n.update(self.n.get() + len(rows))
@@ -291,24 +291,29 @@ class TypedKept(KeyedProcessor):  # a count with a short TTL, a list and a map w
 def test_read_state_does_not_show_values_past_their_ttl(spark, ks, tmp_path):
     """A key idle past its values' TTL: read_state shows them unset (as a read in the function
     would get them) on every engine, though transformWithState keeps them on disk until the
-    key runs again. The oracle: which key ran in which batch, and the batches' times."""
-    import time
+    key runs again. The oracle: which key ran in which batch, and the batches' times.
 
+    Processing time moves two hours between the batches (tests/data.py clock_moved), not by
+    sleeping: a sleep of a few seconds past a few-second TTL failed under load, the run's own
+    no-data step at its end (Spark's, firing what is due) coming later than the TTL after the
+    batch's clock."""
     ks.register("typed_kept", TypedKept, returns="n bigint")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE typed_kept(value)"
-    for users in (["a", "b", "b"], ["a"]):
+
+    def batch(users):
         spark.createDataFrame([(u, 1.0) for u in users], "user_id string, value double").coalesce(1).write.mode(
             "append"
         ).parquet(src)
         ks.run(sql, checkpoint=cp, output=out)
-        # the next batch's clock is past the 6-second TTL of what this one stored (a TTL of 2 s
-        # failed once under two test workers, with a batch's own run taking seconds: see the notes)
-        time.sleep(6.5)
-    state = {r["user_id"]: r.asDict() for r in ks.read_state(cp).collect()}
-    # the batches' clocks are more than 6 s apart: a's count expired before the second batch, which
-    # counted it again from 0; b ran only in the first, so its count and map are past their TTL
-    # when read (the list's hour has not passed)
+
+    batch(["a", "b", "b"])
+    with clock_moved(spark, hours=2):
+        batch(["a"])
+        state = {r["user_id"]: r.asDict() for r in ks.read_state(cp).collect()}
+    # two hours between the batches' clocks: a's count expired before the second batch, which
+    # counted it again from 0; b ran only in the first, so its count and map are past their
+    # hour when read (the list's day has not passed)
     assert (state["a"]["n"], state["a"]["last"], list(state["a"]["seen"])) == (1, {"rows": 1}, [1, 1]), state
     assert (state["b"]["n"], state["b"]["last"], list(state["b"]["seen"])) == (None, None, [2]), state
 

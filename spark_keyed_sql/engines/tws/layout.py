@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from ...compat.features import Feature, features
 from ...compat.quirks import ensure_state_store_coordinator
+from ...runtime.clock import session_offset_ms
 from ...runtime.spec import FunctionKind
 from ...state.checkpoint import CheckpointError, MigrationError, OperatorRecord
 from ...state.filesystems import filesystem
@@ -72,12 +73,13 @@ def _entry(vfn):
 
 
 def _batch_time_ms(spark: SparkSession, checkpoint: str, batch: int) -> int | None:
-    """The processing time of ``batch`` (its offset log entry's ``batchTimestampMs``): the
-    TTL clock of that batch (the processor's)."""
+    """The processing time of ``batch`` (its offset log entry's ``batchTimestampMs``, moved by
+    the session's clock offset as the processor's clock is: runtime/clock.py): the TTL clock of
+    that batch."""
     try:
         text = filesystem(spark).read_text(join(checkpoint, "offsets", str(batch)))
         meta = next(json.loads(line) for line in text.splitlines() if line.startswith("{"))
-        return int(meta["batchTimestampMs"])
+        return int(meta["batchTimestampMs"]) + session_offset_ms(spark)
     except Exception:  # noqa: BLE001 - no such entry (a migrated checkpoint's first batch): shown as stored
         return None
 
