@@ -20,7 +20,7 @@ from .engines.settings import ROCKSDB_PROVIDER, SESSION_SETTINGS, configure_sess
 from .engines.state_tables import read_broadcast, read_state, read_state_changes
 from .runtime.clock import session_offset_ms
 from .runtime.connect import is_connect
-from .runtime.plan import dataframe_plan
+from .runtime.plan import dataframe_plan, plain_names
 from .runtime.spec import FunctionSpec
 from .shipping import ship_class, ship_package, use_this_python
 from .sql.edits import StateEdit
@@ -133,7 +133,10 @@ class KeyedSQL:
         spec = self.function(function)
         plan = dataframe_plan(spec, df, key, order_by, args, initial_state, session_offset_ms(self.spark))
         eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, features=self.features)
-        out = translating(eng.apply(df, plan))
+        source, plan, names = plain_names(df, plan)  # (a column named `u.id` runs under another name)
+        out = translating(eng.apply(source, plan))
+        if names:
+            out = out.withColumnsRenamed(names)
         if df.isStreaming:
             self._started_by_you([eng])
         return out

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..api.errors import KeyedSQLError
+from ..compat.names import named, quote
 from ..runtime.broadcast import (
     BROADCAST_MAX_ROWS_CONF,
     BroadcastState,
@@ -61,7 +62,7 @@ def collect_rows(df: DataFrame, limit: int, what: str) -> list[dict[str, Any]]:
     microseconds, not in the driver's own time zone)."""
     stamps = {f.name for f in df.schema.fields if f.dataType.typeName() == "timestamp"}
     if stamps:
-        df = df.select(*[F.unix_micros(F.col(c)).alias(c) if c in stamps else F.col(c) for c in df.columns])
+        df = df.select(*[F.unix_micros(named(c)).alias(c) if c in stamps else named(c) for c in df.columns])
     # one job when Spark's own estimate says the rows are few (a limit scans partitions in
     # rounds: a job each); else at most limit + 1 rows reach the driver
     rows = df.collect() if _estimated_small(df, limit) else df.limit(limit + 1).collect()
@@ -141,8 +142,8 @@ def broadcast_frame(spark: Any, state: BroadcastState, name: str, batch_id: int,
     if hook:
         values = ["value"]
     versioned = state.tables[name].versioned
-    ddl = [f"`{k}` {types.get(k, 'string')}" for k in keys]
-    ddl += [f"`{v}` {'string' if hook else types.get(v, 'string')}" for v in values]
+    ddl = [f"{quote(k)} {types.get(k, 'string')}" for k in keys]
+    ddl += [f"{quote(v)} {'string' if hook else types.get(v, 'string')}" for v in values]
     ddl += (["valid_from timestamp"] if versioned else []) + ["batch_id bigint"]
     rows = []
     for key, t, value in state.rows(name):

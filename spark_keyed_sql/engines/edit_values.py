@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..compat.names import named
 from ..compat.query_context import quiet_query_context_logs
 from ..runtime.spec import FunctionSpec
 from ..state.attributes import AttributeLayout
@@ -102,7 +103,7 @@ def assigned_values(
         lost = value.isNotNull() & checked.isNull()
         if vtype != target and isinstance(target, T.AtomicType) and isinstance(vtype, T.AtomicType):
             lost = lost | (value.isNotNull() & ~checked.cast(vtype).eqNullSafe(value))  # e.g. 1.5 into an int
-        bad = flagged.where(F.col(match) & lost).select(*keys, value.alias("v")).limit(1).collect()
+        bad = flagged.where(F.col(match) & lost).select(*map(named, keys), value.alias("v")).limit(1).collect()
         if bad:
             raise CheckpointError(
                 f"{what}: SET {column} = {text}: column '{name}' is {target.simpleString()} and cannot hold "
@@ -118,7 +119,7 @@ def assigned_values(
                     )
                 layout = AttributeLayout(spec.instantiate())
             if layout.is_encoded(name):
-                for r in flagged.where(F.col(match)).select(*keys, checked.alias("v")).collect():
+                for r in flagged.where(F.col(match)).select(*map(named, keys), checked.alias("v")).collect():
                     try:
                         if r["v"] is not None:
                             loads(r["v"])

@@ -8,14 +8,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from ..api.errors import SchemaError
+from ..compat.names import quote
 from .keys import OrderSpec
 
 __all__ = ["parse_column_list", "parse_order_list", "quote"]
-
-
-def quote(name: str) -> str:
-    """A column name as a quoted Spark SQL identifier."""
-    return exp.to_identifier(name, quoted=True).sql(dialect="spark")
 
 
 def _parse(sql: str, what: str, text: str) -> exp.Expression:

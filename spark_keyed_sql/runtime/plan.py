@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,7 @@ from .keys import OrderSpec
 from .spark_frames import column_ddl
 from .spec import FunctionSpec
 
-__all__ = ["KeyedPlan", "PlanInput", "dataframe_plan"]
+__all__ = ["KeyedPlan", "PlanInput", "dataframe_plan", "plain_names"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,33 @@ def dataframe_plan(
     )
     plan.use_schema(df.schema)
     return plan
+
+
+def plain_names(df: Any, plan: KeyedPlan) -> tuple[Any, KeyedPlan, dict[str, str]]:
+    """``df`` and ``plan`` with no column named with a dot or a backtick: PySpark's
+    ``mapInArrow`` / ``groupBy`` take a frame's columns by name and read ``u.id`` as a field
+    (UNRESOLVED_COLUMN). Such columns run as ``__ks_c<i>``; the function's events keep the
+    names it was given; the returned map (internal -> name) gives the output's key columns
+    theirs back. Unchanged (and an empty map) when no name needs it."""
+    unsafe = {c: f"__ks_c{i}" for i, c in enumerate(df.columns) if "." in c or "`" in c}
+    if not unsafe:
+        return df, plan, {}
+    from ..compat.names import named
+
+    def renamed(frame: Any) -> Any:
+        return frame.select(*[named(c).alias(unsafe[c]) if c in unsafe else named(c) for c in frame.columns])
+
+    out = dataclasses.replace(
+        plan,
+        key_columns=[unsafe.get(k, k) for k in plan.key_columns],
+        arg_columns=[unsafe.get(c, c) for c in plan.arg_columns],
+        arg_names=list(plan.event_names),
+        order=[dataclasses.replace(o, column=unsafe.get(o.column, o.column)) for o in plan.order],
+        initial_state=renamed(plan.initial_state) if plan.initial_state is not None else None,
+    )
+    source = renamed(df)
+    out.use_schema(source.schema)
+    return source, out, {unsafe[k]: k for k in plan.key_columns if k in unsafe}
 
 
 def _seed_in_key_types(spec: FunctionSpec, df: Any, keys: list[str], seed: Any) -> Any:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ..compat.names import named
 from .checkpoint import CheckpointError, CheckpointMeta, OperatorRecord
 
 __all__ = ["null_safe_match", "pick_operator", "state_changes"]
@@ -48,11 +49,6 @@ def pick_operator(
     )
 
 
-def _col(name: str) -> Column:
-    """A column by its name as is (a key may be named ``a.b``, which ``F.col`` takes for a field)."""
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
 def state_changes(
     read: Callable[[int | None], DataFrame],
     batches: tuple[int, int],
@@ -87,7 +83,7 @@ def state_changes(
     keys, variables = state_cols[:n_keys], state_cols[n_keys:]
     if lo == hi or not variables:  # no batch after from_batch (yet): no change, in the feed's columns
         return latest.limit(0).select(
-            *map(_col, keys),
+            *map(named, keys),
             F.lit(None).cast("string").alias("variable"),
             F.lit(None).cast("string").alias("change"),
             F.lit(None).cast("string").alias("new_value"),
@@ -99,14 +95,14 @@ def state_changes(
         prev = read(b - 1).drop("batch_id") if b - 1 >= min_batch else None
         for var in variables:
             c = cur.select(
-                *map(_col, keys),
-                F.to_json(F.struct(_col(var).alias(var))).alias("__new"),
-                _col(var).isNull().alias("__cnull"),
+                *map(named, keys),
+                F.to_json(F.struct(named(var).alias(var))).alias("__new"),
+                named(var).isNull().alias("__cnull"),
             )
             if prev is None:
                 frames.append(
                     c.where(~F.col("__cnull")).select(
-                        *map(_col, keys),
+                        *map(named, keys),
                         F.lit(var).alias("variable"),
                         F.lit("upsert").alias("change"),
                         F.col("__new").alias("new_value"),
@@ -115,13 +111,13 @@ def state_changes(
                 )
                 continue
             p = prev.select(
-                *[_col(k).alias(f"__p_{i}") for i, k in enumerate(keys)],
-                F.to_json(F.struct(_col(var).alias(var))).alias("__old"),
-                _col(var).isNull().alias("__pnull"),
+                *[named(k).alias(f"__p_{i}") for i, k in enumerate(keys)],
+                F.to_json(F.struct(named(var).alias(var))).alias("__old"),
+                named(var).isNull().alias("__pnull"),
             )
-            cond = null_safe_match((_col(k), F.col(f"__p_{i}")) for i, k in enumerate(keys))
+            cond = null_safe_match((named(k), F.col(f"__p_{i}")) for i, k in enumerate(keys))
             j = c.join(p, on=cond, how="full_outer") if keys else c.crossJoin(p)
-            key_out = [F.coalesce(_col(k), F.col(f"__p_{i}")).alias(k) for i, k in enumerate(keys)]
+            key_out = [F.coalesce(named(k), F.col(f"__p_{i}")).alias(k) for i, k in enumerate(keys)]
             now_present = F.col("__new").isNotNull() & ~F.coalesce(F.col("__cnull"), F.lit(True))
             was_present = F.col("__old").isNotNull() & ~F.coalesce(F.col("__pnull"), F.lit(True))
             change = F.when(now_present & (~was_present | (F.col("__new") != F.col("__old"))), F.lit("upsert")).when(

@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...compat.names import named
 from ...runtime.faults import crash_point
 from ...runtime.spec import FunctionSpec
 from ...state.checkpoint import CheckpointError, OperatorRecord
@@ -98,7 +99,7 @@ def edit_state(
         "*", *[F.col(c).alias(n) for c, n in shown.items()], F.lit(latest.version).cast("long").alias("batch_id")
     )
     # analysed now, against the columns read_state shows: a wrong name fails here, before anything is written
-    check_statement(view.select(*shown.values(), "batch_id"), where, assignments, op.keys, what)
+    check_statement(view.select(*map(named, shown.values()), "batch_id"), where, assignments, op.keys, what)
     flagged = view.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
     matched = flagged.where(F.col(_MATCH))
     n = matched.count()

@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...compat.arrow import select, to_array
+from ...compat.names import named
 from ...runtime.faults import crash_point
 from ...runtime.plan import KeyedPlan
 from ...runtime.runner import KeyedRunner
@@ -84,7 +85,7 @@ def incremental_input(
         rest = [c for c in state.columns if not c.startswith(KEY_PREFIX) and c != PART]
         parts.append(state.select(*renamed, *rest, PART).withColumn(INPUT_KIND, F.lit(REBUILD)))
     if initial is not None:
-        cols = [F.col(k) for k in keys] + [F.col(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in keys]
+        cols = [named(k) for k in keys] + [named(c).alias(INIT_PREFIX + c) for c in initial.columns if c not in keys]
         parts.append(
             initial.select(*cols).withColumn(INPUT_KIND, F.lit(INIT)).withColumn(PART, part_column(keys, partitions))
         )
@@ -96,7 +97,7 @@ def incremental_input(
     # within a partition: ticks, REBUILD rows, INIT rows, then events; each kind by key (REBUILD
     # rows by version too, events by the within-key ORDER BY): Python sorts nothing
     order = (
-        [F.col(PART), F.col(INPUT_KIND), *[F.col(k) for k in keys]]
+        [F.col(PART), F.col(INPUT_KIND), *[named(k) for k in keys]]
         + ([F.col(VERSION)] if state is not None else [])
         + order_columns(plan)
     )

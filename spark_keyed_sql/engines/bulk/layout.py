@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...compat.names import named, quote
 from ...runtime.broadcast import BroadcastState
 from ...runtime.spec import FunctionSpec
 from ...state.attributes import AttributeLayout
@@ -227,16 +228,16 @@ def _cast_checked(df: DataFrame, column: str, target: T.DataType, where: str) ->
     """Cast ``column`` to ``target``, refusing a cast that would turn values into NULL."""
     src = df.schema[column].dataType
     if src == target:
-        return F.col(column)
+        return named(column)
     # SQL's try_cast: Column.try_cast came with Spark 4.0
-    converted = F.expr(f"try_cast(`{column.replace('`', '``')}` AS {target.simpleString()})")
-    lost = df.where(F.col(column).isNotNull() & converted.isNull()).limit(1).collect()
+    converted = F.expr(f"try_cast({quote(column)} AS {target.simpleString()})")
+    lost = df.where(named(column).isNotNull() & converted.isNull()).limit(1).collect()
     if lost:
         raise MigrationError(
             f"{where}: column '{column}' is {src.simpleString()}, the new state needs {target.simpleString()}, and "
             f"value {lost[0][column]!r} does not convert; change it in transform="
         )
-    return F.col(column).cast(target)
+    return named(column).cast(target)
 
 
 def bulk_partitions(checkpoint: str, spark: SparkSession | None = None) -> int | None:
@@ -411,7 +412,7 @@ def _state_columns(state: DataFrame, keys: list[str], codec: StateRowCodec, targ
     that is not state is refused."""
     lower = {c.lower(): c for c in state.columns}
     by_name = {f.name: f.dataType for f in codec.fields}
-    cols: list[Any] = [F.col(lower[k.lower()]).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)]
+    cols: list[Any] = [named(lower[k.lower()]).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)]
     known: set[str] = {k.lower() for k in keys}
     if codec.layout is not None:
         layout: AttributeLayout = codec.layout
@@ -459,7 +460,7 @@ def _with_timers(snapshot: DataFrame, keys: list[str], timers: DataFrame | None,
     key_cols = [f"{KEY_PREFIX}{i}" for i in range(len(keys))]
     if timers is not None:
         renamed = timers.select(
-            *[F.col(k).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)], F.col("timers").alias(TIMERS)
+            *[named(k).alias(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)], F.col("timers").alias(TIMERS)
         )
         snapshot = snapshot.join(renamed, on=key_cols, how="left")
     else:

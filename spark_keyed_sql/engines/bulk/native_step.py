@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
+from ...compat.names import named, quote
 from ...state.commit_record import store_token
 from ...state.fs import join
 from ...state.snapshots import HAS_ATTRS, KEY_PREFIX
@@ -71,7 +72,7 @@ def native_job(
     if prior is not None:
         # the stored rows of the batch's keys (a semi-join: a broadcast one when the batch's keys
         # are few), then each key's newest: the state of other keys never reaches the window
-        keys = batch_df.select(F.col(key).alias(_PRIOR_KEY)).distinct()
+        keys = batch_df.select(named(key).alias(_PRIOR_KEY)).distinct()
         stored = prior.join(keys, prior[f"{KEY_PREFIX}0"].eqNullSafe(keys[_PRIOR_KEY]), "left_semi")
         newest = Window.partitionBy(f"{KEY_PREFIX}0").orderBy(F.col(VERSION).desc())
         prior = (
@@ -79,7 +80,7 @@ def native_job(
             .where((F.col(_RANK) == 1) & ~F.col(DELETED))
             .select(F.col(f"{KEY_PREFIX}0").alias(_PRIOR_KEY), *stream.stored)
         )
-        joined = batch_df.join(prior, batch_df[key].eqNullSafe(prior[_PRIOR_KEY]), "left").drop(_PRIOR_KEY)
+        joined = batch_df.join(prior, batch_df[quote(key)].eqNullSafe(prior[_PRIOR_KEY]), "left").drop(_PRIOR_KEY)
     else:
         joined = batch_df.select("*", *[F.lit(None).cast(types[c]).alias(c) for c in stream.stored])
     layered = native.layered(joined).select(
@@ -94,7 +95,7 @@ def native_job(
             schema,
             {
                 KIND: F.lit(int(OutputKind.OUT)),
-                f"{KEY_PREFIX}0": F.col(key),
+                f"{KEY_PREFIX}0": named(key),
                 **{name: F.expr(sql) for name, sql in native.outputs[1:]},
                 PART: F.col(PART),
                 n_keys: F.when(F.col(LAST), F.lit(1)),
@@ -106,7 +107,7 @@ def native_job(
             schema,
             {
                 KIND: F.lit(int(OutputKind.DELTA)),
-                f"{KEY_PREFIX}0": F.col(key),
+                f"{KEY_PREFIX}0": named(key),
                 HAS_ATTRS: F.lit(True),
                 **{c: F.col(f"{_NEW}{i}") for i, (c, _) in enumerate(stream.columns)},
                 DELETED: F.lit(False),

@@ -33,8 +33,8 @@ import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
+from ...compat.names import named
 from ...runtime.faults import crash_point
 from ...state.filesystems import filesystem
 from ...state.fs import CheckpointFS, is_path, join
@@ -99,7 +99,7 @@ _SLACK_MS = 120_000
 
 def _tagged(df: DataFrame, tag: str) -> DataFrame:
     first = df.schema.fields[0]
-    cols = [F.col(f"`{f.name}`") for f in df.schema.fields]
+    cols = [named(f.name) for f in df.schema.fields]
     cols[0] = cols[0].alias(first.name, metadata={**first.metadata, TAG: tag})
     return df.select(*cols)
 
@@ -151,7 +151,7 @@ def _parquet_table(df: DataFrame, table: str) -> tuple[str, DataFrame] | None:
     target = spark.table(table).schema.fields
     if not location or len(target) != len(df.columns):
         return None  # insertInto gives Spark's own error for a width that does not match
-    shaped = df.select(*[F.col(f"`{c}`").cast(t.dataType).alias(t.name) for c, t in zip(df.columns, target)])
+    shaped = df.select(*[named(c).cast(t.dataType).alias(t.name) for c, t in zip(df.columns, target)])
     return location, shaped
 
 

@@ -35,6 +35,7 @@ from pyspark.sql import types as T
 
 from ...api.errors import KeyedSQLError
 from ...api.intervals import parse_interval_ms
+from ...compat.names import named
 from ...compat.pandas_warning import quietly
 from ...runtime.broadcast import BroadcastState
 from ...runtime.clock import now_ms
@@ -546,7 +547,7 @@ class BulkStream:
         )
         out = staged.select(
             *[F.col(f"{KEY_PREFIX}{i}").alias(k) for i, k in enumerate(self.plan.key_columns)],
-            *[F.col(f.name) for f in self.out_schema.fields[n:]],
+            *[named(f.name) for f in self.out_schema.fields[n:]],
         )
         final = self.finish(out)
         output_rows = final.count() if self.sink != "console" else None

@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 
 from ...api.errors import SchemaError
 from ...compat.features import Feature, features
+from ...compat.names import named
 from ...compat.quirks import ensure_state_store_coordinator
 from ...runtime.connect import is_connect
 from ...runtime.plan import KeyedPlan
@@ -141,7 +142,7 @@ class TransformWithStateEngine(Engine):
             source = watermarked(source, plan, event_time)
         initial = None
         if plan.initial_state is not None:
-            initial = plan.initial_state.groupBy(*group_cols)
+            initial = plan.initial_state.groupBy(*map(named, group_cols))
         names = [f.name for f in schema.fields]
         if event_time is None:
             return self._chunked(source, group_cols, plan, shipped, schema, time_mode, initial)
@@ -155,9 +156,11 @@ class TransformWithStateEngine(Engine):
         proc = KeyedStatefulProcessor(shipped, time_mode, names, ts_columns, aware)
         if ts_columns:
             source = source.select(
-                *[F.unix_micros(F.col(c)).alias(c) if c in ts_columns else F.col(c) for c in source.columns]
+                *[F.unix_micros(named(c)).alias(c) if c in ts_columns else named(c) for c in source.columns]
             )
-        return source.groupBy(*group_cols).transformWithState(proc, schema, plan.output_mode, time_mode, initial)
+        return source.groupBy(*map(named, group_cols)).transformWithState(
+            proc, schema, plan.output_mode, time_mode, initial
+        )
 
     @staticmethod
     def _formats(
@@ -209,12 +212,12 @@ class TransformWithStateEngine(Engine):
             kinds = column_kinds([init_df.schema[c].dataType for c in init_values])
             initial_fmt = ChunkFormat(init_values, kinds, [])
             initial = init_df.mapInArrow(ChunkPacker(group_cols, init_values, init_schema), init_schema).groupBy(
-                *group_cols
+                *map(named, group_cols)
             )
         n_keys = len(plan.key_columns) if plan.keyed else 0
         returned = chunk_schema(list(schema.fields[:n_keys]), ROWS_COLUMN)
         proc = PandasKeyedStatefulProcessor(shipped, time_mode, [f.name for f in returned.fields], fmt, initial_fmt)
-        out = chunks.groupBy(*group_cols).transformWithStateInPandas(
+        out = chunks.groupBy(*map(named, group_cols)).transformWithStateInPandas(
             proc, returned, plan.output_mode, time_mode, initial
         )
         return out.mapInArrow(ChunkUnpacker(n_keys, schema), schema)
@@ -240,5 +243,7 @@ class TransformWithStateEngine(Engine):
 
         proc = KeyedStatefulProcessor(shipped, time_mode, [f.name for f in returned.fields], [], [], chunks=fmt)
         chunks = source.mapInArrow(ChunkPacker(group_cols, values, packed), packed)
-        out = chunks.groupBy(*group_cols).transformWithState(proc, returned, plan.output_mode, time_mode, initial)
+        out = chunks.groupBy(*map(named, group_cols)).transformWithState(
+            proc, returned, plan.output_mode, time_mode, initial
+        )
         return out.mapInArrow(ChunkUnpacker(n_keys, schema), schema)

@@ -39,6 +39,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ...compat.names import named
 from ...runtime.connect import is_connect
 from ...runtime.spec import FunctionKind, FunctionSpec
 from ...state.checkpoint import CheckpointError, OperatorRecord
@@ -196,7 +197,7 @@ def edit_state(
     targets = stored_targets(spark, checkpoint, op_index, op) if assignments else {}
     _check_settable(targets, assignments, what)  # (as it does, whether or not a key matches)
     flagged = state.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
-    matched = flagged.where(F.col(_MATCH)).select(*[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)])
+    matched = flagged.where(F.col(_MATCH)).select(*[named(k).alias(f"__m{i}") for i, k in enumerate(keys)])
     found = matched.count()
     audit = new_audit(kind, checkpoint, op.function, found, state_rows=found)
     if found == 0:
@@ -295,7 +296,7 @@ def _new_values(
     attributes = {c for c, t in targets.items() if function and t.family == ATTRIBUTES_VAR}
     values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
     edited = flagged.where(F.col(_MATCH)).select(
-        *[F.col(k).alias(f"__m{i}") for i, k in enumerate(keys)], *[v.alias(_set(c)) for c, v in values.items()]
+        *[named(k).alias(f"__m{i}") for i, k in enumerate(keys)], *[v.alias(_set(c)) for c, v in values.items()]
     )
     by_family: dict[str, list[str]] = {}
     for column in values:
@@ -319,7 +320,7 @@ def _new_values(
                 "changes stored values, it adds none); nothing was written"
             )
         whole = next((c for c in columns if targets[c].field is None), None)  # a struct variable, set whole
-        named = {targets[c].field: c for c in columns if targets[c].field is not None}
+        by_field = {targets[c].field: c for c in columns if targets[c].field is not None}
         newly = [str(targets[c].field) for c in columns if c in added]
         if newly and ADDED not in stored:  # rows stored before it was added: NULL reads as its __init__ value
             nulls = edited.where(F.greatest(*[F.col(_set(c)).isNull() for c in columns if c in added], F.lit(False)))
@@ -334,8 +335,8 @@ def _new_values(
             if f == ADDED and newly:
                 held = F.coalesce(F.col("value")[ADDED], F.array().cast("array<string>"))
                 parts.append(F.array_union(held, F.array(*[F.lit(x) for x in newly])).alias(f))
-            elif f in named:
-                parts.append(F.col(_set(named[f])).alias(f))
+            elif f in by_field:
+                parts.append(F.col(_set(by_field[f])).alias(f))
             elif whole is not None and f not in HIDDEN:
                 parts.append(F.col(_set(whole))[f].alias(f))
             else:
