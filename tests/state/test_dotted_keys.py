@@ -1,34 +1,20 @@
 """A key named with a dot (``GROUP BY KEY `u.id` ``) through every path that names the key
 column, on both engines: Spark's ``F.col("u.id")`` / ``select("u.id")`` read the dot as a
 struct field, so each path must name the column quoted. ks.run and read_state worked; DELETE,
-UPDATE, migrate_state (and its dry run) failed with UNRESOLVED_COLUMN `u`.`id`. The oracle is a
-running count and total per key computed here in Python."""
+UPDATE, migrate_state (and its dry run), ks.apply, a dotted output or broadcast column failed
+with UNRESOLVED_COLUMN `u`.`id`. The oracles (counts, totals, rates as of a time) are computed
+here in Python."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
+from keyed_functions import RunningTotalNative
 
 from spark_keyed_sql import StatefulFunction
 
 KEY = "u.id"
-
-
-class DotTally(StatefulFunction):
-    n: int
-    total: float
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.n = 0
-        self.total = 0.0
-
-    def execute(self, e):
-        self.n += 1
-        self.total = self.total + e["value"]
-        return {"n": self.n, "total": self.total}
-
 
 SQL = (
     "SELECT `u.id`, s.n, s.total FROM parquet.`{src}` GROUP BY KEY `u.id` WITH STATE dot_tally(value) AS s ORDER BY seq"
@@ -62,7 +48,7 @@ def _oracle(batches, start=None, erased_after=None, erased=()):
 @pytest.fixture
 def history(spark, ks, tmp_path):
     """Two ks.run batches into a checkpoint keyed by `u.id`."""
-    ks.register("dot_tally", DotTally, returns="n bigint, total double")
+    ks.register("dot_tally", RunningTotalNative, returns="n bigint, total double")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     batches = [_rows(0), _rows(1)]
     for rows in batches:
@@ -141,7 +127,7 @@ def test_initial_state_from_a_read_state_table(spark, ks, history, tmp_path):
 
 def test_apply_keyed_by_a_dotted_column(spark, ks):
     """The DataFrame API names the key as written (``key="`u.id`"``): no internal alias."""
-    ks.register("dot_tally", DotTally, returns="n bigint, total double")
+    ks.register("dot_tally", RunningTotalNative, returns="n bigint, total double")
     rows = _rows(0) + _rows(1)
     df = spark.createDataFrame(rows, "`u.id` string, value double, seq bigint")
     got = ks.apply(df, "dot_tally", key="`u.id`", order_by="seq", args=["value"])
@@ -153,7 +139,7 @@ def test_apply_keyed_by_a_dotted_column(spark, ks):
 def test_the_table_function_form_keyed_by_a_dotted_column(spark, ks):
     """``key => '`u.id`'`` in the table-function form, through ks.sql (the engines) and plain
     spark.sql (a batch query's own state)."""
-    ks.register("dot_tally", DotTally, returns="n bigint, total double")
+    ks.register("dot_tally", RunningTotalNative, returns="n bigint, total double")
     rows = _rows(0) + _rows(1)
     spark.createDataFrame(rows, "`u.id` string, value double, seq bigint").createOrReplaceTempView("dot_events")
     call = "SELECT * FROM dot_tally(TABLE(dot_events), key => '`u.id`', order_by => 'seq')"
