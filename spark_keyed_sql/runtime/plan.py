@@ -132,6 +132,9 @@ def dataframe_plan(
             raise SchemaError(
                 f"{spec.name}: {what} column(s) {missing} not in the source (columns: {', '.join(df.columns)})"
             )
+    # (named as the frame spells them: SQL names are case-insensitive, and an engine finds an
+    # ORDER BY column in its rows by that spelling: `order_by="SEQ"` left tws rows unsorted)
+    order = [dataclasses.replace(o, column=columns[o.column.lower()]) for o in order]
     if initial_state is not None:
         initial_state = _seed_in_key_types(spec, df, [columns[k.lower()] for k in keys], initial_state)
     plan = KeyedPlan(
@@ -149,10 +152,11 @@ def dataframe_plan(
 def plain_names(df: Any, plan: KeyedPlan) -> tuple[Any, KeyedPlan, dict[str, str]]:
     """``df`` and ``plan`` with no column named with a dot or a backtick: PySpark's
     ``mapInArrow`` / ``groupBy`` take a frame's columns by name and read ``u.id`` as a field
-    (UNRESOLVED_COLUMN). Such columns run as ``__ks_c<i>``; the function's events keep the
+    (UNRESOLVED_COLUMN). Such columns run as ``__ks_c_<hex of the name>``; the function's events keep the
     names it was given; the returned map (internal -> name) gives the output's key columns
     theirs back. Unchanged (and an empty map) when no name needs it."""
-    unsafe = {c: f"__ks_c{i}" for i, c in enumerate(df.columns) if "." in c or "`" in c}
+    # (named after the name, not its position: a column added to the frame renames no other)
+    unsafe = {c: f"__ks_c_{c.encode().hex()}" for c in df.columns if "." in c or "`" in c}
     if not unsafe:
         return df, plan, {}
     from ..compat.names import named

@@ -125,14 +125,37 @@ def test_initial_state_from_a_read_state_table(spark, ks, history, tmp_path):
     assert sorted(tuple(r) for r in got) == sorted(_oracle([more], start=saved)[1])
 
 
+class EventNames(StatefulFunction):
+    """A running count and total, and the names the event dict holds."""
+
+    n: int
+    total: float
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.total = 0.0
+
+    def execute(self, e):
+        self.n += 1
+        self.total += e["value"]
+        return {"n": self.n, "total": self.total, "names": ",".join(sorted(e))}
+
+
 def test_apply_keyed_by_a_dotted_column(spark, ks):
-    """The DataFrame API names the key as written (``key="`u.id`"``): no internal alias."""
-    ks.register("dot_tally", RunningTotalNative, returns="n bigint, total double")
+    """The DataFrame API with the key and the ORDER BY column named with a dot, the latter in
+    another case (SQL names): the rows arrive shuffled and run in `e.seq` order, the event
+    dict holds every column under its own name, and the output's key column keeps its name."""
+    import random
+
+    ks.register("dot_names", EventNames, returns="n bigint, total double, names string")
     rows = _rows(0) + _rows(1)
-    df = spark.createDataFrame(rows, "`u.id` string, value double, seq bigint")
-    got = ks.apply(df, "dot_tally", key="`u.id`", order_by="seq", args=["value"])
-    assert got.columns[:1] == [KEY]
-    assert sorted(tuple(r) for r in got.collect()) == sorted(_oracle([rows])[1])
+    shuffled = random.Random(7).sample(rows, len(rows))
+    df = spark.createDataFrame(shuffled, "`u.id` string, value double, `e.seq` bigint").repartition(3)
+    got = ks.apply(df, "dot_names", key="`u.id`", order_by="`E.SEQ`")
+    assert got.columns == [KEY, "n", "total", "names"]
+    expected = sorted((k, n, t, "e.seq,u.id,value") for k, n, t in _oracle([rows])[1])
+    assert sorted(tuple(r) for r in got.collect()) == expected
 
 
 @pytest.mark.spark_feature("UDTF_ANALYZE")  # (the plain spark.sql form)
@@ -227,3 +250,18 @@ def test_ks_run_with_a_dotted_broadcast_and_output_name_and_its_broadcast_state(
     kept = kb.read_state(cp, broadcast="rates")
     assert kept.columns[:2] == ["fx.cur", "fx.rate"]
     assert sorted((r["fx.cur"], r["fx.rate"]) for r in kept.collect()) == sorted((c, r) for c, _, r in all_rates)
+
+
+def test_apply_order_by_in_another_case_orders_the_rows(spark, ks):
+    """``order_by="SEQ"`` on a column ``seq``: SQL names are case-insensitive, and the rows run
+    in its order (tws found the column in its rows by the given spelling and left them as they
+    came)."""
+    import random
+
+    ks.register("dot_names", EventNames, returns="n bigint, total double, names string")
+    rows = _rows(0) + _rows(1)
+    shuffled = random.Random(11).sample(rows, len(rows))
+    df = spark.createDataFrame(shuffled, "user_id string, value double, seq bigint").repartition(3)
+    got = ks.apply(df, "dot_names", key="user_id", order_by="SEQ", args=["value"])
+    expected = sorted((k, n, t, "value") for k, n, t in _oracle([rows])[1])
+    assert sorted(tuple(r) for r in got.collect()) == expected

@@ -76,10 +76,11 @@ def _batch_time_ms(spark: SparkSession, checkpoint: str, batch: int) -> int | No
     """The processing time of ``batch`` (its offset log entry's ``batchTimestampMs``, moved by
     the session's clock offset as the processor's clock is: runtime/clock.py): the TTL clock of
     that batch."""
+    offset = session_offset_ms(spark)  # (the reading session's: a test knob, set around a run and its read)
     try:
         text = filesystem(spark).read_text(join(checkpoint, "offsets", str(batch)))
         meta = next(json.loads(line) for line in text.splitlines() if line.startswith("{"))
-        return int(meta["batchTimestampMs"]) + session_offset_ms(spark)
+        return int(meta["batchTimestampMs"]) + offset
     except Exception:  # noqa: BLE001 - no such entry (a migrated checkpoint's first batch): shown as stored
         return None
 
