@@ -103,3 +103,36 @@ def test_engine_names_appear_only_in_the_engines():
                             f"{path.relative_to(PACKAGE)}:{node.lineno} compares with engine name {side.value!r}"
                         )
     assert offences == [], "\n".join(offences)
+
+
+def test_the_package_and_keyed_tester_import_without_pyspark():
+    """KeyedTester runs in a CI with no PySpark (docs/compatibility.md): the package imports
+    with every ``pyspark`` module refused. (The smoke tier checks it in a venv without PySpark;
+    this catches a module-level PySpark import in the main suite, where PySpark is installed.)"""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import importlib.abc, sys
+        class Refuse(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name == "pyspark" or name.startswith("pyspark."):
+                    raise ImportError("no pyspark here: " + name)
+        sys.meta_path.insert(0, Refuse())
+        from spark_keyed_sql import KeyedTester, StatefulFunction
+        class Count(StatefulFunction):
+            def __init__(self, **kw):
+                super().__init__(**kw)
+                self.n = 0
+            def execute(self, e):
+                self.n += 1
+                return {"n": self.n}
+        t = KeyedTester(Count, returns="n bigint")
+        print([r["n"] for r in t.run([{}, {}], key="k")])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[1, 2]"
