@@ -346,9 +346,7 @@ def _by_key(spark: Any, df: Any, checkpoint: str, function: str | None, changes:
     """The rows in key order (the change feed: by batch, then key and variable), so that a
     --limit shows the same keys each time; a checkpoint without this project's record of its
     keys (a plain Spark one) as read (the change feed by batch)."""
-    from pyspark.sql import functions as F
-
-    from .runtime.columns import quote
+    from .compat.names import named
     from .state.checkpoint import read_metadata
 
     meta = read_metadata(checkpoint, spark)
@@ -358,7 +356,7 @@ def _by_key(spark: Any, df: Any, checkpoint: str, function: str | None, changes:
     order = [c for c in df.columns if c.lower() in key_names]  # (quoted: a key may be named `a.b`)
     if changes:
         order = ["batch_id", *order, *[c for c in ("variable", "change") if c in df.columns]]
-    return df.orderBy(*[F.col(quote(c)) for c in order]) if order else df
+    return df.orderBy(*map(named, order)) if order else df
 
 
 def cmd_state_migrate(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.errors import SchemaError
+from ..compat.names import named
 from .broadcast import BroadcastInput
 from .columns import parse_column_list, parse_order_list, quote
 from .keys import OrderSpec
@@ -159,7 +160,6 @@ def plain_names(df: Any, plan: KeyedPlan) -> tuple[Any, KeyedPlan, dict[str, str
     unsafe = {c: f"__ks_c_{c.encode().hex()}" for c in df.columns if "." in c or "`" in c}
     if not unsafe:
         return df, plan, {}
-    from ..compat.names import named
 
     def renamed(frame: Any) -> Any:
         return frame.select(*[named(c).alias(unsafe[c]) if c in unsafe else named(c) for c in frame.columns])

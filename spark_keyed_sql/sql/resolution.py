@@ -20,15 +20,11 @@ from .errors import KeyedQueryError, position
 from .expressions import KeyedGroup
 from .parse import render
 
-__all__ = ["Call", "Outer", "Source", "quoted_identifier", "quoted", "resolve_call", "resolve_outer"]
+__all__ = ["Call", "Outer", "Source", "quoted_identifier", "resolve_call", "resolve_outer"]
 
 
 def quoted_identifier(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
-
-
-def quoted(name: str) -> str:
-    return quoted_identifier(name).sql(dialect="spark")
 
 
 def _name_of(e: exp.Expression, default: str) -> str:

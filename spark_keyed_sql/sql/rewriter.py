@@ -24,6 +24,7 @@ from sqlglot import exp
 from ..api.errors import SchemaError
 from ..api.intervals import parse_interval_ms
 from ..compat.features import features
+from ..compat.names import named, quote
 from ..engines import AUTO, ENGINES, Engine, choose
 from ..engines.broadcast_rows import collect_rows
 from ..engines.native import NATIVE_CONF, OFF, ON, NativePlan, native_mode, plan_native
@@ -39,7 +40,7 @@ from ..state.evolution import absent_attributes, stored_names
 from .errors import KeyedQueryError, position, spark_hint
 from .expressions import KNOWN_OPTIONS, STREAMING_ONLY_OPTIONS, KeyedGroup
 from .parse import render
-from .resolution import Call, Outer, Source, quoted, quoted_identifier, resolve_call, resolve_outer
+from .resolution import Call, Outer, Source, quoted_identifier, resolve_call, resolve_outer
 from .sources import Sources, literal, view_name
 from .statement import KeyedStatement, KeyedStep, RunMode, drop_views
 from .table_calls import INPUT_COLUMN
@@ -282,15 +283,15 @@ class _Planner:
     ) -> KeyedStep:
         event_time = group.args.get("event_time")
         projections: list[exp.Expression] = []
-        named: dict[str, str] = {}  # expression SQL -> its internal column: each is shipped once
+        shipped: dict[str, str] = {}  # expression SQL -> its internal column: each is shipped once
 
         def column(e: exp.Expression, name: str) -> str:
             # every identifier quoted: `ts` and ts (an ORDER BY column also passed through) ship once
             sql = render(e, identify=True)
-            if sql not in named:
+            if sql not in shipped:
                 projections.append(exp.alias_(e.copy(), quoted_identifier(name)))
-                named[sql] = name
-            return named[sql]
+                shipped[sql] = name
+            return shipped[sql]
 
         keys = [column(k, f"__ks_k{i}") for i, k in enumerate(call.key_exprs)]
         args = [column(a, f"__ks_a{i}") for i, a in enumerate(call.arg_exprs)]
@@ -370,9 +371,9 @@ class _Planner:
                 )
         if plan.inputs is None and call.spec.kind is FunctionKind.PROCESSOR:
             check_one_input(call.spec, f"{call.where}")
-        columns = [f"{quoted(k)} AS {quoted(n)}" for k, n in zip(keys, call.key_names)]
-        columns += [quoted(r) for r in call.returns]
-        columns += [f"{quoted(c)} AS {quoted(p)}" for c, p in zip(through, outer.passthrough)]
+        columns = [f"{quote(k)} AS {quote(n)}" for k, n in zip(keys, call.key_names)]
+        columns += [quote(r) for r in call.returns]
+        columns += [f"{quote(c)} AS {quote(p)}" for c, p in zip(through, outer.passthrough)]
         ttl = group.args.get("ttl")
         streaming = source.df.isStreaming
         log.debug(
@@ -475,12 +476,12 @@ class _Planner:
             cols = []
             for n in b.names:
                 if n.lower() in lower:
-                    cols.append(F.col(quoted(lower[n.lower()])).alias(n))
+                    cols.append(named(lower[n.lower()]).alias(n))
                 elif n == b.time and "valid_from" in lower:
                     cols.append(F.col("valid_from").alias(n))
                 else:
                     cols.append(F.lit(None).alias(n))
-            rows = df.filter(F.col(quoted(lower["broadcast"])) == b.name) if several else df
+            rows = df.filter(named(lower["broadcast"]) == b.name) if several else df
             seed[b.name] = collect_rows(rows.select(*cols), limit, f"initial_broadcast of {where} for '{b.name}'")
         return seed
 
@@ -518,10 +519,10 @@ class _Planner:
             name = lower[k.lower()]
             try:
                 what = f"INITIAL STATE FROM for {fname}: key column {name}"
-                sql = seed_key_sql(quoted(name), seed_types[name], t, what)
+                sql = seed_key_sql(quote(name), seed_types[name], t, what)
             except SchemaError as exc:
                 raise KeyedQueryError(str(exc), *position(source)) from None
-            exprs.append(f"{sql} AS {quoted(c)}")
+            exprs.append(f"{sql} AS {quote(c)}")
         # batch_id is read_state's bookkeeping column, not state: a read_state table bootstraps as is
         skip = {k.lower() for k in key_names} | {"batch_id"}
         state = [c for c in df.columns if c.lower() not in skip]
@@ -534,7 +535,7 @@ class _Planner:
                 "and state attributes, as read_state shows them: leave the others out of the seed's SELECT",
                 *position(source),
             )
-        exprs += [quoted(c) for c in state]
+        exprs += [quote(c) for c in state]
         return df.selectExpr(*exprs)
 
     @staticmethod
