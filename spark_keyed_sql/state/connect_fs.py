@@ -38,7 +38,7 @@ _MISSING = ("PATH_NOT_FOUND", "Path does not exist")
 # a file listed, then gone before the server read its status: a writer (a lease's beat record, a
 # running query's commit) replaced or removed it meanwhile; the listing is taken again
 _VANISHED = ("No such file or directory", "FileNotFoundException", "FILE_NOT_EXIST")
-_LISTING_TRIES = 5
+_LISTING_TRIES = 8  # (a beat record is replaced every few seconds: a retry rarely meets it again)
 
 log = logging.getLogger(__name__)
 

@@ -71,9 +71,10 @@ def test_a_listing_while_a_file_comes_and_goes_is_taken_again(spark, viewfs_root
         while not stop.is_set():
             beat = place.local(f".beat{i % 2}")
             beat.write_text("y" * 10)
-            time.sleep(0.001)
+            time.sleep(0.002)
             os.remove(beat)
-            time.sleep(0.001)
+            time.sleep(0.008)  # (a beat every 10 ms: far denser than a lease's, sparse enough that
+            # a listing taken again under two workers' load does not meet it eight times running)
             i += 1
 
     writer = threading.Thread(target=churn, daemon=True)
