@@ -89,50 +89,52 @@ def state_changes(
             F.lit(None).cast("string").alias("new_value"),
             F.lit(None).cast("long").alias("batch_id"),
         )
-    frames = []
-    for b in range(lo + 1, hi + 1):
-        cur = read(b).drop("batch_id")
-        prev = read(b - 1).drop("batch_id") if b - 1 >= min_batch else None
-        for var in variables:
-            c = cur.select(
-                *map(named, keys),
-                F.to_json(F.struct(named(var).alias(var))).alias("__new"),
-                named(var).isNull().alias("__cnull"),
-            )
-            if prev is None:
-                frames.append(
-                    c.where(~F.col("__cnull")).select(
-                        *map(named, keys),
-                        F.lit(var).alias("variable"),
-                        F.lit("upsert").alias("change"),
-                        F.col("__new").alias("new_value"),
-                        F.lit(b).cast("long").alias("batch_id"),
-                    )
-                )
-                continue
-            p = prev.select(
-                *[named(k).alias(f"__p_{i}") for i, k in enumerate(keys)],
-                F.to_json(F.struct(named(var).alias(var))).alias("__old"),
-                named(var).isNull().alias("__pnull"),
-            )
-            cond = null_safe_match((named(k), F.col(f"__p_{i}")) for i, k in enumerate(keys))
-            j = c.join(p, on=cond, how="full_outer") if keys else c.crossJoin(p)
-            key_out = [F.coalesce(named(k), F.col(f"__p_{i}")).alias(k) for i, k in enumerate(keys)]
-            now_present = F.col("__new").isNotNull() & ~F.coalesce(F.col("__cnull"), F.lit(True))
-            was_present = F.col("__old").isNotNull() & ~F.coalesce(F.col("__pnull"), F.lit(True))
-            change = F.when(now_present & (~was_present | (F.col("__new") != F.col("__old"))), F.lit("upsert")).when(
-                ~now_present & was_present, F.lit("delete")
-            )
-            frames.append(
-                j.select(
-                    *key_out,
-                    F.lit(var).alias("variable"),
-                    change.alias("change"),
-                    F.when(now_present, F.col("__new")).alias("new_value"),
-                    F.lit(b).cast("long").alias("batch_id"),
-                ).where(F.col("change").isNotNull())
-            )
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f)
-    return out
+    # every batch's state against the one before it in one full outer join on (key, batch), each
+    # version read once (a version is one batch's "now" and the next one's "before"), every
+    # variable's change taken from the same joined row: one shuffle, not one per batch and variable
+    versions: dict[int, DataFrame] = {}
+
+    def version(b: int) -> DataFrame:
+        if b not in versions:
+            versions[b] = read(b)
+        return versions[b]
+
+    def side(df: DataFrame, b: int, now: bool) -> DataFrame:
+        tag = "n" if now else "o"
+        return df.select(
+            *[named(k) if now else named(k).alias(f"__p_{i}") for i, k in enumerate(keys)],
+            F.lit(b).cast("long").alias(f"__b{tag}"),
+            *[F.to_json(F.struct(named(v).alias(v))).alias(f"__{tag}{j}") for j, v in enumerate(variables)],
+            *[named(v).isNull().alias(f"__{tag}null{j}") for j, v in enumerate(variables)],
+        )
+
+    def union(frames: list[DataFrame]) -> DataFrame:
+        return functools.reduce(DataFrame.unionByName, frames)
+
+    now = union([side(version(b), b, True) for b in range(lo + 1, hi + 1)])
+    # (the first batch kept has no state before it: its side is empty, every value an upsert)
+    before = [side(version(b - 1), b, False) for b in range(lo + 1, hi + 1) if b - 1 >= min_batch]
+    before = before or [side(version(lo + 1), lo + 1, False).limit(0)]
+    pairs = [(named(k), F.col(f"__p_{i}")) for i, k in enumerate(keys)] + [(F.col("__bn"), F.col("__bo"))]
+    j = now.join(union(before), on=null_safe_match(pairs), how="full_outer")
+    changes = []
+    for i, var in enumerate(variables):
+        new, old = F.col(f"__n{i}"), F.col(f"__o{i}")
+        now_present = new.isNotNull() & ~F.coalesce(F.col(f"__nnull{i}"), F.lit(True))
+        was_present = old.isNotNull() & ~F.coalesce(F.col(f"__onull{i}"), F.lit(True))
+        change = F.when(now_present & (~was_present | (new != old)), F.lit("upsert")).when(
+            ~now_present & was_present, F.lit("delete")
+        )
+        changes.append(
+            F.struct(F.lit(var).alias("variable"), change.alias("change"), F.when(now_present, new).alias("new_value"))
+        )
+    key_out = [F.coalesce(named(k), F.col(f"__p_{i}")).alias(k) for i, k in enumerate(keys)]
+    return (
+        j.select(
+            *key_out,
+            F.coalesce(F.col("__bn"), F.col("__bo")).alias("batch_id"),
+            F.explode(F.array(*changes)).alias("__c"),
+        )
+        .where(F.col("__c.change").isNotNull())
+        .select(*map(named, keys), "__c.variable", "__c.change", "__c.new_value", "batch_id")
+    )
