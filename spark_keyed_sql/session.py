@@ -16,6 +16,7 @@ from .compat.interpreter import worker_python_set_here
 from .compat.pandas_warning import preload_quietly, quietly
 from .engines import AUTO, require_engine
 from .engines import choose as choose_engine
+from .engines.base import output_schema
 from .engines.settings import ROCKSDB_PROVIDER, SESSION_SETTINGS, configure_session
 from .engines.state_tables import read_broadcast, read_state, read_state_changes
 from .runtime.clock import session_offset_ms
@@ -133,6 +134,7 @@ class KeyedSQL:
         spec = self.function(function)
         plan = dataframe_plan(spec, df, key, order_by, args, initial_state, session_offset_ms(self.spark))
         eng = choose_engine(engine or self.default_engine, streaming=df.isStreaming, spec=spec, features=self.features)
+        output_schema(df.schema, plan)  # a returns column named as a key is refused in the user's names
         source, plan, names = plain_names(df, plan)  # (a column named `u.id` runs under another name)
         out = translating(eng.apply(source, plan))
         if names:

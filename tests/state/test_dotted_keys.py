@@ -12,7 +12,7 @@ import datetime as dt
 import pytest
 from keyed_functions import RunningTotalNative
 
-from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql import SchemaError, StatefulFunction
 
 KEY = "u.id"
 
@@ -265,3 +265,13 @@ def test_apply_order_by_in_another_case_orders_the_rows(spark, ks):
     got = ks.apply(df, "dot_names", key="user_id", order_by="SEQ", args=["value"])
     expected = sorted((k, n, t, "value") for k, n, t in _oracle([rows])[1])
     assert sorted(tuple(r) for r in got.collect()) == expected
+
+
+def test_apply_refuses_a_returns_column_named_as_its_dotted_key(spark, ks):
+    """A ``returns`` column spelled as the dotted key (``U.ID`` beside key ``u.id``) is refused
+    naming both, before any job (the key runs under an internal name, which once hid the clash
+    until the output was built)."""
+    ks.register("dot_clash", RunningTotalNative, returns="`U.ID` string, n bigint, total double")
+    df = spark.createDataFrame(_rows(0), "`u.id` string, value double, `e.seq` bigint")
+    with pytest.raises(SchemaError, match=r"returns column 'U\.ID' has the same name as key column"):
+        ks.apply(df, "dot_clash", key="`u.id`", order_by="`e.seq`")
