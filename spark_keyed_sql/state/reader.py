@@ -109,7 +109,7 @@ def state_changes(
         )
 
     def union(frames: list[DataFrame]) -> DataFrame:
-        return functools.reduce(DataFrame.unionByName, frames)
+        return functools.reduce(lambda a, b: a.unionByName(b), frames)  # (a Connect frame's own method)
 
     now = union([side(version(b), b, True) for b in range(lo + 1, hi + 1)])
     # (the first batch kept has no state before it: its side is empty, every value an upsert)
