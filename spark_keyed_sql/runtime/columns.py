@@ -41,10 +41,23 @@ def parse_column_list(text: str | list[str] | None, what: str = "key") -> list[s
 
 
 def parse_order_list(text: str | list[str] | None) -> list[OrderSpec]:
+    """``'ts DESC, seq'`` -> the ORDER BY items. A list's items are read the same way, except that
+    one that is not ``name [ASC|DESC] [NULLS FIRST|LAST]`` is a column name as written (as in
+    ``parse_column_list``'s lists: ``["u.ts"]`` names the column ``u.ts``)."""
     if text is None:
         return []
     if isinstance(text, (list, tuple)):
-        text = ", ".join(text)
+        out = []
+        for item in text:
+            try:
+                out += _order_items(str(item))
+            except SchemaError:
+                out.append(OrderSpec(str(item), True, None))
+        return out
+    return _order_items(text)
+
+
+def _order_items(text: str) -> list[OrderSpec]:
     if not text.strip():
         return []
     select = _parse(f"SELECT 1 ORDER BY {text}", "order_by", text)

@@ -275,3 +275,18 @@ def test_apply_refuses_a_returns_column_named_as_its_dotted_key(spark, ks):
     df = spark.createDataFrame(_rows(0), "`u.id` string, value double, `e.seq` bigint")
     with pytest.raises(SchemaError, match=r"returns column 'U\.ID' has the same name as key column"):
         ks.apply(df, "dot_clash", key="`u.id`", order_by="`e.seq`")
+
+
+def test_apply_takes_dotted_names_in_lists(spark, ks):
+    """``key=["u.id"]`` and ``order_by=["e.seq"]``: a list's items are column names as written
+    (a string is SQL, where the dot needs backticks); the rows arrive shuffled and run in
+    ``e.seq`` order."""
+    import random
+
+    ks.register("dot_names", EventNames, returns="n bigint, total double, names string")
+    rows = _rows(0) + _rows(1)
+    shuffled = random.Random(5).sample(rows, len(rows))
+    df = spark.createDataFrame(shuffled, "`u.id` string, value double, `e.seq` bigint").repartition(3)
+    got = ks.apply(df, "dot_names", key=["u.id"], order_by=["e.seq"])
+    expected = sorted((k, n, t, "e.seq,u.id,value") for k, n, t in _oracle([rows])[1])
+    assert sorted(tuple(r) for r in got.collect()) == expected
