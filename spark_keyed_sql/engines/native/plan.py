@@ -26,7 +26,6 @@ from .stored import Stored, StoredAttribute, stored_attributes
 __all__ = ["LAST", "NativePlan", "StreamState", "build"]
 
 _OWN = re.compile(r"`(__ksn_[a-z]+\d+)`")
-ERR = "__ksn_err"
 SEQ = "__ksn_seq"
 LAST = "__ksn_last0"  # a stream step: the key's last row of the batch (its values are the new state)
 _OUT_INT = {"bigint": 63, "int": 31, "smallint": 15, "tinyint": 7}
@@ -44,6 +43,10 @@ class NativePlan:
     # a stream step: every micro-batch native (``native = true``); else each chooses (``auto``,
     # engines/bulk/native_choice.py)
     every_batch: bool = False
+    # the SQL that is TRUE on a row ``errors`` gives a message for (the filter reads this cheap
+    # condition and builds the message only to raise it: analysing the message once, inside
+    # raise_error, not as a column of its own, halves what the chain costs Spark's analyzer)
+    failing: str | None = None
 
     def sql(self, source: str = "source") -> str:
         """The whole chain as one statement over ``source``."""
@@ -54,9 +57,12 @@ class NativePlan:
             text = f"SELECT {', '.join(cols)}\nFROM ({text}) AS l{i}"
             kept += [n for n, _ in layer]
         final = [f"{s} AS {quote(n)}" for n, s in self.outputs]
-        where = f"\nWHERE {ERR} IS NULL OR raise_error({ERR}) IS NULL" if self.errors else ""
-        inner = f"SELECT *, {self.errors} AS {ERR}\nFROM ({text}) AS l{len(self.layers)}" if self.errors else text
-        return f"SELECT {', '.join(final)}\nFROM ({inner}) AS out{where}"
+        where = f"\nWHERE {self.raising()}" if self.errors else ""
+        return f"SELECT {', '.join(final)}\nFROM ({text}) AS out{where}"
+
+    def raising(self) -> str:
+        """The filter that raises Python's error on a row Python would fail on (and keeps the rest)."""
+        return f"NOT {self.failing} OR raise_error({self.errors}) IS NULL"
 
     def layered(self, df: Any) -> Any:
         """The source with every layer's columns, rows Python would fail on raised."""
@@ -64,7 +70,7 @@ class NativePlan:
         for layer in self.layers:
             out = out.selectExpr("*", *(f"{s} AS {quote(n)}" for n, s in layer))
         if self.errors:
-            out = out.selectExpr("*", f"{self.errors} AS {ERR}").where(f"{ERR} IS NULL OR raise_error({ERR}) IS NULL")
+            out = out.where(self.raising())
         return out
 
     def apply(self, df: Any) -> Any:
@@ -394,7 +400,7 @@ class _Builder:
             outputs.append((f.name, self.output(f, e, checks)))
         outputs += [(c, quote(c)) for c in plan.passthrough]
         stream = self.stream_state() if self.state_layout is not None else None
-        errors = self.errors(checks)
+        errors, failing = self.errors(checks)
         self.lags()
         source = list(
             dict.fromkeys(
@@ -405,7 +411,7 @@ class _Builder:
             source += stream.stored
         layers = [layer for layer in self.layout() if layer]
         layers.insert(0, [(SEQ, "monotonically_increasing_id()")])
-        return NativePlan(plan.spec.name, layers, outputs, errors, source, stream)
+        return NativePlan(plan.spec.name, layers, outputs, errors, source, stream, failing=failing)
 
     def stream_state(self) -> StreamState:
         """A stream step's start columns (the stored value, else the initial one), the key's
@@ -494,14 +500,17 @@ class _Builder:
             return f"(TIMESTAMP_NTZ'1970-01-01 00:00:00' + make_dt_interval(0, 0, 0, {micros} / 1000000))"
         raise Declined(f"returns column '{f.name}' is {t.ddl()} and execute gives it a {e.ty} value")
 
-    def errors(self, checks: list[tuple[str, str]]) -> str | None:
+    def errors(self, checks: list[tuple[str, str]]) -> tuple[str | None, str | None]:
+        """(the row's error message as a CASE, NULL when it fails nothing; the condition TRUE
+        exactly where that CASE is not NULL), or (None, None) when nothing can fail."""
         p = self.program
-        whens = []
+        whens, conds = [], []
         head = p_escape(f"function '{self.plan.spec.name}' failed for key ")
         prefix = f"concat('{head}', {self.key_repr()}, ' on row ', {self.row_repr()}, ' (native plan): ', "
         for cond, parts in p.errors:
             text = ", ".join(self.part(x) for x in parts)
             whens.append(f"WHEN {self.r.sql(cond)} THEN {prefix}{text})")
+            conds.append(self.r.sql(cond))
         # a value out of its returns column's range: the Python path's OutputSchemaError
         before = p_escape(f"OutputSchemaError: function '{self.plan.spec.name}' (key ")
         after = p_escape(f") returned a value that does not match returns ({self.returns.field_ddl()}): ")
@@ -509,9 +518,14 @@ class _Builder:
             whens.append(
                 f"WHEN {cond} THEN concat('{before}', {self.key_repr()}, ', row ', {self.row_repr()}, '{after}', {msg})"
             )
+            conds.append(cond)
         for cond, msg in self.store_checks:  # (their own text: storing fails, not a row)
             whens.append(f"WHEN {cond} THEN {msg}")
-        return ("CASE " + " ".join(whens) + " END") if whens else None
+            conds.append(cond)
+        if not whens:
+            return None, None
+        # (a WHEN whose condition is NULL is not taken: coalesce reads NULL as not failing)
+        return "CASE " + " ".join(whens) + " END", "coalesce(" + " OR ".join(f"({c})" for c in conds) + ", FALSE)"
 
     def part(self, x: Any) -> str:
         if isinstance(x, str):
