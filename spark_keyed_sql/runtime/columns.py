@@ -41,18 +41,19 @@ def parse_column_list(text: str | list[str] | None, what: str = "key") -> list[s
 
 
 def parse_order_list(text: str | list[str] | None) -> list[OrderSpec]:
-    """``'ts DESC, seq'`` -> the ORDER BY items. A list's items are read the same way, except that
-    one that is not ``name [ASC|DESC] [NULLS FIRST|LAST]`` is a column name as written (as in
-    ``parse_column_list``'s lists: ``["u.ts"]`` names the column ``u.ts``)."""
+    """``'ts DESC, seq'`` -> the ORDER BY items. In a list, an item without a space or a backtick
+    is a column name as written (as in ``parse_column_list``'s lists: ``["u.ts"]`` names the
+    column ``u.ts``); any other item is read as ORDER BY items (``"ts DESC"``, ``"`u.ts` DESC"``),
+    so a misspelt direction is refused, not taken for a name."""
     if text is None:
         return []
     if isinstance(text, (list, tuple)):
         out = []
-        for item in text:
-            try:
-                out += _order_items(str(item))
-            except SchemaError:
-                out.append(OrderSpec(str(item), True, None))
+        for item in map(str, text):
+            if item and "`" not in item and not any(c.isspace() for c in item):
+                out.append(OrderSpec(item, True, None))
+            else:
+                out += _order_items(item)
         return out
     return _order_items(text)
 

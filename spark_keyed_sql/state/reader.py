@@ -100,12 +100,13 @@ def state_changes(
         return versions[b]
 
     def side(df: DataFrame, b: int, now: bool) -> DataFrame:
-        tag = "n" if now else "o"
+        # (only internal names leave here: a key or variable named like one of them clashes with nothing)
+        t = "n" if now else "o"
         return df.select(
-            *[named(k) if now else named(k).alias(f"__p_{i}") for i, k in enumerate(keys)],
-            F.lit(b).cast("long").alias(f"__b{tag}"),
-            *[F.to_json(F.struct(named(v).alias(v))).alias(f"__{tag}{j}") for j, v in enumerate(variables)],
-            *[named(v).isNull().alias(f"__{tag}null{j}") for j, v in enumerate(variables)],
+            *[named(k).alias(f"__ks_{t}k{i}") for i, k in enumerate(keys)],
+            F.lit(b).cast("long").alias(f"__ks_{t}b"),
+            *[F.to_json(F.struct(named(v).alias(v))).alias(f"__ks_{t}v{j}") for j, v in enumerate(variables)],
+            *[named(v).isNull().alias(f"__ks_{t}z{j}") for j, v in enumerate(variables)],
         )
 
     def union(frames: list[DataFrame]) -> DataFrame:
@@ -115,26 +116,24 @@ def state_changes(
     # (the first batch kept has no state before it: its side is empty, every value an upsert)
     before = [side(version(b - 1), b, False) for b in range(lo + 1, hi + 1) if b - 1 >= min_batch]
     before = before or [side(version(lo + 1), lo + 1, False).limit(0)]
-    pairs = [(named(k), F.col(f"__p_{i}")) for i, k in enumerate(keys)] + [(F.col("__bn"), F.col("__bo"))]
-    j = now.join(union(before), on=null_safe_match(pairs), how="full_outer")
+    pairs = [(F.col(f"__ks_nk{i}"), F.col(f"__ks_ok{i}")) for i in range(len(keys))]
+    j = now.join(union(before), on=null_safe_match([*pairs, (F.col("__ks_nb"), F.col("__ks_ob"))]), how="full_outer")
     changes = []
     for i, var in enumerate(variables):
-        new, old = F.col(f"__n{i}"), F.col(f"__o{i}")
-        now_present = new.isNotNull() & ~F.coalesce(F.col(f"__nnull{i}"), F.lit(True))
-        was_present = old.isNotNull() & ~F.coalesce(F.col(f"__onull{i}"), F.lit(True))
+        new, old = F.col(f"__ks_nv{i}"), F.col(f"__ks_ov{i}")
+        now_present = new.isNotNull() & ~F.coalesce(F.col(f"__ks_nz{i}"), F.lit(True))
+        was_present = old.isNotNull() & ~F.coalesce(F.col(f"__ks_oz{i}"), F.lit(True))
         change = F.when(now_present & (~was_present | (new != old)), F.lit("upsert")).when(
             ~now_present & was_present, F.lit("delete")
         )
         changes.append(
             F.struct(F.lit(var).alias("variable"), change.alias("change"), F.when(now_present, new).alias("new_value"))
         )
-    key_out = [F.coalesce(named(k), F.col(f"__p_{i}")).alias(k) for i, k in enumerate(keys)]
+    key_out = [F.coalesce(a, b).alias(k) for (a, b), k in zip(pairs, keys)]
     return (
         j.select(
-            *key_out,
-            F.coalesce(F.col("__bn"), F.col("__bo")).alias("batch_id"),
-            F.explode(F.array(*changes)).alias("__c"),
+            *key_out, F.coalesce(F.col("__ks_nb"), F.col("__ks_ob")).alias("batch_id"), F.inline(F.array(*changes))
         )
-        .where(F.col("__c.change").isNotNull())
-        .select(*map(named, keys), "__c.variable", "__c.change", "__c.new_value", "batch_id")
+        .where(F.col("change").isNotNull())
+        .select(*map(named, keys), "variable", "change", "new_value", "batch_id")
     )

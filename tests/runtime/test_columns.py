@@ -27,7 +27,7 @@ def test_column_lists(given, names):
         ("`u.ts` NULLS LAST", [OrderSpec("u.ts", True, False)]),
         # a list: each item an ORDER BY item, or else a column name as written
         (["ts DESC", "seq"], [OrderSpec("ts", False, None), OrderSpec("seq", True, None)]),
-        (["u.ts", "e seq"], [OrderSpec("u.ts", True, None), OrderSpec("e seq", True, None)]),
+        (["u.ts", "o'clock"], [OrderSpec("u.ts", True, None), OrderSpec("o'clock", True, None)]),
         (["`u.ts` DESC NULLS FIRST"], [OrderSpec("u.ts", False, True)]),
         ([], []),
     ],
@@ -37,6 +37,14 @@ def test_order_lists(given, specs):
         return o.column, o.ascending, o.ascending if o.nulls_first is None else o.nulls_first
 
     assert [spark_order(o) for o in parse_order_list(given)] == [spark_order(o) for o in specs]
+
+
+@pytest.mark.parametrize("item", ["ts DESCC", "ts DESC NULLS FRIST", "e seq"])
+def test_a_list_item_with_a_space_is_sql_and_a_misspelt_one_is_refused(item):
+    """Not taken for a column named as written (KeyedTester would sort by a column no row has:
+    arrival order, silently)."""
+    with pytest.raises(SchemaError):
+        parse_order_list([item])
 
 
 def test_an_order_string_is_sql():

@@ -97,3 +97,44 @@ def test_cleared_key_without_later_state_is_deleted(spark, ks, tmp_path):
     assert {r.k: r.n for r in ks.read_state(cp).collect()} == {"b": 1, "c": 2}
     changes = {(r.k, r.change) for r in ks.read_state_changes(cp, from_batch=0).collect()}
     assert changes == {("a", "delete"), ("b", "upsert")}
+
+
+def test_keys_named_like_the_feeds_own_columns(spark, ks, tmp_path):
+    """A key of two columns named ``__c`` and ``__bn`` (names the feed once used inside its join:
+    an ambiguous reference then): three batches of increments and clears, the feed against
+    per-batch states diffed in plain Python."""
+    ks.register("ops_counter", Ops, returns="n bigint")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = (
+        f"SELECT `__c`, `__bn`, n FROM parquet.`{src}` GROUP BY KEY `__c`, `__bn` "
+        "WITH STATE ops_counter(op) ORDER BY seq"
+    )
+    batches = [
+        [("a", 1, 0, "inc"), ("a", 2, 1, "inc"), ("b", 1, 2, "inc")],
+        [("a", 1, 10, "clear"), ("b", 1, 11, "inc"), ("c", 1, 12, "inc")],
+        [("a", 1, 20, "inc"), ("c", 1, 21, "clear"), ("a", 2, 22, "noop")],
+    ]
+    states, state = [], {}
+    for rows in batches:
+        for c, bn, _, op in rows:  # (each key's rows are in seq order here)
+            if op == "inc":
+                state[(c, bn)] = state.get((c, bn), 0) + 1
+            elif op == "clear":
+                state.pop((c, bn), None)
+        states.append(dict(state))
+        spark.createDataFrame(rows, "`__c` string, `__bn` int, seq int, op string").write.mode("append").parquet(src)
+        ks.run(sql, checkpoint=cp, output=out)
+    expected = set()
+    for b, now in enumerate(states):
+        before = states[b - 1] if b else {}
+        for k in set(now) | set(before):
+            if k in now and before.get(k) != now[k]:
+                expected.add((*k, "upsert", now[k], b))
+            elif k not in now:
+                expected.add((*k, "delete", None, b))
+    got = {
+        (r["__c"], r["__bn"], r.change, None if r.new_value is None else json.loads(r.new_value)["n"], r.batch_id)
+        for r in ks.read_state_changes(cp).collect()
+    }
+    assert got == expected
+    assert {e[2] for e in expected} == {"upsert", "delete"}
