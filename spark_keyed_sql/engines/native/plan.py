@@ -36,17 +36,17 @@ class NativePlan:
     function: str
     layers: list[list[tuple[str, str]]]  # each SELECT's new columns: (name, SQL)
     outputs: list[tuple[str, str]]  # the step's output columns: (name, SQL)
-    errors: str | None  # the SQL of the row's error message (NULL: none)
+    # the filter that keeps the rows Python would not fail on and raises Python's error on the
+    # first that it would (None: nothing can fail). It reads a cheap condition and builds the
+    # message only inside raise_error: analysing the message once, not as a column of its own,
+    # halves what the chain costs Spark's analyzer.
+    raising: str | None
     source_columns: list[str] = field(default_factory=list)
     # a stream step (``StreamState``): the key's stored state starts its recurrences; None: one-shot
     stream: StreamState | None = None
     # a stream step: every micro-batch native (``native = true``); else each chooses (``auto``,
     # engines/bulk/native_choice.py)
     every_batch: bool = False
-    # the SQL that is TRUE on a row ``errors`` gives a message for (the filter reads this cheap
-    # condition and builds the message only to raise it: analysing the message once, inside
-    # raise_error, not as a column of its own, halves what the chain costs Spark's analyzer)
-    failing: str | None = None
 
     def sql(self, source: str = "source") -> str:
         """The whole chain as one statement over ``source``."""
@@ -57,20 +57,16 @@ class NativePlan:
             text = f"SELECT {', '.join(cols)}\nFROM ({text}) AS l{i}"
             kept += [n for n, _ in layer]
         final = [f"{s} AS {quote(n)}" for n, s in self.outputs]
-        where = f"\nWHERE {self.raising()}" if self.errors else ""
+        where = f"\nWHERE {self.raising}" if self.raising else ""
         return f"SELECT {', '.join(final)}\nFROM ({text}) AS out{where}"
-
-    def raising(self) -> str:
-        """The filter that raises Python's error on a row Python would fail on (and keeps the rest)."""
-        return f"NOT {self.failing} OR raise_error({self.errors}) IS NULL"
 
     def layered(self, df: Any) -> Any:
         """The source with every layer's columns, rows Python would fail on raised."""
         out = df.selectExpr(*(quote(c) for c in self.source_columns))
         for layer in self.layers:
             out = out.selectExpr("*", *(f"{s} AS {quote(n)}" for n, s in layer))
-        if self.errors:
-            out = out.where(self.raising())
+        if self.raising:
+            out = out.where(self.raising)
         return out
 
     def apply(self, df: Any) -> Any:
@@ -400,7 +396,7 @@ class _Builder:
             outputs.append((f.name, self.output(f, e, checks)))
         outputs += [(c, quote(c)) for c in plan.passthrough]
         stream = self.stream_state() if self.state_layout is not None else None
-        errors, failing = self.errors(checks)
+        raising = self.raising(checks)
         self.lags()
         source = list(
             dict.fromkeys(
@@ -411,7 +407,7 @@ class _Builder:
             source += stream.stored
         layers = [layer for layer in self.layout() if layer]
         layers.insert(0, [(SEQ, "monotonically_increasing_id()")])
-        return NativePlan(plan.spec.name, layers, outputs, errors, source, stream, failing=failing)
+        return NativePlan(plan.spec.name, layers, outputs, raising, source, stream)
 
     def stream_state(self) -> StreamState:
         """A stream step's start columns (the stored value, else the initial one), the key's
@@ -500,9 +496,9 @@ class _Builder:
             return f"(TIMESTAMP_NTZ'1970-01-01 00:00:00' + make_dt_interval(0, 0, 0, {micros} / 1000000))"
         raise Declined(f"returns column '{f.name}' is {t.ddl()} and execute gives it a {e.ty} value")
 
-    def errors(self, checks: list[tuple[str, str]]) -> tuple[str | None, str | None]:
-        """(the row's error message as a CASE, NULL when it fails nothing; the condition TRUE
-        exactly where that CASE is not NULL), or (None, None) when nothing can fail."""
+    def raising(self, checks: list[tuple[str, str]]) -> str | None:
+        """The filter keeping the rows that fail nothing and raising the first failure's message
+        (a CASE) on the others, or None when nothing can fail."""
         p = self.program
         whens, conds = [], []
         head = p_escape(f"function '{self.plan.spec.name}' failed for key ")
@@ -523,9 +519,10 @@ class _Builder:
             whens.append(f"WHEN {cond} THEN {msg}")
             conds.append(cond)
         if not whens:
-            return None, None
+            return None
         # (a WHEN whose condition is NULL is not taken: coalesce reads NULL as not failing)
-        return "CASE " + " ".join(whens) + " END", "coalesce(" + " OR ".join(f"({c})" for c in conds) + ", FALSE)"
+        failing = "coalesce(" + " OR ".join(f"({c})" for c in conds) + ", FALSE)"
+        return f"NOT {failing} OR raise_error(CASE {' '.join(whens)} END) IS NULL"
 
     def part(self, x: Any) -> str:
         if isinstance(x, str):
