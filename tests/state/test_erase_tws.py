@@ -16,7 +16,7 @@ from data import by_key_in_ts_order, make_events, write_parquet
 from processors import Spend
 from test_erase import ERASED, SECRET, SQL, Notes, _all_bytes, _batch, _oracle, _outputs, _rows, _state, _written
 
-from spark_keyed_sql import KeyedSQL
+from spark_keyed_sql import KeyedProcessor, KeyedSQL, ListState, MapState
 from spark_keyed_sql.api.errors import KeyedSQLError
 
 
@@ -288,7 +288,7 @@ def test_a_delete_queued_before_ks_run_is_applied_when_the_run_takes_the_checkpo
     assert _state(kt, cp) == _oracle(batches, erased_after=0)
 
 
-def test_update_of_typed_value_state_keeps_the_rest_and_refuses_list_and_map_variables(spark, kt, tmp_path):
+def test_update_of_typed_value_state_keeps_the_rest(spark, kt, tmp_path):
     """Spend (tests/processors.py): ``total`` a ValueState with a TTL, ``recent`` a ListState,
     ``by_merchant`` a MapState. SET total on some keys: their totals move by exactly that, the
     list and map state of every key and the other keys' totals stay as the oracle has them,
@@ -328,11 +328,193 @@ def test_update_of_typed_value_state_keeps_the_rest_and_refuses_list_and_map_var
             assert [x.amount for x in rows[u].recent] == [e["amount"] for e in evs][-3:]
 
     check(first)
-    for column in ("recent", "by_merchant"):
-        for where in ("true", "false"):  # (refused whether or not a key matches)
-            with pytest.raises(KeyedSQLError, match=f"SET {column}: '{column}' is a (List|Map)State variable"):
-                kt.update_state(cp, set={column: "NULL"}, where=where)
     write_parquet(spark, second, str(d / "in"))
     kt.run(sql, checkpoint=cp, output=str(d / "out"))
     assert unset in {e["user_id"] for e in second}
     check(first + second, later=second)
+
+
+def _spend_oracle(events, state=None):
+    """Spend's state (tests/processors.py) after ``events``, from ``state`` (user -> dict of
+    total, recent [(amount, ts)], by_merchant {m: amount}; None: unset) on."""
+    out = {u: dict(s) for u, s in (state or {}).items()}
+    for u, evs in by_key_in_ts_order(events).items():
+        s = out.setdefault(u, {"total": None, "recent": None, "by_merchant": None})
+        s["total"] = (s["total"] or 0.0) + sum(e["amount"] for e in evs)
+        recent = list(s["recent"] or [])
+        per = dict(s["by_merchant"] or {})
+        for e in evs:
+            recent.append((e["amount"], e["ts"]))
+            per[e["merchant"]] = per.get(e["merchant"], 0.0) + e["amount"]
+        s["recent"], s["by_merchant"] = recent[-3:], per
+    return out
+
+
+def _spend_state(kt, cp):
+    return {
+        r.user_id: {
+            "total": r.total,
+            "recent": None if r.recent is None else [(x.amount, x.ts) for x in r.recent],
+            "by_merchant": r.by_merchant,
+        }
+        for r in kt.read_state(cp).collect()
+    }
+
+
+def _same_spend(got, want):
+    assert set(got) == set(want)
+    for u, w in want.items():
+        g = got[u]
+        assert g["total"] == pytest.approx(w["total"]), u
+        assert (g["recent"] is None) == (w["recent"] is None), (u, g, w)
+        if w["recent"] is not None:
+            assert [ts for _, ts in g["recent"]] == [ts for _, ts in w["recent"]], u
+            assert [a for a, _ in g["recent"]] == pytest.approx([a for a, _ in w["recent"]]), u
+        assert (g["by_merchant"] is None) == (w["by_merchant"] is None), (u, g, w)
+        if w["by_merchant"] is not None:
+            assert g["by_merchant"] == pytest.approx(w["by_merchant"]), u
+
+
+@pytest.mark.parametrize("engine", ["bulk", "tws"])
+def test_update_sets_list_and_map_variables_and_the_query_continues_from_them(spark, engine, request, tmp_path):
+    """SET of ListState / MapState variables (Spend: ``recent``, ``by_merchant``): replaced on the
+    matched keys (several elements in order, a map with new keys), cleared by NULL or an empty
+    map, set from their own value (``slice``) beside a value variable; every other key and
+    variable as the oracle has them, no old entry of an edited key left in any state file, and
+    the next run appends to the set lists and adds to the set maps: the same on both engines."""
+    import datetime as dt
+
+    kt = request.getfixturevalue("kt") if engine == "tws" else KeyedSQL(spark, engine="bulk")
+    kt.register("spend_coll", Spend)
+    d = tmp_path
+    first, second = make_events(12, 2, seed=43), make_events(12, 2, seed=44, start_second=50_000)
+    sql = (
+        f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id "
+        "WITH STATE spend_coll(amount, merchant, ts) AS s"
+    )
+    write_parquet(spark, first, str(d / "in"))
+    cp = str(d / "cp")
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    want = _spend_oracle(first)
+    _same_spend(_spend_state(kt, cp), want)
+    a, b, c, e = sorted(want)[:4]
+    t0 = dt.datetime(2025, 6, 1, 12, 0, 0)
+    audit = kt.update_state(
+        cp,
+        set={
+            "recent": "array(named_struct('amount', 1.25D, 'ts', TIMESTAMP'2025-06-01 12:00:00'), "
+            "named_struct('amount', 2.5D, 'ts', TIMESTAMP'2025-06-01 12:00:01'))",
+            "by_merchant": "map('zeta', 7.0D, 'acme', 0.5D)",
+        },
+        where=f"user_id IN ('{a}', '{b}')",
+    )
+    assert audit["keys_matched"] == 2 and audit["batch_id"] == 1
+    for u in (a, b):
+        want[u] |= {
+            "recent": [(1.25, t0), (2.5, t0 + dt.timedelta(seconds=1))],
+            "by_merchant": {"zeta": 7.0, "acme": 0.5},
+        }
+    old_c = [x for x, _ in want[c]["recent"]]
+    assert (
+        kt.update_state(cp, set={"recent": "NULL", "by_merchant": "map()"}, where=f"user_id = '{c}'")["keys_matched"]
+        == 1
+    )
+    want[c] |= {"recent": None, "by_merchant": None}
+    sql_set = {"total": "total + 1", "recent": "slice(recent, 1, 1)"}
+    assert kt.update_state(cp, set=sql_set, where=f"user_id = '{e}'")["keys_matched"] == 1
+    want[e] |= {"total": want[e]["total"] + 1, "recent": want[e]["recent"][:1]}
+    _same_spend(_spend_state(kt, cp), want)
+    # the cleared key's old list amounts are in no state file (each a double's 8 bytes)
+    import struct
+
+    files = _all_bytes(cp)
+    for amount in old_c:
+        needle = struct.pack("<d", amount)
+        assert [p for p, data in files.items() if needle in data] == [], amount
+    write_parquet(spark, second, str(d / "in"))
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    _same_spend(_spend_state(kt, cp), _spend_oracle(second, want))
+
+
+class _Seen(KeyedProcessor):
+    """List and map state with a TTL, under a key of two columns (a string and an int)."""
+
+    merchants = ListState("string", ttl="1 hour")
+    per_minute = MapState("int", "bigint", ttl="1 hour")
+    returns = "n bigint"
+
+    def process(self, key, rows):
+        for r in rows.sort_values("ts").itertuples():
+            self.merchants.append(r.merchant)
+            m = int(r.ts.minute)
+            self.per_minute.put(m, (self.per_minute.get(m) or 0) + 1)
+        yield {"n": len(list(self.merchants.get()))}
+
+
+@pytest.mark.parametrize("engine", ["bulk", "tws"])
+def test_update_of_list_and_map_variables_with_a_ttl_under_a_two_column_key(spark, engine, request, tmp_path):
+    """The set entries (a list longer than the one it replaces) live the variable's TTL from the
+    edit (tws: read after 30 minutes, there; after 2 hours, expired, as entries a run wrote then
+    would be); the key's two columns are matched and written as the engine's own key: the next
+    run appends to the set values, and a run two hours on finds every entry expired, the set ones
+    too. The same on both engines."""
+    from data import clock_moved
+
+    kt = request.getfixturevalue("kt") if engine == "tws" else KeyedSQL(spark, engine="bulk")
+    kt.register("seen_coll", _Seen)
+    d = tmp_path
+    runs = [make_events(6, 3, seed=45), make_events(6, 2, seed=46, start_second=70)]
+    runs.append(make_events(6, 1, seed=47, start_second=140))
+    for rows in runs:
+        for r in rows:
+            r["bucket"] = int(r["user_id"][-1]) % 2
+    sql = (
+        f"SELECT user_id, bucket, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id, bucket "
+        "WITH STATE seen_coll(merchant, ts) AS s"
+    )
+
+    def write(rows):
+        spark.createDataFrame(
+            [(r["user_id"], r["bucket"], r["merchant"], r["ts"]) for r in rows],
+            "user_id string, bucket int, merchant string, ts timestamp",
+        ).coalesce(1).write.mode("append").parquet(str(d / "in"))
+
+    def oracle(events, state):
+        out = {k: (list(m or []), dict(p or {})) for k, (m, p) in state.items()}
+        for r in sorted(events, key=lambda r: r["ts"]):
+            m, p = out.setdefault((r["user_id"], r["bucket"]), ([], {}))
+            m.append(r["merchant"])
+            p[r["ts"].minute] = p.get(r["ts"].minute, 0) + 1
+        return out
+
+    def state():
+        return {(r.user_id, r.bucket): (r.merchants, r.per_minute) for r in kt.read_state(cp).collect()}
+
+    write(runs[0])
+    cp = str(d / "cp")
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    want = oracle(runs[0], {})
+    assert state() == want
+    picked = sorted(want)[:2]
+    where = " OR ".join(f"(user_id = '{u}' AND bucket = {b})" for u, b in picked)
+    audit = kt.update_state(
+        cp, set={"merchants": "array('zz', 'yy', 'zz', 'xx')", "per_minute": "map(59, 5L)"}, where=where
+    )
+    assert audit["keys_matched"] == 2
+    for k in picked:
+        assert len(want[k][0]) < 4
+        want[k] = (["zz", "yy", "zz", "xx"], {59: 5})
+    assert state() == want
+    if engine == "tws":  # (read_state on tws leaves out what is past its TTL at the batch's time)
+        with clock_moved(spark, hours=0.5):
+            assert state() == want
+        with clock_moved(spark, hours=2):  # every entry past its TTL, the set ones too
+            assert state() == {k: (None, None) for k in want}
+    write(runs[1])
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    want = oracle(runs[1], want)
+    assert state() == want
+    write(runs[2])
+    with clock_moved(spark, hours=2):
+        kt.run(sql, checkpoint=cp, output=str(d / "out"))
+        assert state() == oracle(runs[2], {})

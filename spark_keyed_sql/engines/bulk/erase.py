@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...compat.names import named
+from ...runtime.clock import now_ms, session_offset_ms
 from ...runtime.faults import crash_point
 from ...runtime.spec import FunctionSpec
 from ...state.checkpoint import CheckpointError, OperatorRecord
@@ -36,7 +37,7 @@ from ..edit_values import assigned_values, check_statement
 from .layout import DELETED, VERSION, state_frame, write_base
 from .local_store import cache_root, remove_store
 from .partitioning import PART
-from .state_row import HAS_ATTRS, TIMERS
+from .state_row import HAS_ATTRS, STATE_PREFIX, TIMERS, exp_column
 from .step import LOCAL_STATE_DIR_CONF
 
 __all__ = ["edit_state", "finish_erase"]
@@ -196,11 +197,27 @@ def _updated(
     what: str,
 ) -> DataFrame:
     """The state with ``assignments`` applied to the matched keys (each checked first:
-    ``edit_values.assigned_values``)."""
-    attributes = {c for c in shown if c not in keys} if HAS_ATTRS in schema.names else set()
+    ``edit_values.assigned_values``). A list or map variable set empty holds none (as the
+    class's ``put([])`` / last ``remove`` leaves it, and as engine tws stores it); one with a
+    TTL gets its entries' expiries beside them: the TTL from now, as a write now would."""
+    processor = HAS_ATTRS not in schema.names
+    attributes = set() if processor else {c for c in shown if c not in keys}
     values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
+    now = now_ms(session_offset_ms(flagged.sparkSession))
+    ttls = {v.get("name"): v.get("ttl_ms") for v in op.variables}
     out = flagged
     for internal, checked in values.items():
+        t = schema[internal].dataType
+        exp = exp_column(internal[len(STATE_PREFIX) :])
+        if processor and isinstance(t, (T.ArrayType, T.MapType)):
+            checked = F.when(F.size(checked) > 0, checked)
+            ttl = ttls.get(shown[internal], op.ttl_ms)
+            if exp in schema.names and ttl is not None:
+                every = F.array_repeat(F.lit(now + int(ttl)).cast("long"), F.size(checked))
+                expiries = every if isinstance(t, T.ArrayType) else F.map_from_arrays(F.map_keys(checked), every)
+                out = out.withColumn(
+                    exp, F.when(F.col(_MATCH), F.when(checked.isNotNull(), expiries)).otherwise(F.col(exp))
+                )
         out = out.withColumn(internal, F.when(F.col(_MATCH), checked).otherwise(F.col(internal)))
     return out
 

@@ -19,9 +19,10 @@ Steps, and what a crash at each leaves:
 
 An UPDATE goes the same way: its SET values, checked as on every engine (``edit_values.py``),
 are written over the matched keys' stored values (the StatefulFunction's ``attributes`` value
-and typed value-state variables; list and map variables are refused) as Spark's UnsafeRow bytes
-(``unsafe_row.py``), which the rewriter stores in the checkpoint's own encoding; every other
-row (other keys, timers, TTL entries) is carried over as it is.
+and typed value-state variables) as Spark's UnsafeRow bytes (``unsafe_row.py``), which the
+rewriter stores in the checkpoint's own encoding; a list or map variable's rows of those keys are
+replaced by the new value's (``collection_edit.py``); every other row (other keys, timers, TTL
+entries) is carried over as it is.
 
 A crash between 3 and the record in 4 leaves the edit done but unrecorded: its request is
 applied again and matches no key (the answer then says 0 keys)."""
@@ -48,7 +49,8 @@ from ...state.fs import join
 from ...state.reader import null_safe_match
 from ..base import new_audit
 from ..edit_values import assigned_values, check_statement, first_line
-from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, state_variable, stored_targets
+from .collection_edit import COLLECTION_KINDS, collection_rows, swapped
+from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, batch_time_ms, state_variable, stored_targets
 from .unsafe_row import encoded
 
 __all__ = ["ERASED_FILE", "applied", "edit_state", "edit_unavailable", "erased_before", "has_state_rewriter"]
@@ -132,28 +134,38 @@ class _KeyFilter:
 class _ValueSwap(_KeyFilter):
     """The UPDATE's transform: every row kept, the matched keys' value rows of the edited
     families with their new bytes (a value variable set to NULL: its row dropped, unset); a
-    broadcast left join on ``partition_key`` and the family: no shuffle, as the DELETE's."""
+    broadcast left join on ``partition_key`` and the family: no shuffle, as the DELETE's. The
+    edited list and map families' rows of those keys are replaced (collection_edit.py)."""
+
+    def __init__(
+        self, spark: SparkSession, values: DataFrame | None, collections: DataFrame | None, key_fields: list[str]
+    ):
+        super().__init__(spark, values, key_fields)  # type: ignore[arg-type]
+        self.collections = collections
 
     def apply(self, jdf: Any) -> Any:
         try:
             df = DataFrame(jdf, self.spark)
-            cond = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(self.key_fields))
-            cond = cond & (F.col("column_family_name") == F.col(_FAMILY))
-            joined = df.join(F.broadcast(self.matched), on=cond, how="left")
-            unset = F.col(_FAMILY).isNotNull() & F.col(_BYTES).isNull()  # a variable set to NULL
-            return (
-                joined.where(~unset)
-                .select(
-                    "partition_key",
-                    "key_bytes",
-                    F.coalesce(F.col(_BYTES), F.col("value_bytes")).alias("value_bytes"),
-                    "column_family_name",
-                )
-                ._jdf
-            )
+            if self.matched is not None:
+                df = self._values(df)
+            if self.collections is not None:
+                df = swapped(df, self.collections, self.key_fields)
+            return df._jdf
         except BaseException as exc:  # noqa: BLE001 - raised again by the caller, after the JVM returns
             self.error = exc
             raise
+
+    def _values(self, df: DataFrame) -> DataFrame:
+        cond = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(self.key_fields))
+        cond = cond & (F.col("column_family_name") == F.col(_FAMILY))
+        joined = df.join(F.broadcast(self.matched), on=cond, how="left")
+        unset = F.col(_FAMILY).isNotNull() & F.col(_BYTES).isNull()  # a variable set to NULL
+        return joined.where(~unset).select(
+            "partition_key",
+            "key_bytes",
+            F.coalesce(F.col(_BYTES), F.col("value_bytes")).alias("value_bytes"),
+            "column_family_name",
+        )
 
 
 def edit_state(
@@ -195,7 +207,6 @@ def edit_state(
     keys = list(op.keys)
     check_statement(state, where, assignments, op.keys, what)  # a wrong name fails here, before anything is written
     targets = stored_targets(spark, checkpoint, op_index, op) if assignments else {}
-    _check_settable(targets, assignments, what)  # (as it does, whether or not a key matches)
     flagged = state.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
     matched = flagged.where(F.col(_MATCH)).select(*[named(k).alias(f"__m{i}") for i, k in enumerate(keys)])
     found = matched.count()
@@ -205,14 +216,15 @@ def edit_state(
         return audit
     key_fields = [f"__ks_k{i}" for i in range(len(keys))]
     if kind == "update":
-        values = _new_values(spark, checkpoint, n, op, op_index, targets, flagged, assignments, spec, what)
-        try:
-            values = values.localCheckpoint()  # computed (and every value encoded) before anything is written
+        values, collections = _new_values(spark, checkpoint, n, op, op_index, targets, flagged, assignments, spec, what)
+        try:  # computed (and every value encoded) before anything is written
+            values = values.localCheckpoint() if values is not None else None
+            collections = collections.localCheckpoint() if collections is not None else None
         except Exception as exc:  # noqa: BLE001 - e.g. a value the encoding refuses
             raise CheckpointError(
                 f"{what}: the new values could not be encoded: {first_line(exc)}; nothing was written"
             ) from None
-        transform: _KeyFilter = _ValueSwap(spark, values, key_fields)
+        transform: _KeyFilter = _ValueSwap(spark, values, collections, key_fields)
     else:
         transform = _KeyFilter(spark, matched.localCheckpoint(), key_fields)
     from pyspark.java_gateway import ensure_callback_server_started
@@ -263,18 +275,6 @@ def edit_state(
     return audit
 
 
-def _check_settable(targets: dict[str, Any], assignments: tuple[tuple[str, str], ...], what: str) -> None:
-    """List and map variables are not set by an UPDATE here (refused naming the variable)."""
-    for column, _ in assignments:
-        t = targets.get(column) or next((v for k, v in targets.items() if k.lower() == column.lower()), None)
-        if t is not None and t.kind != "ValueState":
-            raise CheckpointError(
-                f"{what}: SET {column}: '{column}' is a {t.kind} variable, which an UPDATE on engine 'tws' does not "
-                "set (its value variables and attributes it does); DELETE the keys, or migrate the state into a bulk "
-                "checkpoint with ks.migrate_state(..., transform=...)"
-            )
-
-
 def _new_values(
     spark: SparkSession,
     checkpoint: str,
@@ -286,10 +286,11 @@ def _new_values(
     assignments: tuple[tuple[str, str], ...],
     spec: FunctionSpec | None,
     what: str,
-) -> DataFrame:
-    """The matched keys' new stored values, one row a key and edited family: ``__m<i>`` (the
-    key), the family's name and its value as UnsafeRow bytes; ``targets``: where each state
-    column is stored (``stored_targets``, checked settable by the caller)."""
+) -> tuple[DataFrame | None, DataFrame | None]:
+    """The matched keys' new stored values: of value families one row a key and family,
+    ``__m<i>`` (the key), the family's name and its value as UnsafeRow bytes; of list and map
+    families one row a key with all its new rows (collection_edit.py). None where nothing of
+    that kind is set. ``targets``: where each state column is stored (``stored_targets``)."""
     keys = list(op.keys)
     shown = {c: c for c in flagged.columns if c not in keys and c not in (_MATCH, "batch_id")}
     function = op.kind == FunctionKind.FUNCTION.value  # (else a variable may be named 'attributes')
@@ -299,8 +300,26 @@ def _new_values(
         *[named(k).alias(f"__m{i}") for i, k in enumerate(keys)], *[v.alias(_set(c)) for c, v in values.items()]
     )
     by_family: dict[str, list[str]] = {}
+    collections: dict[str, tuple[str, str, str]] = {}
     for column in values:
-        by_family.setdefault(targets[column].family, []).append(column)
+        t = targets[column]
+        if t.kind in COLLECTION_KINDS:
+            collections[column] = (_set(column), t.family, t.kind)
+        else:
+            by_family.setdefault(t.family, []).append(column)
+    rows = None
+    if collections:
+        rows = collection_rows(
+            spark,
+            checkpoint,
+            batch,
+            op,
+            op_index,
+            edited,
+            collections,
+            batch_time_ms(spark, checkpoint, batch),
+            what,
+        )
     added = set(op.absent_attributes)
     frames = []
     for family, columns in by_family.items():
@@ -346,10 +365,10 @@ def _new_values(
             value = F.when(F.col(_set(columns[0])).isNotNull(), value)
         frame = joined.select(*[f"__m{i}" for i in range(len(keys))], value.alias("__v"))
         frames.append(encoded(frame, "__v", vtype, _FAMILY, family, _BYTES))
-    out = frames[0]
+    out = frames[0] if frames else None
     for f in frames[1:]:
         out = out.unionByName(f)
-    return out
+    return out, rows
 
 
 def _set(column: str) -> str:

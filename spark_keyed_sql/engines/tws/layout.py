@@ -29,6 +29,7 @@ __all__ = [
     "HIDDEN",
     "StoredTarget",
     "TwsLayout",
+    "batch_time_ms",
     "state_variable",
     "stored_targets",
 ]
@@ -72,7 +73,7 @@ def _entry(vfn):
     return lambda e: F.struct(e["key"]["value"].alias("key"), vfn(e["value"]).alias("value"))
 
 
-def _batch_time_ms(spark: SparkSession, checkpoint: str, batch: int) -> int | None:
+def batch_time_ms(spark: SparkSession, checkpoint: str, batch: int) -> int | None:
     """The processing time of ``batch`` (its offset log entry's ``batchTimestampMs``, moved by
     the session's clock offset as the processor's clock is: runtime/clock.py): the TTL clock of
     that batch."""
@@ -259,7 +260,7 @@ class TwsLayout(StateLayout):
         def load(var: str, flatten: bool = True) -> DataFrame:
             return state_variable(spark, checkpoint, op_index, var, batch, flatten)
 
-        now = _batch_time_ms(spark, checkpoint, batch)
+        now = batch_time_ms(spark, checkpoint, batch)
 
         frames: list[DataFrame] = []
         for var in variables:
