@@ -60,11 +60,10 @@ def state_changes(
 ) -> DataFrame:
     """The change feed (Samza's changelog role) for batches ``from_batch < b <= to_batch``: key
     columns, ``variable``, ``change`` ('upsert' | 'delete'), ``new_value`` (JSON) and
-    ``batch_id``. ``read(b)`` gives batch b's state (``read(None)``: the newest), ``batches`` the
+    ``batch_id``. ``read(b)`` gives batch b's state, ``batches`` the
     oldest and newest batch kept. Without ``from_batch``, from the oldest batch kept (batch 0
     counts as a change from empty state). ``erased_before``: a DELETE / UPDATE erased the
     history before that batch; a feed reaching across it is refused, saying so."""
-    latest = read(None)
     min_batch, max_batch = batches
     lo = (min_batch - 1 if min_batch == 0 else min_batch) if from_batch is None else int(from_batch)
     hi = max_batch if to_batch is None else int(to_batch)
@@ -79,6 +78,17 @@ def state_changes(
         raise CheckpointError(
             f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps {kept}..{max_batch}"
         )
+    # every batch's state against the one before it in one full outer join on (key, batch), each
+    # version read once (a version is one batch's "now" and the next one's "before"), every
+    # variable's change taken from the same joined row: one shuffle, not one per batch and variable
+    versions: dict[int, DataFrame] = {}
+
+    def version(b: int) -> DataFrame:
+        if b not in versions:
+            versions[b] = read(b)
+        return versions[b]
+
+    latest = version(hi)  # (its columns name the keys and variables; the join reads it too)
     state_cols = [c for c in latest.columns if c != "batch_id"]
     keys, variables = state_cols[:n_keys], state_cols[n_keys:]
     if lo == hi or not variables:  # no batch after from_batch (yet): no change, in the feed's columns
@@ -89,15 +99,6 @@ def state_changes(
             F.lit(None).cast("string").alias("new_value"),
             F.lit(None).cast("long").alias("batch_id"),
         )
-    # every batch's state against the one before it in one full outer join on (key, batch), each
-    # version read once (a version is one batch's "now" and the next one's "before"), every
-    # variable's change taken from the same joined row: one shuffle, not one per batch and variable
-    versions: dict[int, DataFrame] = {}
-
-    def version(b: int) -> DataFrame:
-        if b not in versions:
-            versions[b] = read(b)
-        return versions[b]
 
     def side(df: DataFrame, b: int, now: bool) -> DataFrame:
         # (only internal names leave here: a key or variable named like one of them clashes with nothing)
