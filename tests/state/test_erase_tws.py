@@ -16,7 +16,7 @@ from data import by_key_in_ts_order, make_events, write_parquet
 from processors import Spend
 from test_erase import ERASED, SECRET, SQL, Notes, _all_bytes, _batch, _oracle, _outputs, _rows, _state, _written
 
-from spark_keyed_sql import KeyedProcessor, KeyedSQL, ListState, MapState
+from spark_keyed_sql import KeyedProcessor, KeyedSQL, ListState, MapState, ValueState
 from spark_keyed_sql.api.errors import KeyedSQLError
 
 
@@ -288,22 +288,26 @@ def test_a_delete_queued_before_ks_run_is_applied_when_the_run_takes_the_checkpo
     assert _state(kt, cp) == _oracle(batches, erased_after=0)
 
 
+def _spend_run(spark, kt, name, d, events):
+    """Spend registered as ``name``, run once over ``events`` into a new checkpoint under ``d``:
+    (its statement, the checkpoint)."""
+    kt.register(name, Spend)
+    sql = f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE {name}(amount, merchant, ts) AS s"
+    write_parquet(spark, events, str(d / "in"))
+    cp = str(d / "cp")
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    return sql, cp
+
+
 def test_update_of_typed_value_state_keeps_the_rest(spark, kt, tmp_path):
     """Spend (tests/processors.py): ``total`` a ValueState with a TTL, ``recent`` a ListState,
     ``by_merchant`` a MapState. SET total on some keys: their totals move by exactly that, the
     list and map state of every key and the other keys' totals stay as the oracle has them,
     and the next run adds to the set totals (the TTL'd value stored, not expired). SET total =
     NULL unsets it: read as NULL, and the next run starts it from its default (0.0)."""
-    kt.register("spend_upd", Spend)
     d = tmp_path
     first, second = make_events(12, 2, seed=41), make_events(12, 1, seed=42, start_second=50_000)
-    sql = (
-        f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id "
-        "WITH STATE spend_upd(amount, merchant, ts) AS s"
-    )
-    write_parquet(spark, first, str(d / "in"))
-    cp = str(d / "cp")
-    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    sql, cp = _spend_run(spark, kt, "spend_upd", d, first)
     picked = sorted(by_key_in_ts_order(first))[:3]
     audit = kt.update_state(
         cp, set={"total": "total + 1000"}, where="user_id IN (" + ", ".join(f"'{u}'" for u in picked) + ")"
@@ -385,19 +389,13 @@ def test_update_sets_list_and_map_variables_and_the_query_continues_from_them(sp
     import datetime as dt
 
     kt = request.getfixturevalue("kt") if engine == "tws" else KeyedSQL(spark, engine="bulk")
-    kt.register("spend_coll", Spend)
     d = tmp_path
     first, second = make_events(12, 2, seed=43), make_events(12, 2, seed=44, start_second=50_000)
-    sql = (
-        f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id "
-        "WITH STATE spend_coll(amount, merchant, ts) AS s"
-    )
-    write_parquet(spark, first, str(d / "in"))
-    cp = str(d / "cp")
-    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    sql, cp = _spend_run(spark, kt, "spend_coll", d, first)
     want = _spend_oracle(first)
     _same_spend(_spend_state(kt, cp), want)
     a, b, c, e = sorted(want)[:4]
+    old = [x for u in (a, b, c) for x, _ in want[u]["recent"]]
     t0 = dt.datetime(2025, 6, 1, 12, 0, 0)
     audit = kt.update_state(
         cp,
@@ -414,7 +412,6 @@ def test_update_sets_list_and_map_variables_and_the_query_continues_from_them(sp
             "recent": [(1.25, t0), (2.5, t0 + dt.timedelta(seconds=1))],
             "by_merchant": {"zeta": 7.0, "acme": 0.5},
         }
-    old_c = [x for x, _ in want[c]["recent"]]
     assert (
         kt.update_state(cp, set={"recent": "NULL", "by_merchant": "map()"}, where=f"user_id = '{c}'")["keys_matched"]
         == 1
@@ -424,11 +421,11 @@ def test_update_sets_list_and_map_variables_and_the_query_continues_from_them(sp
     assert kt.update_state(cp, set=sql_set, where=f"user_id = '{e}'")["keys_matched"] == 1
     want[e] |= {"total": want[e]["total"] + 1, "recent": want[e]["recent"][:1]}
     _same_spend(_spend_state(kt, cp), want)
-    # the cleared key's old list amounts are in no state file (each a double's 8 bytes)
+    # the replaced and cleared keys' old list amounts are in no state file (each a double's 8 bytes)
     import struct
 
     files = _all_bytes(cp)
-    for amount in old_c:
+    for amount in old:
         needle = struct.pack("<d", amount)
         assert [p for p, data in files.items() if needle in data] == [], amount
     write_parquet(spark, second, str(d / "in"))
@@ -458,16 +455,17 @@ def test_update_of_list_and_map_variables_with_a_ttl_under_a_two_column_key(spar
     would be); the key's two columns are matched and written as the engine's own key: the next
     run appends to the set values, and a run two hours on finds every entry expired, the set ones
     too. The same on both engines."""
+    import datetime as dt
+
     from data import clock_moved
 
     kt = request.getfixturevalue("kt") if engine == "tws" else KeyedSQL(spark, engine="bulk")
     kt.register("seen_coll", _Seen)
     d = tmp_path
     runs = [make_events(6, 3, seed=45), make_events(6, 2, seed=46, start_second=70)]
-    runs.append(make_events(6, 1, seed=47, start_second=140))
     for rows in runs:
-        for r in rows:
-            r["bucket"] = int(r["user_id"][-1]) % 2
+        for r in rows:  # (a user's rows in both buckets: two keys a user)
+            r["bucket"] = r["ts"].second % 2
     sql = (
         f"SELECT user_id, bucket, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id, bucket "
         "WITH STATE seen_coll(merchant, ts) AS s"
@@ -514,7 +512,76 @@ def test_update_of_list_and_map_variables_with_a_ttl_under_a_two_column_key(spar
     kt.run(sql, checkpoint=cp, output=str(d / "out"))
     want = oracle(runs[1], want)
     assert state() == want
+    # one row for every key, two hours on
+    runs.append([dict(r, merchant="last", ts=r["ts"] + dt.timedelta(minutes=10)) for r in runs[0]])
+    runs[2] = list({(r["user_id"], r["bucket"]): r for r in runs[2]}.values())
     write(runs[2])
     with clock_moved(spark, hours=2):
         kt.run(sql, checkpoint=cp, output=str(d / "out"))
         assert state() == oracle(runs[2], {})
+
+
+class _Tally(KeyedProcessor):
+    """A value variable every key has and a list only some keys have (amounts over 40)."""
+
+    last = ValueState("string")
+    items = ListState("double")
+    returns = "n bigint"
+
+    def process(self, key, rows):
+        for r in rows.sort_values("ts").itertuples():
+            self.last.update(r.merchant)
+            if r.amount > 40:
+                self.items.append(float(r.amount))
+        yield {"n": len(list(self.items.get()))}
+
+
+def _tally_oracle(events, state, key=lambda r: r["user_id"]):
+    out = {k: dict(v) for k, v in state.items()}
+    for r in sorted(events, key=lambda r: r["ts"]):
+        s = out.setdefault(key(r), {"last": None, "items": None})
+        s["last"] = r["merchant"]
+        if r["amount"] > 40:
+            s["items"] = [*(s["items"] or []), r["amount"]]
+    return out
+
+
+@pytest.mark.parametrize("engine", ["bulk", "tws"])
+@pytest.mark.parametrize("keyed", [True, False])
+def test_update_sets_a_list_where_the_key_had_none_beside_a_value_set_to_null(spark, engine, keyed, request, tmp_path):
+    """SET last = NULL (its row, the key's only one, removed) and items = array(...) (a list the
+    key never had): the key keeps the new list; keyed and unkeyed (one group: WITH STATE without
+    GROUP BY KEY), and the next run appends to it. The same on both engines."""
+    kt = request.getfixturevalue("kt") if engine == "tws" else KeyedSQL(spark, engine="bulk")
+    kt.register("tally_coll", _Tally)
+    d = tmp_path
+    first, second = make_events(10, 2, seed=48), make_events(10, 2, seed=49, start_second=500)
+    group = "GROUP BY KEY user_id " if keyed else ""
+    sql = (
+        f"SELECT {'user_id, ' if keyed else ''}s.* FROM parquet.`{d}/in` {group}"
+        "WITH STATE tally_coll(merchant, amount, ts) AS s"
+    )
+    key = (lambda r: r["user_id"]) if keyed else (lambda r: None)
+    write_parquet(spark, first, str(d / "in"))
+    cp = str(d / "cp")
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+
+    def state():
+        return {
+            (r.user_id if keyed else None): {"last": r.last, "items": r["items"]} for r in kt.read_state(cp).collect()
+        }
+
+    want = _tally_oracle(first, {}, key)
+    assert state() == want
+    if keyed:
+        bare = sorted(k for k, v in want.items() if v["items"] is None)[0]  # a key with no list yet
+        where = f"user_id = '{bare}'"
+    else:
+        bare, where = None, "true"
+    audit = kt.update_state(cp, set={"last": "NULL", "items": "array(1.5D, 2.5D)"}, where=where)
+    assert audit["keys_matched"] == 1
+    want[bare] = {"last": None, "items": [1.5, 2.5]}
+    assert state() == want
+    write_parquet(spark, second, str(d / "in"))
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    assert state() == _tally_oracle(second, want, key)

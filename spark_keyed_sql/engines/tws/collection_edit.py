@@ -14,6 +14,7 @@ the expiry a write at the edit's batch would give it (its processing time + the 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,11 +26,12 @@ from pyspark.sql import types as T
 
 from ...compat.names import named
 from ...state.checkpoint import CheckpointError, OperatorRecord
+from ...state.fs import join
 from ..edit_values import key_text
 from .layout import EXPIRES, state_variable
 from .unsafe_row import encode_row
 
-__all__ = ["COLLECTION_KINDS", "ROWS", "collection_rows", "row_counter", "swapped"]
+__all__ = ["COLLECTION_KINDS", "ROWS", "collection_rows", "counted_lists", "row_counter", "swapped"]
 
 COLLECTION_KINDS = ("ListState", "MapState")
 ROWS = "__ks_rows"  # a matched key's new rows: array<struct<f family, k key bytes, v value bytes>>
@@ -50,6 +52,19 @@ _COUNT = T.StructType([T.StructField("count", T.LongType())])
 def row_counter(family: str) -> str:
     """Spark's family keeping a list variable's element count per key."""
     return "$rowCounter_" + family
+
+
+def counted_lists(fs: Any, checkpoint: str, op_index: int, families: list[str]) -> set[str]:
+    """Which of the list ``families`` Spark keeps an element count for (Spark 4.3 does, 4.2
+    does not): those whose row counter family the operator's newest state schema file names
+    (each name there as Java's ``writeUTF``: two bytes of length, then the name)."""
+    d = join(checkpoint, "state", str(op_index), "_stateSchema", "default")
+    names = [n for n in (fs.list(d) if families and fs.exists(d) else []) if n.split("_", 1)[0].isdigit()]
+    if not names:
+        return set()
+    data = fs.read_bytes(join(d, max(names, key=lambda n: int(n.split("_", 1)[0]))))
+    utf = {f: row_counter(f).encode() for f in families}
+    return {f for f, name in utf.items() if struct.pack(">H", len(name)) + name in data}
 
 
 def _ttl_ms(op: OperatorRecord, shown: str, family: str) -> int | None:
@@ -87,14 +102,15 @@ def collection_rows(
     op_index: int,
     edited: DataFrame,
     columns: dict[str, tuple[str, str, str]],
+    counted: set[str],
     batch_time_ms: int | None,
     what: str,
 ) -> DataFrame:
     """The matched keys' new rows of the edited collection families, one row a key:
     ``__m<i>`` (the key), ``ROWS`` and ``DROP``. ``edited``: the matched keys (``__m<i>``) with
     each SET column's checked new value under its ``columns`` entry's internal name;
-    ``columns``: set column -> (its internal name, the family, the kind). A list's rows include
-    its row counter's (``swapped`` drops them where Spark keeps no counter)."""
+    ``columns``: set column -> (its internal name, the family, the kind); ``counted``: the list
+    families whose element count Spark keeps (``counted_lists``)."""
     keys = list(op.keys)
     key_cols = [f"__m{i}" for i in range(len(keys))]
     parts: list[tuple[str, str, str, bool, Any, Any]] = []  # (family, column, kind, counted, key type, value type)
@@ -103,13 +119,19 @@ def collection_rows(
     for column, (internal, family, kind) in columns.items():
         raw = state_variable(spark, checkpoint, op_index, family, batch, flatten=False)
         gk_type = raw.schema["key"].dataType
+        stored_type = raw.schema["list_value" if kind == "ListState" else "map_value"].dataType
+        stored_type = stored_type.elementType if kind == "ListState" else stored_type.valueType
         ttl = _ttl_ms(op, column, family)
         expiry = None
-        if ttl is not None:
-            if batch_time_ms is None:
+        if EXPIRES in stored_type.names:
+            if ttl is None or batch_time_ms is None:
+                missing = (
+                    "the checkpoint's metadata records no TTL for it"
+                    if ttl is None
+                    else f"this checkpoint's offset log has no processing time for batch {batch}"
+                )
                 raise CheckpointError(
-                    f"{what}: SET {column}: its entries live {ttl} ms, from the batch that writes them, and this "
-                    f"checkpoint's offset log has no processing time for batch {batch}; nothing was written"
+                    f"{what}: SET {column}: its entries carry an expiry (a TTL), and {missing}; nothing was written"
                 )
             expiry = batch_time_ms + ttl
         value = F.col(internal)
@@ -118,7 +140,7 @@ def collection_rows(
             names = [n for n in elem.names if n != EXPIRES]
             null = F.exists(value, lambda x: x.isNull())
             stored = _list_column(value, names, expiry).cast(T.ArrayType(elem))
-            parts.append((family, column, kind, True, None, elem))
+            parts.append((family, column, kind, family in counted, None, elem))
         else:
             mtype = raw.schema["map_value"].dataType
             vtype, ktype = mtype.valueType, mtype.keyType
@@ -146,6 +168,7 @@ def collection_rows(
             T.StructField(DROP, T.ArrayType(T.StringType())),
         ]
     )
+    unkeyed = tuple(0 for _ in gk_type.fields)
     composite: dict[str, T.StructType] = {
         p[0]: T.StructType([T.StructField("key", gk_type), T.StructField("userKey", p[4])])
         for p in parts
@@ -154,7 +177,8 @@ def collection_rows(
 
     def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
-            gks = list(zip(*[b.column(c).to_pylist() for c in key_cols]))
+            # (an unkeyed function's one group: Spark's key is the engine's constant column, 0)
+            gks = list(zip(*[b.column(c).to_pylist() for c in key_cols])) if key_cols else [unkeyed] * b.num_rows
             stored = [b.column(f"__ks_c{j}").to_pylist() for j in range(len(parts))]
             out = []
             for i, gk in enumerate(gks):
@@ -190,23 +214,12 @@ def _arrow_row() -> pa.DataType:
 
 def swapped(df: DataFrame, collections: DataFrame, key_fields: list[str]) -> DataFrame:
     """The rewriter's rows with the matched keys' rows of the edited collection families
-    replaced: a broadcast left join on ``partition_key`` (no shuffle), then one pass over each
-    partition in Python that drops the old rows and writes a key's new rows beside the first row
-    of the key it meets (so once a key, in the key's own partition)."""
+    replaced: a broadcast left join on ``partition_key`` (no shuffle; an unkeyed function's one
+    group: every row), then one pass over each partition in Python that drops the old rows and
+    writes a key's new rows beside the first row of the key it meets (so once a key, in the key's
+    own partition)."""
     from ...state.reader import null_safe_match
 
-    counters = [
-        r[0] for r in collections.select(F.explode(DROP)).distinct().collect() if r[0].startswith("$rowCounter_")
-    ]
-    # (a list's element count: written where this Spark keeps it, a family of the state's own; a
-    # scan of the rewriter's rows that stops at the family's first row)
-    absent = [c for c in counters if not df.where(F.col("column_family_name") == c).limit(1).count()]
-    if absent:
-        collections = collections.select(
-            *[named(c) for c in collections.columns if c not in (ROWS, DROP)],
-            F.filter(ROWS, lambda r: ~r["f"].isin(absent)).alias(ROWS),
-            F.filter(DROP, lambda f: ~f.isin(absent)).alias(DROP),
-        )
     marked = collections.withColumn(_ID, F.monotonically_increasing_id())
     cond = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(key_fields))
     joined = df.join(F.broadcast(marked), on=cond, how="left")

@@ -49,7 +49,7 @@ from ...state.fs import join
 from ...state.reader import null_safe_match
 from ..base import new_audit
 from ..edit_values import assigned_values, check_statement, first_line
-from .collection_edit import COLLECTION_KINDS, collection_rows, swapped
+from .collection_edit import COLLECTION_KINDS, collection_rows, counted_lists, swapped
 from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, batch_time_ms, state_variable, stored_targets
 from .unsafe_row import encoded
 
@@ -146,19 +146,19 @@ class _ValueSwap(_KeyFilter):
     def apply(self, jdf: Any) -> Any:
         try:
             df = DataFrame(jdf, self.spark)
+            if self.collections is not None:  # (first: a key's new rows go beside any row of the key,
+                df = swapped(df, self.collections, self.key_fields)  # its value rows unset below too)
             if self.matched is not None:
                 df = self._values(df)
-            if self.collections is not None:
-                df = swapped(df, self.collections, self.key_fields)
             return df._jdf
         except BaseException as exc:  # noqa: BLE001 - raised again by the caller, after the JVM returns
             self.error = exc
             raise
 
     def _values(self, df: DataFrame) -> DataFrame:
-        cond = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(self.key_fields))
-        cond = cond & (F.col("column_family_name") == F.col(_FAMILY))
-        joined = df.join(F.broadcast(self.matched), on=cond, how="left")
+        keyed = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(self.key_fields))
+        cond = F.col("column_family_name") == F.col(_FAMILY)
+        joined = df.join(F.broadcast(self.matched), on=cond if keyed is None else keyed & cond, how="left")
         unset = F.col(_FAMILY).isNotNull() & F.col(_BYTES).isNull()  # a variable set to NULL
         return joined.where(~unset).select(
             "partition_key",
@@ -317,6 +317,9 @@ def _new_values(
             op_index,
             edited,
             collections,
+            counted_lists(
+                filesystem(spark), checkpoint, op_index, [f for _, f, k in collections.values() if k == "ListState"]
+            ),
             batch_time_ms(spark, checkpoint, batch),
             what,
         )
@@ -327,7 +330,8 @@ def _new_values(
         vtype = raw.schema["value"].dataType
         stored = [f.name for f in vtype.fields]
         key_names = [f.name for f in raw.schema["key"].dataType.fields]
-        cond = null_safe_match((F.col("key")[f], F.col(f"__m{i}")) for i, f in enumerate(key_names))
+        # (an unkeyed function: Spark's key is one constant column, and every row matches)
+        cond = null_safe_match((F.col("key")[f], F.col(f"__m{i}")) for i, f in enumerate(key_names[: len(keys)]))
         joined = raw.join(edited, on=cond, how="inner")
         stored_keys = joined.select(*[F.col(f"__m{i}").alias(f"__h{i}") for i in range(len(keys))])
         cond = null_safe_match((F.col(f"__m{i}"), F.col(f"__h{i}")) for i in range(len(keys)))
