@@ -138,3 +138,52 @@ def test_keys_named_like_the_feeds_own_columns(spark, ks, tmp_path):
     }
     assert got == expected
     assert {e[2] for e in expected} == {"upsert", "delete"}
+
+
+def test_an_unkeyed_feed_says_delete_when_cleared_and_upsert_when_set_again(spark, ks, tmp_path):
+    """One group (WITH STATE without GROUP BY KEY): batch 0 sets the total, batch 1 ends in a
+    clear (a delete), batch 2 sets it again (an upsert), batch 3 leaves it as it is (no row);
+    the feed has no key columns."""
+    import datetime as dt
+
+    ks.register("resettable_unkeyed", Resettable, returns="total double")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = f"SELECT s.total FROM parquet.`{src}` WITH STATE resettable_unkeyed(value, merchant) AS s ORDER BY ts"
+    t0 = dt.datetime(2026, 1, 1)
+    merchants = [["acme", "cafe"], ["books", "eats"], ["dine", "acme", "cafe"], []]
+    batches, i = [], 0
+    for names in merchants:
+        rows = []
+        for m in names:
+            rows.append(
+                {"user_id": "u", "value": 1.5 + i, "amount": 1.0, "merchant": m, "ts": t0 + dt.timedelta(seconds=i)}
+            )
+            i += 1
+        batches.append(rows)
+    # the oracle: the one group's total after each batch (None: cleared)
+    totals, total, alive = [], 0.0, False
+    for rows in batches:
+        for e in rows:
+            total, alive = round(total + e["value"], 6), True
+            if e["merchant"] == "eats":
+                total, alive = 0.0, False
+        totals.append(total if alive else None)
+    for rows in batches:
+        if rows:
+            write_parquet(spark, rows, src)
+        ks.run(sql, checkpoint=cp, output=out)
+    expected, before = [], None
+    for b, now in enumerate(totals):
+        if now is not None and now != before:
+            expected.append(("total", "upsert", now, b))
+        elif now is None and before is not None:
+            expected.append(("total", "delete", None, b))
+        before = now
+    feed = ks.read_state_changes(cp)
+    assert feed.columns == ["variable", "change", "new_value", "batch_id"]
+    got = [
+        (r.variable, r.change, None if r.new_value is None else json.loads(r.new_value)["total"], r.batch_id)
+        for r in feed.collect()
+    ]
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
+    assert [c for _, c, _, _ in sorted(expected, key=lambda x: x[3])] == ["upsert", "delete", "upsert"]
