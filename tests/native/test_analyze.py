@@ -203,3 +203,35 @@ class C(StatefulFunction):
     wrong = kept.replace("last: datetime.datetime", "last: str")
     d = _plan(tmp_path, wrong, "n bigint", {"v": "double", "ts": "timestamp"}, streaming=True)
     assert "attribute 'last' is stored as STRING and the plan holds a datetime" in str(d), d
+
+
+RESET = """
+class C(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, row):
+        if row["v"] > 10:
+            self.n = 0
+        else:
+            self.n += 1
+        return {"n": self.n}
+"""
+
+
+def test_rows_that_tie_get_the_arrival_order_only_where_a_window_sorts_again(tmp_path):
+    """W1's counter: every window over the key's one sort, no arrival-order column (one sort
+    key and one shuffled column less); a sum reset by a condition groups the key's rows again
+    (a second sort: ties ordered by arrival in every window); a stream step finds the key's last
+    row by arrival."""
+    counter = _plan(tmp_path, COUNTER, "n bigint, total double", {"v": "double"})
+    assert isinstance(counter, NativePlan) and "__ksn_seq" not in counter.sql(), counter.sql()
+    reset = _plan(tmp_path, RESET, "n bigint", {"v": "double"})
+    assert isinstance(reset, NativePlan)
+    sql = reset.sql()
+    assert "monotonically_increasing_id() AS `__ksn_seq`" in sql
+    windows = sql.split(" OVER ")[1:]
+    assert windows and all("`__ksn_seq`" in w.split(")")[0] for w in windows), sql
+    stream = _plan(tmp_path, COUNTER, "n bigint, total double", {"v": "double"}, streaming=True)
+    assert isinstance(stream, NativePlan) and "lead(`__ksn_seq`)" in stream.sql()
