@@ -585,3 +585,41 @@ def test_update_sets_a_list_where_the_key_had_none_beside_a_value_set_to_null(sp
     write_parquet(spark, second, str(d / "in"))
     kt.run(sql, checkpoint=cp, output=str(d / "out"))
     assert state() == _tally_oracle(second, want, key)
+
+
+class _Tags(KeyedProcessor):
+    """A value variable holding an array (with a TTL): set whole, not as a list variable."""
+
+    tags = ValueState("array<string>", ttl="1 hour")
+    returns = "n bigint"
+
+    def process(self, key, rows):
+        cur = list(self.tags.get() or [])
+        cur += [r.merchant for r in rows.sort_values("ts").itertuples()]
+        self.tags.update(cur)
+        yield {"n": len(cur)}
+
+
+@pytest.mark.parametrize("engine", ["bulk", "tws"])
+def test_update_of_a_value_variable_holding_an_array_keeps_it_a_value(spark, engine, request, tmp_path):
+    """SET of a ValueState<array<string>> with a TTL: set as a value (an empty array stays an
+    empty array, one expiry for the value), and the next run appends to it."""
+    kt = request.getfixturevalue("kt") if engine == "tws" else KeyedSQL(spark, engine="bulk")
+    kt.register("tags_upd", _Tags)
+    d = tmp_path
+    first, second = make_events(6, 2, seed=50), make_events(6, 1, seed=51, start_second=100)
+    sql = f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE tags_upd(merchant, ts) AS s"
+    write_parquet(spark, first, str(d / "in"))
+    cp = str(d / "cp")
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    want = {u: [e["merchant"] for e in evs] for u, evs in by_key_in_ts_order(first).items()}
+    a, b = sorted(want)[:2]
+    assert kt.update_state(cp, set={"tags": "array('a')"}, where=f"user_id = '{a}'")["keys_matched"] == 1
+    assert kt.update_state(cp, set={"tags": "array()"}, where=f"user_id = '{b}'")["keys_matched"] == 1
+    want[a], want[b] = ["a"], []
+    assert {r.user_id: r.tags for r in kt.read_state(cp).collect()} == want
+    write_parquet(spark, second, str(d / "in"))
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    for u, evs in by_key_in_ts_order(second).items():
+        want[u] = want[u] + [e["merchant"] for e in evs]
+    assert {r.user_id: r.tags for r in kt.read_state(cp).collect()} == want

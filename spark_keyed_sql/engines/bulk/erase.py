@@ -205,11 +205,12 @@ def _updated(
     values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
     now = now_ms(session_offset_ms(flagged.sparkSession))
     ttls = {v.get("name"): v.get("ttl_ms") for v in op.variables}
+    kinds = {v.get("name"): v.get("kind", "value") for v in op.variables}  # (a value may be an array)
     out = flagged
     for internal, checked in values.items():
         t = schema[internal].dataType
         exp = exp_column(internal[len(STATE_PREFIX) :])
-        if processor and isinstance(t, (T.ArrayType, T.MapType)):
+        if processor and kinds.get(shown[internal]) in ("list", "map"):
             checked = F.when(F.size(checked) > 0, checked)
             ttl = ttls.get(shown[internal], op.ttl_ms)
             if exp in schema.names and ttl is not None:

@@ -602,7 +602,8 @@ def build(program: Program, plan: KeyedPlan, returns: Any, layout: Any = None) -
     other partitions, which sort again, see them in the same order. Where every window shares
     the key's one sort (no such window, an ORDER BY, one-shot: a stream step finds a key's last
     row by ``SEQ``), the plan is built again without it: one sort key and one shuffled column
-    less (W1: ~10% of its time). The Python path's ties are in that sort's order too."""
+    less (W1: ~10% of its time). Ties are in an unspecified order either way (the Python path
+    runs its own sort: docs/native.md)."""
     first = _Builder(program, plan, returns, layout)
     out = first.build()
     if layout is None and plan.order and not first.regrouped:
