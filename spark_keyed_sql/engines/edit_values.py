@@ -61,12 +61,20 @@ def check_statement(
         by_name = {c.lower(): c for c in shown}
         key_names = {k.lower() for k in keys}
         for column, text in assignments:
-            _state_column(column, by_name, key_names, shown, what)
+            internal = _state_column(column, by_name, key_names, shown, what)
             try:
-                readable.select(F.expr(text)).schema  # noqa: B018
+                vtype = readable.select(F.expr(text).alias("v")).schema["v"].dataType
             except (AnalysisException, ParseException) as exc:
                 raise CheckpointError(
                     f"{what}: SET {column} = {text}: {first_line(exc)} (columns: {columns})"
+                ) from None
+            target = readable.schema[internal].dataType
+            try:  # (a value of a type the column's cannot be cast from: e.g. an array of strings for a list of structs)
+                readable.select(F.expr(f"try_cast(({text}) AS {target.simpleString()})")).schema  # noqa: B018
+            except (AnalysisException, ParseException):
+                raise CheckpointError(
+                    f"{what}: SET {column} = {text}: column '{column}' is {target.simpleString()} and the value is "
+                    f"{vtype.simpleString()}, which cannot be cast to it; nothing was written"
                 ) from None
 
 

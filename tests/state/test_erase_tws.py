@@ -396,6 +396,9 @@ def test_update_sets_list_and_map_variables_and_the_query_continues_from_them(sp
     _same_spend(_spend_state(kt, cp), want)
     a, b, c, e = sorted(want)[:4]
     old = [x for u in (a, b, c) for x, _ in want[u]["recent"]]
+    for where in ("true", "false"):  # a value of a type the column's cannot be cast from: refused, matching or not
+        with pytest.raises(KeyedSQLError, match=r"column 'recent' is array<struct<amount:double,ts:timestamp>> and "):
+            kt.update_state(cp, set={"recent": "array('x')"}, where=where)
     t0 = dt.datetime(2025, 6, 1, 12, 0, 0)
     audit = kt.update_state(
         cp,
