@@ -48,6 +48,11 @@ class OperatorRecord:
     committed_layout: Mapping[str, Any] | None = None
     since_batch: int | None = None
 
+    def variable(self, name: str) -> Mapping[str, Any] | None:
+        """The recorded state variable ``name`` (its ``ttl_ms`` the one it runs with: the
+        class's own, else the function's), or None."""
+        return next((v for v in self.variables if v.get("name") == name), None)
+
     @property
     def layout(self) -> dict[str, Any]:
         """The state layout part of the record (what ``committed_layout`` keeps)."""

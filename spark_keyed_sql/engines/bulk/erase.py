@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...api.state import StateKind
 from ...compat.names import named
 from ...runtime.clock import now_ms, session_offset_ms
 from ...runtime.faults import crash_point
@@ -204,15 +205,15 @@ def _updated(
     attributes = set() if processor else {c for c in shown if c not in keys}
     values = assigned_values(flagged, _MATCH, shown, keys, op, assignments, spec, attributes, what)
     now = now_ms(session_offset_ms(flagged.sparkSession))
-    ttls = {v.get("name"): v.get("ttl_ms") for v in op.variables}
-    kinds = {v.get("name"): v.get("kind", "value") for v in op.variables}  # (a value may be an array)
     out = flagged
     for internal, checked in values.items():
         t = schema[internal].dataType
         exp = exp_column(internal[len(STATE_PREFIX) :])
-        if processor and kinds.get(shown[internal]) in ("list", "map"):
+        var = op.variable(shown[internal]) if processor else None
+        # (by its recorded kind: a ValueState may hold an array or a map)
+        if var is not None and var.get("kind") in (StateKind.LIST.value, StateKind.MAP.value):
             checked = F.when(F.size(checked) > 0, checked)
-            ttl = ttls.get(shown[internal], op.ttl_ms)
+            ttl = var.get("ttl_ms")
             if exp in schema.names and ttl is not None:
                 every = F.array_repeat(F.lit(now + int(ttl)).cast("long"), F.size(checked))
                 expiries = every if isinstance(t, T.ArrayType) else F.map_from_arrays(F.map_keys(checked), every)

@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 from ...compat.names import named
 from ...state.checkpoint import CheckpointError, OperatorRecord
 from ...state.fs import join
+from ...state.reader import null_safe_match
 from ..edit_values import key_text
 from .layout import EXPIRES, state_variable
 from .unsafe_row import encode_row
@@ -65,13 +66,6 @@ def counted_lists(fs: Any, checkpoint: str, op_index: int, families: list[str]) 
     data = fs.read_bytes(join(d, max(names, key=lambda n: int(n.split("_", 1)[0]))))
     utf = {f: row_counter(f).encode() for f in families}
     return {f for f, name in utf.items() if struct.pack(">H", len(name)) + name in data}
-
-
-def _ttl_ms(op: OperatorRecord, shown: str, family: str) -> int | None:
-    for v in op.variables:
-        if v.get("name") in (shown, family) and v.get("ttl_ms") is not None:
-            return int(v["ttl_ms"])
-    return op.ttl_ms
 
 
 def _stored(x: Column, names: list[str], expiry: int | None) -> Column:
@@ -119,11 +113,16 @@ def collection_rows(
     for column, (internal, family, kind) in columns.items():
         raw = state_variable(spark, checkpoint, op_index, family, batch, flatten=False)
         gk_type = raw.schema["key"].dataType
-        stored_type = raw.schema["list_value" if kind == "ListState" else "map_value"].dataType
-        stored_type = stored_type.elementType if kind == "ListState" else stored_type.valueType
-        ttl = _ttl_ms(op, column, family)
+        if kind == "ListState":
+            vtype, ktype = raw.schema["list_value"].dataType.elementType, None
+        else:
+            mtype = raw.schema["map_value"].dataType
+            vtype, ktype = mtype.valueType, mtype.keyType
+        names = [n for n in vtype.names if n != EXPIRES]
+        var = op.variable(column) or op.variable(family)  # (the name read_state shows, else the stored one)
+        ttl = var.get("ttl_ms") if var is not None else op.ttl_ms
         expiry = None
-        if EXPIRES in stored_type.names:
+        if EXPIRES in vtype.names:
             if ttl is None or batch_time_ms is None:
                 missing = (
                     "the checkpoint's metadata records no TTL for it"
@@ -133,18 +132,13 @@ def collection_rows(
                 raise CheckpointError(
                     f"{what}: SET {column}: its entries carry an expiry (a TTL), and {missing}; nothing was written"
                 )
-            expiry = batch_time_ms + ttl
+            expiry = batch_time_ms + int(ttl)
         value = F.col(internal)
         if kind == "ListState":
-            elem = raw.schema["list_value"].dataType.elementType
-            names = [n for n in elem.names if n != EXPIRES]
             null = F.exists(value, lambda x: x.isNull())
-            stored = _list_column(value, names, expiry).cast(T.ArrayType(elem))
-            parts.append((family, column, kind, family in counted, None, elem))
+            stored = _list_column(value, names, expiry).cast(T.ArrayType(vtype))
+            parts.append((family, column, kind, family in counted, None, vtype))
         else:
-            mtype = raw.schema["map_value"].dataType
-            vtype, ktype = mtype.valueType, mtype.keyType
-            names = [n for n in vtype.names if n != EXPIRES]
             null = F.exists(F.map_values(value), lambda x: x.isNull())
             entry = T.StructType([T.StructField("k", ktype), T.StructField("v", vtype)])
             stored = _map_column(value, names, expiry).cast(T.ArrayType(entry))
@@ -218,8 +212,6 @@ def swapped(df: DataFrame, collections: DataFrame, key_fields: list[str]) -> Dat
     group: every row), then one pass over each partition in Python that drops the old rows and
     writes a key's new rows beside the first row of the key it meets (so once a key, in the key's
     own partition)."""
-    from ...state.reader import null_safe_match
-
     marked = collections.withColumn(_ID, F.monotonically_increasing_id())
     cond = null_safe_match((F.col("partition_key")[f], F.col(f"__m{i}")) for i, f in enumerate(key_fields))
     joined = df.join(F.broadcast(marked), on=cond, how="left")
