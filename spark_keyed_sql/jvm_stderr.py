@@ -15,9 +15,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["CHATTER", "filtered_jvm_stderr", "is_chatter"]
+__all__ = ["CHATTER", "drain", "filtered_jvm_stderr", "is_chatter"]
 
 CHATTER = "Streaming TransformWithStateInPandas Python worker"
+
+_pumps: list[threading.Thread] = []
 
 
 def is_chatter(line: bytes) -> bool:
@@ -84,7 +86,9 @@ def filtered_jvm_stderr(enabled: bool = True) -> Iterator[None]:
     read_fd, write_fd = os.pipe()
     os.dup2(write_fd, 2)
     os.close(write_fd)
-    threading.Thread(target=_pump, args=(read_fd, to_console), name="jvm-stderr", daemon=True).start()
+    pump = threading.Thread(target=_pump, args=(read_fd, to_console), name="jvm-stderr", daemon=True)
+    pump.start()
+    _pumps.append(pump)
     try:
         yield
     finally:
@@ -92,3 +96,15 @@ def filtered_jvm_stderr(enabled: bool = True) -> Iterator[None]:
             sys.stderr.flush()
         os.dup2(restore, 2)  # (the JVM keeps the pipe: the pump runs as long as it does)
         os.close(restore)
+
+
+def drain(timeout: float = 5.0) -> bool:
+    """Wait up to ``timeout`` seconds for the pumps whose writers have all closed the pipe (the
+    JVM exited) to pass on their last bytes; True when every pump has finished. The pump is a
+    daemon thread, so without this a process that exits right after its JVM can lose the JVM's
+    last output, e.g. a final line without a newline."""
+    for pump in list(_pumps):
+        pump.join(timeout)
+        if not pump.is_alive():
+            _pumps.remove(pump)
+    return not _pumps

@@ -13,11 +13,12 @@ def test_only_the_workers_lines_and_their_blank_lines_are_left_out():
     code = textwrap.dedent(
         """
         import os, subprocess, sys
-        from spark_keyed_sql.jvm_stderr import filtered_jvm_stderr
+        from spark_keyed_sql.jvm_stderr import drain, filtered_jvm_stderr
         with filtered_jvm_stderr():
             child = subprocess.Popen([sys.executable, "-c", sys.argv[1]])  # inherits the pipe, as the JVM does
         os.write(2, b"mine after\\n")  # the process's own standard error is its own again
         child.wait()
+        assert drain(30), "the pump did not finish after the child exited"
         """
     )
     jvm = textwrap.dedent(
