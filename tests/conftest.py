@@ -51,10 +51,31 @@ def pytest_configure(config):
 
 _LONG_MODULES = ("tests/cluster/", "tests/crash/")  # minutes per test: a line per test too
 
+# the longest modules first (seconds in make test, longest first): pytest-xdist's --dist loadfile
+# hands modules to the two workers in collection order, so a long one collected last (the
+# notebooks sort after every directory) kept one worker busy for minutes after the other finished
+_LONGEST_FIRST = (
+    "tests/crash/test_crash.py",  # ~410
+    "tests/state/test_erase_tws.py",  # ~220
+    "tests/test_notebooks.py",  # ~205
+    "tests/native/test_native_stream.py",  # ~130
+    "tests/sql/test_broadcast.py",  # ~105
+    "tests/sql/test_several_inputs.py",  # ~105
+    "tests/cluster/test_connect_smoke.py",  # ~90
+    "tests/test_packaging.py",  # ~75
+    "tests/differential/test_differential.py",  # ~75
+)
+
+
+def _module_rank(nodeid: str) -> int:
+    module = nodeid.split("::", 1)[0]
+    return _LONGEST_FIRST.index(module) if module in _LONGEST_FIRST else len(_LONGEST_FIRST)
+
 
 def pytest_collection_modifyitems(config, items):
     """Tests on a path the running Spark lacks (an engine, the table function of plain
-    spark.sql) or marked ``spark_feature("<Feature name>")`` are skipped, saying why."""
+    spark.sql) or marked ``spark_feature("<Feature name>")`` are skipped, saying why; the
+    longest modules run first."""
     for item in items:
         reasons = [_lacks(Feature[m.args[0]], item.name) for m in item.iter_markers("spark_feature")]
         callspec = getattr(item, "callspec", None)
@@ -63,6 +84,7 @@ def pytest_collection_modifyitems(config, items):
         why = next((r for r in reasons if r), None)
         if why:
             item.add_marker(pytest.mark.skip(reason=why))
+    items.sort(key=lambda item: _module_rank(item.nodeid))  # stable: each module's own order kept
 
 
 def pytest_collection_finish(session):
