@@ -200,8 +200,8 @@ def compare(
             f"float < double, into a wider decimal, date into timestamp), so the stored values cannot be carried. "
             f"Keep the type {was.describe()}, declare a converter on the class (__state_converters__ = "
             f'{{"{name}": <callable: stored value -> new value>}}), or rewrite the stored state into a new '
-            f"checkpoint with ks.migrate_state(<checkpoint>, <new checkpoint>, '{function}', transform='SELECT ... "
-            "FROM state') and run the query there. Nothing was written to the checkpoint"
+            f"checkpoint with ks.migrate_state(<checkpoint>, <new checkpoint>, function='{function}', "
+            "transform='SELECT ... FROM state') and run the query there. Nothing was written to the checkpoint"
         )
     return out
 

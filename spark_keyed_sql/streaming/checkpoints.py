@@ -107,8 +107,8 @@ def _continued(
             raise StateEvolutionError(
                 f"{new.function}: {converted} changed type with a converter; engine '{new.engine}' keeps its state "
                 f"where Spark wrote it and converts in place only by widening. Run this checkpoint's query once on the "
-                f"bulk engine after ks.migrate_state({checkpoint!r}, <new checkpoint>, '{new.function}'), or keep the "
-                "stored type. Nothing was written to the checkpoint"
+                f"bulk engine after ks.migrate_state({checkpoint!r}, <new checkpoint>, function='{new.function}'), "
+                "or keep the stored type. Nothing was written to the checkpoint"
             )
         attributes = _with_stored(attributes, stored_names(was, [a["name"] for a in attributes], renames, False))
         variables = _with_stored(variables, stored_names(was, [v["name"] for v in variables], renames, True))

@@ -42,8 +42,10 @@ def test_compare_carries_a_rename_and_a_declared_conversion():
     current = [StoredField("amount_sum", T.DoubleType()), StoredField("visits", T.StringType())]
     with pytest.raises(
         StateEvolutionError, match=r"'visits' is stored as int .* declares string.*__state_converters__"
-    ):
+    ) as refused:
         compare("fn", stored, current, "state attribute", {"amount_sum": "total"})
+    # the fix it names is a call migrate_state takes (function= is keyword-only)
+    assert "ks.migrate_state(<checkpoint>, <new checkpoint>, function='fn', transform=" in str(refused.value)
     change = compare("fn", stored, current, "state attribute", {"amount_sum": "total"}, {"visits"})
     assert change.renamed == {"amount_sum": "total"} and change.source("amount_sum") == "total"
     assert change.added == [] and change.removed == []
