@@ -59,6 +59,12 @@ def _schema_types(schema: Any, name: str) -> dict[str, Any]:
     return types
 
 
+def _row(row: Any) -> dict:
+    """A row as a dict: a dict (or mapping) as given, a pyspark Row through ``asDict`` (nested
+    Rows too: struct values are dicts, as the engines hand them)."""
+    return row.asDict(recursive=True) if hasattr(row, "asDict") else dict(row)
+
+
 def _key(key: Any) -> Any:
     """A key of several columns given as a list is the tuple ``get_key()`` returns."""
     return tuple(key) if isinstance(key, list) else key
@@ -158,6 +164,7 @@ class KeyedTester:
         self._time_mode = time_mode
         # the rows' column types (Arrow): from schema=, else inferred from the first values seen
         self._types: dict[str, Any] = _schema_types(schema, self.spec.name) if schema is not None else {}
+        self._input_columns: dict[str, list[str]] = {}  # each named input's columns, as its rows had them
         self._schema_given = schema is not None
         # broadcast inputs (runtime/broadcast.py): name -> its BroadcastInput, and their state
         self._broadcast_key = parse_column_list(broadcast_key, "broadcast_key") if broadcast_key else None
@@ -181,11 +188,16 @@ class KeyedTester:
         ``broadcast_key=`` names it), applied before the next ``run`` as a batch's are: in order
         of ``event_time`` (versioned), then the ``order_by`` columns they have (in their
         directions), then their values; an ``on_broadcast`` hook runs for each."""
-        rows = [dict(r.asDict() if hasattr(r, "asDict") else r) for r in rows]
+        rows = [_row(r) for r in rows]
         b = self._broadcasts.get(name)
         if b is None and rows:  # the input's columns, key and time: from its first rows
             names = list(rows[0])
             key = [k for k in (self._broadcast_key or []) if k in names] or names[:1]
+            if self._broadcast_key and not set(self._broadcast_key) & set(names):
+                raise KeyedSQLError(
+                    f"KeyedTester({self.spec.name}): broadcast input {name!r} has none of the broadcast_key "
+                    f"column(s) {', '.join(self._broadcast_key)} (its columns: {', '.join(names)})"
+                )
             time = self._event_time if self._event_time in names else None
             order = tuple(o for o in self._order if o.column in names)  # (the order_by columns it has)
             b = self._broadcasts[name] = BroadcastInput(name, 0, tuple((n, n) for n in names), tuple(key), time, order)
@@ -271,32 +283,44 @@ class KeyedTester:
     # ------------------------------------------------------------------ public
     def run(
         self,
-        rows: Iterable[dict],
+        rows: Iterable[dict] | Mapping[str, Iterable[dict]],
         key: Any = _UNKEYED,
         *,
         keyed: bool | None = None,
         input: str | None = None,
         broadcast: Mapping[str, Iterable[Mapping[str, Any]]] | None = None,
     ) -> list[Any]:
-        """Process ``rows`` as one batch of ``key`` (omit ``key`` for unkeyed use); ``input``:
-        the named input they come from, for a function with several inputs; ``broadcast``:
-        ``{'<input>': [row dicts]}`` arriving in this batch, applied before its rows (as
-        :meth:`broadcast` does, and as the engines apply a batch's broadcast rows first)."""
+        """Process ``rows`` (dicts or pyspark Rows) as one batch of ``key`` (omit ``key`` for
+        unkeyed use); ``input``: the named input they come from, for a function with several
+        inputs, or ``rows`` a mapping ``{'<input>': [rows], ...}``: one batch with rows of several
+        inputs, merged in ``order_by`` order (ties: the order of the inputs) as the engines merge
+        them; ``broadcast``: ``{'<input>': [row dicts]}`` arriving in this batch, applied before
+        its rows (as :meth:`broadcast` does, and as the engines apply a batch's broadcast rows
+        first)."""
         if broadcast is not None:
             self._broadcast_all(broadcast, f"KeyedTester({self.spec.name}).run")
         is_keyed = (key is not _UNKEYED) if keyed is None else keyed
         k = None if key is _UNKEYED else _key(key)
-        rows = [dict(r) for r in rows]
-        self._infer(rows)
+        if isinstance(rows, Mapping):
+            if input is not None:
+                raise KeyedSQLError(
+                    f"KeyedTester({self.spec.name}).run: rows given by input ({{'<input>': [rows]}}) take no input="
+                )
+            batch = {str(name): [_row(r) for r in part] for name, part in rows.items()}
+        else:
+            batch = {input: [_row(r) for r in rows]} if input is not None else None
+            rows = [_row(r) for r in rows] if batch is None else batch[input]
+        for part in batch.values() if batch is not None else (rows,):
+            self._infer(part)
         slot = (is_keyed, k)
-        if input is None and self.inputs and len(self.inputs) > 1:
+        if batch is None and self.inputs and len(self.inputs) > 1:
             raise KeyedSQLError(
                 f"KeyedTester({self.spec.name}): it has the inputs {', '.join(self.inputs)}; say which one the "
-                "rows come from with run(rows, key=..., input='<name>')"
+                "rows come from with run(rows, key=..., input='<name>'), or give them as {'<input>': [rows], ...}"
             )
         with self._batch(slot):
-            if input is not None:
-                out = self._run_input(k, is_keyed, rows, input, slot)
+            if batch is not None:
+                out = self._run_inputs(k, is_keyed, batch, slot)
             else:
                 runner = self._runner(is_keyed)
                 out = runner.process_key(k, rows, self._binding(slot), self._processing_ms, self._watermark_ms)
@@ -318,32 +342,44 @@ class KeyedTester:
             raise
         self._gc(slot)
 
-    def _run_input(self, key: Any, keyed: bool, rows: list[dict], input: str, slot: Any) -> list[Any]:
-        if self.inputs is not None and input not in self.inputs:
+    def _run_inputs(self, key: Any, keyed: bool, batch: dict[str, list[dict]], slot: Any) -> list[Any]:
+        """One batch of rows of several named inputs: a function's merged in order_by order
+        (ties: the order of the inputs, then as given), a processor's one frame per input (an
+        input without rows this batch: an empty frame with the columns its rows had before)."""
+        names = self.inputs or list(batch)
+        unknown = [n for n in batch if n not in names]
+        if unknown:
             raise KeyedSQLError(
-                f"KeyedTester({self.spec.name}): unknown input {input!r}; its inputs are {', '.join(self.inputs)}"
+                f"KeyedTester({self.spec.name}): unknown input {unknown[0]!r}; its inputs are {', '.join(names)}"
             )
+        for name, rows in batch.items():
+            seen = self._input_columns.setdefault(name, [])
+            seen += [c for c in dict.fromkeys(c for r in rows for c in r) if c not in seen]
         runner = self._runner(keyed, several=True)
-        rows = sort_rows(rows, self._order)
         binding = self._binding(slot)
         out: list[Any] = []
         if runner.layout is not None:
+            tagged = [(name, r) for name in names for r in batch.get(name, ())]  # (ties: the inputs' order)
+            tagged = sort_rows(tagged, self._order, lambda t, c: t[1].get(c))
             runner.run_function(
-                key, rows, binding, self._processing_ms, self._watermark_ms, out, [], inputs=[input] * len(rows)
+                key,
+                [r for _, r in tagged],
+                binding,
+                self._processing_ms,
+                self._watermark_ms,
+                out,
+                [],
+                inputs=[name for name, _ in tagged],
             )
             return out
-        columns = list(rows[0]) if rows else []
-        types = [self._types.get(c) for c in columns]
-        frames = {
-            name: rows_builder(runner.rows_format, columns if name == input else [], types if name == input else [])(
-                rows if name == input else []
-            )
-            for name in runner.inputs or [input]
-        }
-        first = rows[0] if rows else None
-        runner.run_processor(
-            key, frames, len(rows), lambda: first, binding, self._processing_ms, self._watermark_ms, out
-        )
+        frames = {}
+        for name in runner.inputs or list(batch):
+            rows = sort_rows(batch.get(name, []), self._order)
+            columns = self._input_columns.get(name, [])
+            frames[name] = rows_builder(runner.rows_format, columns, [self._types.get(c) for c in columns])(rows)
+        count = sum(len(r) for r in batch.values())
+        first = next((r[0] for r in batch.values() if r), None)
+        runner.run_processor(key, frames, count, lambda: first, binding, self._processing_ms, self._watermark_ms, out)
         return out
 
     def state(self, key: Any = _UNKEYED) -> dict:

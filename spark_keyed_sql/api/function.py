@@ -27,7 +27,9 @@ __all__ = [
 ]
 
 DEFAULT_EXCLUDED = frozenset({"logger", "_logger", "runtime_context", "ctx"})
-_RUNTIME_SLOTS = frozenset({"_ctx", "ctx", "_ks_accessors"})  # what the runtime keeps on an instance (api/state.py)
+# what the runtime keeps on an instance (api/state.py), and what a class set as self.runtime_context
+_RUNTIME_SLOTS = frozenset({"_ctx", "ctx", "_ks_accessors", "_ks_runtime_context"})
+_OWN_RUNTIME_CONTEXT = "_ks_runtime_context"
 
 
 def attach_context(instance: Any) -> KeyContext:
@@ -59,8 +61,14 @@ class _Keyed:
     ctx = _CtxSlot()
 
     @property
-    def runtime_context(self) -> KeyContext:
-        return self.ctx
+    def runtime_context(self) -> Any:
+        """The key's context (``self.ctx``), unless the class set its own (a class ported from
+        SAGE keeps the one its framework hands ``__init__``); never state."""
+        return self.__dict__.get(_OWN_RUNTIME_CONTEXT, self.ctx)
+
+    @runtime_context.setter
+    def runtime_context(self, value: Any) -> None:
+        self.__dict__[_OWN_RUNTIME_CONTEXT] = value  # (a name starting with _: not state)
 
     def on_timer(self, key: Any, timestamp: Any) -> Any:
         """Called when a registered timer fires; may return rows like execute/process."""

@@ -135,3 +135,16 @@ def test_a_hooks_values_are_kept_as_the_checkpoint_keeps_them():
     s.apply([LATEST], {"rates": [{"currency": "USD", "seq": 1, "rate": 1.0}]}, hook)
     assert s.view("rates")["USD"] == [1.0, "pair"]  # a list now, as after a restart
     assert BroadcastState.from_json(s.to_json()).view("rates")["USD"] == [1.0, "pair"]
+
+
+def test_a_tester_broadcast_key_the_input_lacks_is_refused_naming_it():
+    from spark_keyed_sql import KeyedTester, StatefulFunction
+
+    class W(StatefulFunction):
+        def execute(self, e):
+            return None
+
+    with pytest.raises(
+        KeyedSQLError, match=r"broadcast input 'rates' has none of the broadcast_key column\(s\) currency"
+    ):
+        KeyedTester(W, broadcast={"rates": [{"c": "USD", "rate": 1.0}]}, broadcast_key="currency")

@@ -71,3 +71,51 @@ def test_process_parameters_must_match_the_input_names():
         RegistrationError, match=r"process\(self, key, profiles, settings\) does not take the inputs users, settings"
     ):
         KeyedRunner(spec, [], True, ["users", "settings"])
+
+
+class FrameColumns(KeyedProcessor):
+    returns = "cols string"
+
+    def process(self, key, profiles, settings):
+        yield {"cols": ",".join(profiles.columns) + "|" + ",".join(settings.columns)}
+
+
+def test_an_input_without_rows_this_batch_keeps_its_columns():
+    """As on Spark, where each input's frame has the input's columns whether or not the key has
+    rows of it: the columns its rows had in an earlier batch."""
+    t = KeyedTester(FrameColumns)
+    assert t.run([{"theme": "dark", "size": 2}], key="k", input="settings") == [{"cols": "|theme,size"}]
+    assert t.run([{"name": "b"}], key="k", input="profiles") == [{"cols": "name|theme,size"}]
+
+
+class Arrivals(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.seen = []
+
+    def execute(self, e):
+        self.seen.append(f"{self.ctx.input}:{e['ts']}")
+        return None
+
+
+def test_one_batch_of_several_inputs_is_merged_in_order_by_order_ties_by_input_order():
+    t = KeyedTester(Arrivals, inputs=["impressions", "clicks"], order_by="ts")
+    batch = {"clicks": [{"ts": 3}, {"ts": 1}], "impressions": [{"ts": 1}, {"ts": 2}]}
+    assert t.run(batch, key="i") == []
+    # oracle: sort by ts, a tie goes to the input named first in inputs=, then as given
+    rank = {"impressions": 0, "clicks": 1}
+    tagged = [(r["ts"], rank[name], n, name) for name, rows in batch.items() for n, r in enumerate(rows)]
+    assert t.state("i")["seen"] == [f"{name}:{ts}" for ts, _, _, name in sorted(tagged)]
+    p = KeyedTester(ProfileSettings)
+    assert p.run({"profiles": [{"a": 1}], "settings": [{"b": 1}, {"b": 2}]}, key="m") == [
+        {"profiles": 1, "settings": 2, "total": 3}
+    ]
+    with pytest.raises(KeyedSQLError, match=r"unknown input 'prefs'; its inputs are profiles, settings"):
+        p.run({"prefs": [{"a": 1}]}, key="m")
+
+
+def test_rows_may_be_pyspark_rows():
+    Row = pytest.importorskip("pyspark.sql").Row
+    t = KeyedTester(AdClickJoin, returns="imp string, campaign string, pos bigint")
+    t.run([Row(campaign="c1")], key="i", input="impressions")
+    assert t.run([Row(pos=4)], key="i", input="clicks") == [{"imp": "i", "campaign": "c1", "pos": 4}]

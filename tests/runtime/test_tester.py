@@ -525,3 +525,23 @@ def test_fired_rows_say_which_key_each_came_from():
     assert fired.row_keys == [key for _, key in due]
     assert fired.by_key() == {key: [{"at": at} for at, k in due if k == key] for _, key in due}
     assert t.advance_processing_time(wm).row_keys == []  # nothing fires on the other clock
+
+
+class PortedFromSage(StatefulFunction):
+    """A class as SAGE's framework writes them: it keeps the runtime context handed to __init__."""
+
+    def __init__(self, runtime_context=None, **kw):
+        super().__init__(**kw)
+        self.runtime_context = runtime_context
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        return {"n": self.n, "ctx": self.runtime_context is None}
+
+
+def test_a_class_may_set_its_runtime_context_which_is_not_state():
+    t = KeyedTester(PortedFromSage, returns="n bigint, ctx boolean")
+    assert t.run([{"v": 1}, {"v": 2}], key="a") == [{"n": 1, "ctx": True}, {"n": 2, "ctx": True}]
+    assert t.state("a") == {"n": 2}
+    assert StatefulFunction().runtime_context is not None  # unset: the key's context
