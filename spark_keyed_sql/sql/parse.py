@@ -133,7 +133,11 @@ def _parse(text: str, tokens: list[Token], words: list[str]) -> exp.Expression:
             return plain
         err = e.errors[0] if e.errors else {}
         message = _readable(err.get("description") or str(e))
-        raise KeyedSQLSyntaxError(message, err.get("line"), err.get("col"), text) from None
+        line, col = err.get("line"), err.get("col")
+        token = err.get("highlight") or ""
+        if col is not None and token and "\n" not in token:  # (sqlglot's column is the token's last character)
+            col = max(1, col - len(token) + 1)
+        raise KeyedSQLSyntaxError(message, line, col, text) from None
     if not trees:
         raise KeyedSQLSyntaxError("empty SQL statement")
     if len(trees) != 1:
@@ -224,7 +228,7 @@ def _refuse_plain_explain(text: str, tokens: list[Token], words: list[str]) -> N
             "EXPLAIN of a keyed query: use EXPLAIN KEYED <query> for its keyed plan, "
             "or ks.sql(<query>).explain() for Spark's physical plan",
             first.line,
-            first.col,
+            first.col - len(first.text) + 1,
             text,
         )
 

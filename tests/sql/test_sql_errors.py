@@ -143,12 +143,12 @@ CASES = [
     (
         "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value",
         KeyedSQLSyntaxError,
-        "line 1, column 66: Expected ')' to close the WITH STATE function's arguments",
+        "line 1, column 62: Expected ')' to close the WITH STATE function's arguments",
     ),
     (
         "SELECT * FROM err_events\nGROUP BY KEY WITH STATE cnt(value)",
         KeyedSQLSyntaxError,
-        "line 2, column 17: Expected a key expression after GROUP BY KEY",
+        "line 2, column 14: Expected a key expression after GROUP BY KEY",
     ),
     (
         "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) ORDER",
