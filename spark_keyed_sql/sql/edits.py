@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .errors import KeyedQueryError
+from .errors import KeyedQueryError, position
 from .parse import render
-from .sources import literal
+from .sources import state_table_args
 
 __all__ = ["StateEdit", "explain_edit", "state_edit"]
 
@@ -41,6 +41,25 @@ def _mentions_keyed_state(tree: exp.Expression) -> bool:
     return any((f.name or "").lower() in ("keyed_state", "keyed_state_changes") for f in tree.find_all(exp.Anonymous))
 
 
+def _unqualified(node: exp.Expression, table: exp.Table, verb: str) -> exp.Expression:
+    """``node`` with the edited table's alias (``DELETE FROM keyed_state(...) s WHERE
+    s.user_id = ...``) taken off its columns; a column qualified by another name is refused."""
+    alias = table.alias
+    node = node.copy()
+    for col in list(node.find_all(exp.Column)):
+        if not col.table or col.find_ancestor(exp.Subquery, exp.Select) is not None:
+            continue
+        if alias and col.table.lower() == alias.lower() and not col.db:
+            col.set("table", None)
+        else:
+            raise KeyedQueryError(
+                f"{verb} of keyed state: {col.sql(dialect='spark')} names '{col.table}', which is not the edited "
+                + (f"table's alias '{alias}'" if alias else "table (it has no alias: name the columns bare)"),
+                *position(col),
+            )
+    return node
+
+
 def state_edit(tree: exp.Expression) -> StateEdit | None:
     """The edit a parsed DELETE / UPDATE of ``keyed_state(...)`` asks for; None for any other
     statement. A DELETE / UPDATE that names ``keyed_state`` in another way is refused."""
@@ -53,12 +72,13 @@ def state_edit(tree: exp.Expression) -> StateEdit | None:
         if _mentions_keyed_state(tree) or (isinstance(table, exp.Table) and table.name.lower() == "keyed_state"):
             raise KeyedQueryError(f"{verb} of keyed state is written {_FORMS}")
         return None
-    args = [literal(a) for a in fn.expressions]
-    if not args or not isinstance(args[0], str) or len(args) > 2 or (len(args) == 2 and not isinstance(args[1], str)):
+    if len(fn.expressions) > 2:
         raise KeyedQueryError(
             f"{verb} of keyed state names a checkpoint and, when it holds several functions, one of them: {_FORMS} "
-            "(an edit applies to the newest state; no batch id)"
+            "(an edit applies to the newest state; no batch id)",
+            *position(fn.expressions[2]),
         )
+    args = state_table_args(fn, "keyed_state", batches=False)
     extra = [k for k in ("with_", "using", "from_", "returning", "order", "limit", "options") if tree.args.get(k)]
     if extra or (isinstance(tree, exp.Delete) and tree.args.get("tables")):
         raise KeyedQueryError(f"{verb} of keyed state takes only a WHERE clause ({_FORMS})")
@@ -68,11 +88,15 @@ def state_edit(tree: exp.Expression) -> StateEdit | None:
             f"{verb} of keyed state needs a WHERE predicate over its key and state columns (to edit every key "
             "write WHERE true)"
         )
+    where = _unqualified(where, table, verb)
     assignments: list[tuple[str, str]] = []
     if isinstance(tree, exp.Update):
         for a in tree.expressions:
+            a = _unqualified(a, table, verb)
             if not (isinstance(a, exp.EQ) and isinstance(a.this, exp.Column) and not a.this.table):
-                raise KeyedQueryError(f"UPDATE of keyed state: SET takes <column> = <expr>, got {render(a)}")
+                raise KeyedQueryError(
+                    f"UPDATE of keyed state: SET takes <column> = <expr>, got {render(a)}", *position(a)
+                )
             assignments.append((a.this.name, render(a.expression)))
         if not assignments:
             raise KeyedQueryError(f"UPDATE of keyed state needs SET <column> = <expr> ({_FORMS})")

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
 from ..engines.state_tables import read_state, read_state_changes
-from .errors import KeyedQueryError
+from .errors import KeyedQueryError, position
 from .parse import STATE_TABLE_FUNCTIONS
 
 __all__ = ["STATE_TABLE_FUNCTIONS", "Sources", "file_source", "literal", "plain_sql_guide", "view_name"]
@@ -76,6 +76,48 @@ def literal(e: exp.Expression) -> Any:
     return e.sql(dialect="spark")
 
 
+_STATE_TABLE_FORMS = {
+    "keyed_state": ("keyed_state('<checkpoint>' [, '<function>' [, <batch id>]])", ("the batch id",)),
+    "keyed_state_changes": (
+        "keyed_state_changes('<checkpoint>' [, '<function>' [, <from batch> [, <to batch>]]])",
+        ("the from batch", "the to batch"),
+    ),
+}
+
+
+def state_table_args(fn: exp.Anonymous, name: str, batches: bool = True) -> list[Any]:
+    """``keyed_state(...)`` / ``keyed_state_changes(...)``'s arguments as Python values: a
+    checkpoint path, a function name (a string, NULL or '' for the only one), batch ids (whole
+    numbers, NULL for none; ``batches=False``: none allowed). Anything else is refused naming the
+    argument, its position and the form."""
+    form, batch_names = _STATE_TABLE_FORMS[name] if batches else (f"{name}('<checkpoint>' [, '<function>'])", ())
+    limit = 2 + len(batch_names)
+    args = list(fn.expressions)
+    if not args or len(args) > limit:
+        at = args[limit] if len(args) > limit else fn
+        raise KeyedQueryError(f"{name} takes 1 to {limit} arguments: {form}", *position(at))
+    values = []
+    for i, a in enumerate(args):
+        what = ("the checkpoint path", "the function name", *batch_names)[i]
+        value = literal(a) if isinstance(a, (exp.Literal, exp.Null)) else a
+        if i == 0:
+            ok = isinstance(value, str) and value.strip() != ""
+        elif i == 1:
+            ok = value is None or isinstance(value, str)
+        else:
+            ok = value is None or (type(value) is int and value >= 0)
+        if not ok:
+            shown = a.sql(dialect="spark")
+            raise KeyedQueryError(
+                f"{name}: argument {i + 1} ({what}) must be "
+                + ("a string literal" if i < 2 else "a whole number of 0 or more")
+                + f", got {shown}: {form}",
+                *position(a),
+            )
+        values.append(value)
+    return values
+
+
 def _q(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
 
@@ -95,22 +137,17 @@ class Sources:
             name = str(fn.this).lower() if isinstance(fn, exp.Anonymous) else ""
             if name not in ("keyed_state", "keyed_state_changes"):
                 continue
-            args = [literal(a) for a in fn.expressions]
-            if not args or not isinstance(args[0], str):
-                raise KeyedQueryError(
-                    f"{name} needs a checkpoint path: keyed_state('<checkpoint>' [, '<function>' [, batch_id]]) or "
-                    "keyed_state_changes('<checkpoint>' [, '<function>' [, from_batch [, to_batch]]])"
-                )
+            args = state_table_args(fn, name)
             function = args[1] if len(args) > 1 and args[1] not in (None, "") else None
             # named by what it reads, not by a counter: the statement's text, which a checkpoint
             # seeded by INITIAL STATE FROM records, is the same on every run
             view = "__ks_state_" + hashlib.sha1(repr((name, args)).encode()).hexdigest()[:16]
             if name == "keyed_state":
-                batch = int(args[2]) if len(args) > 2 else None
+                batch = args[2] if len(args) > 2 else None
                 read_state(self.spark, args[0], function, batch).createOrReplaceTempView(view)
             else:
-                lo = int(args[2]) if len(args) > 2 else None
-                hi = int(args[3]) if len(args) > 3 else None
+                lo = args[2] if len(args) > 2 else None
+                hi = args[3] if len(args) > 3 else None
                 read_state_changes(self.spark, args[0], function, lo, hi).createOrReplaceTempView(view)
             table.set("this", _q(view))
             if table.args.get("alias") is None:

@@ -23,6 +23,19 @@ def test_delete_and_update_read_as_edits():
     assert edit_of("DELETE FROM keyed_state('/ck') WHERE note = 'x; DROP TABLE t'").where == "note = 'x; DROP TABLE t'"
 
 
+def test_the_edited_tables_alias_qualifies_its_columns():
+    """``s.user_id`` with ``s`` the alias is the column ``user_id``; a subquery's own columns keep
+    their qualifiers."""
+    assert edit_of("DELETE FROM keyed_state('/ck') s WHERE s.user_id = 'u17' AND n > 1") == StateEdit(
+        "delete", "/ck", None, "user_id = 'u17' AND n > 1"
+    )
+    assert edit_of("UPDATE keyed_state('/ck', 'f') AS s SET s.total = s.total + 1 WHERE s.user_id = 'u3'") == StateEdit(
+        "update", "/ck", "f", "user_id = 'u3'", (("total", "total + 1"),)
+    )
+    sub = "DELETE FROM keyed_state('/ck') WHERE user_id IN (SELECT b.u FROM blocked b)"
+    assert edit_of(sub).where == "user_id IN (SELECT b.u FROM blocked AS b)"
+
+
 def test_other_statements_are_not_edits():
     assert read_statement("DELETE FROM t WHERE a = 1", lambda name: False) is None
     assert edit_of("SELECT * FROM keyed_state('/ck')") is None
@@ -33,9 +46,13 @@ def test_other_statements_are_not_edits():
     [
         ("DELETE FROM keyed_state('/ck')", "needs a WHERE"),
         ("DELETE FROM keyed_state('/ck', 'f', 3) WHERE true", "no batch id"),
-        ("DELETE FROM keyed_state() WHERE true", "names a checkpoint"),
+        ("DELETE FROM keyed_state() WHERE true", r"keyed_state takes 1 to 2 arguments"),
         ("UPDATE keyed_state('/ck') SET a = 1, A = 2 WHERE true", "twice"),
-        ("UPDATE keyed_state('/ck') SET s.a = 1 WHERE true", "SET takes <column> = <expr>"),
+        ("UPDATE keyed_state('/ck') SET s.a = 1 WHERE true", r"s\.a names 's', which is not the edited table"),
+        ("DELETE FROM keyed_state('/ck') k WHERE s.a = 1", r"^line 1, column \d+: .*names 's', .*alias 'k'"),
+        ("DELETE FROM keyed_state('/ck', 3) WHERE true", r"argument 2 \(the function name\) must be a string"),
+        ("DELETE FROM keyed_state(path => '/ck') WHERE true", r"argument 1 \(the checkpoint path\) must be a str"),
+        ("DELETE FROM keyed_state(concat('/c', 'k')) WHERE true", r"argument 1 .* got CONCAT\('/c', 'k'\)"),
         ("DELETE FROM keyed_state_changes('/ck') WHERE true", "DELETE of keyed state is written"),
     ],
 )
@@ -58,3 +75,20 @@ def test_explain_names_checkpoint_function_predicate_and_engine():
         "UPDATE the keyed state of checkpoint '/ck', function 'f'",
     ]
     assert "engine:    'bulk'" in text and "where:     n > 2" in text and "set:       total = 0" in text
+
+
+@pytest.mark.parametrize(
+    "sql, message",
+    [
+        ("SELECT * FROM keyed_state('/ck', 'f', 2.7)", r"argument 3 \(the batch id\) must be a whole number"),
+        ("SELECT * FROM keyed_state('/ck', 'f', 'x')", r"argument 3 \(the batch id\) must be a whole number"),
+        ("SELECT * FROM keyed_state('/ck', 'f', 1, 2)", r"^line 1, column 42: keyed_state takes 1 to 3 arguments"),
+        ("SELECT * FROM keyed_state_changes('/ck', NULL, 1, true)", r"argument 4 \(the to batch\) must be a whole"),
+        ("SELECT * FROM keyed_state('')", r"argument 1 \(the checkpoint path\) must be a string literal"),
+    ],
+)
+def test_a_state_table_read_with_arguments_it_cannot_take_is_refused_before_reading(sql, message):
+    from spark_keyed_sql.sql.sources import Sources
+
+    with pytest.raises(KeyedQueryError, match=message):
+        Sources(None).replace_keyed_state(read_statement(sql, lambda name: False))  # (no session: nothing read)
