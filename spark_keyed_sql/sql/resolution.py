@@ -56,10 +56,19 @@ class Source:
     def lower(self) -> dict[str, str]:
         return {c.lower(): c for c in self.df.columns}
 
+    def struct_head(self, col: exp.Column) -> str | None:
+        """The source column ``col`` reads a field of (``payload.user_id``, ``e.payload.user_id``
+        with ``e`` a FROM alias), or None when it names a column itself."""
+        lower = self.lower
+        table, db = (col.table or "").lower(), (col.db or "").lower()
+        if table and table not in self.aliases and table in lower and (not db or db in self.aliases):
+            return lower[table]
+        return None
+
     def check(self, e: exp.Expression, what: str) -> None:
         lower = self.lower
         for col in e.find_all(exp.Column):
-            if col.name.lower() not in lower:
+            if col.name.lower() not in lower and self.struct_head(col) is None:
                 raise KeyedQueryError(
                     f"{what} refers to '{col.name}', which is not a column of the source "
                     f"(columns: {', '.join(self.columns)})",
@@ -173,6 +182,20 @@ def resolve_outer(sel: exp.Select, call: Call, source: Source) -> Outer:
                     f"'{col.sql(dialect='spark')}': {fname} has no output column '{col.name}' (returns: "
                     f"{', '.join(call.returns)})"
                 )
+            return
+        head = source.struct_head(col)
+        if head is not None:  # a field of a source column (payload.country): that column passed through
+            if head.lower() in key_lower or head.lower() in ret_lower:
+                return
+            if call.spec.kind is not FunctionKind.FUNCTION:
+                raise KeyedQueryError(
+                    f"column '{col.sql(dialect='spark')}' is not a key or an output of {fname}; pass-through of "
+                    "source columns needs a row-at-a-time StatefulFunction",
+                    *position(col),
+                )
+            col.set("db", None)
+            if head not in passthrough:
+                passthrough.append(head)
             return
         if table is not None and table not in source.aliases:
             return  # belongs to an outer query (correlated) or another scope

@@ -130,9 +130,8 @@ class _Planner:
         keyed = [s for s in tree.find_all(exp.Select) if isinstance(s.args.get("group"), KeyedGroup)]
         # innermost first: a keyed select nested in another one's FROM is replaced before
         keyed.sort(key=_depth, reverse=True)
-        top_with = tree.args.get("with_") if isinstance(tree, exp.Query) else None
         for sel in keyed:
-            outer = self._plan_select(sel, top_with)
+            outer = self._plan_select(sel)
             if sel is tree:
                 tree = outer
             else:
@@ -145,10 +144,11 @@ class _Planner:
         )
 
     # ------------------------------------------------------------------ one keyed select
-    def _plan_select(self, sel: exp.Select, top_with: exp.With | None) -> exp.Expression:
+    def _plan_select(self, sel: exp.Select) -> exp.Expression:
         group: KeyedGroup = sel.args["group"]
+        _refuse_dropped_clauses(sel, group.function_name)
         call_options, spec, watermark_ms = self._options(group)
-        source = self._source(sel, top_with, call_options)
+        source = self._source(sel, call_options)
         call = resolve_call(group, spec, call_options, source)
         if not source.df.isStreaming:
             bad = sorted(set(call.options) & STREAMING_ONLY_OPTIONS)
@@ -198,13 +198,13 @@ class _Planner:
         watermark_ms = _interval_ms(group.args.get("watermark"), f"WATERMARK of WITH STATE {fname}")
         return options, spec, watermark_ms
 
-    def _source(self, sel: exp.Select, top_with: exp.With | None, options: dict[str, Any]) -> Source:
+    def _source(self, sel: exp.Select, options: dict[str, Any]) -> Source:
         base = exp.Select(expressions=[exp.Star()])
-        for arg in ("from_", "joins", "where", "laterals"):
+        for arg in ("from_", "joins", "where", "laterals", "hint"):  # (a hint: the source's joins')
             value = sel.args.get(arg)
             if value is not None:
                 base.set(arg, [a.copy() for a in value] if isinstance(value, list) else value.copy())
-        ctes = self._ctes_visible_from(sel, top_with) if top_with is not None else None
+        ctes = self._ctes_visible_from(sel)
         if ctes is not None:
             base.set("with_", ctes.copy())
         if self.mode is RunMode.STREAM:
@@ -216,12 +216,23 @@ class _Planner:
         return Source(base, self.spark.sql(render(base)), aliases, ctes)
 
     @staticmethod
-    def _ctes_visible_from(sel: exp.Select, top_with: exp.With) -> exp.With | None:
+    def _ctes_visible_from(sel: exp.Select) -> exp.With | None:
+        """The CTEs the keyed select's FROM may name: those of every WITH on it or around it
+        (the statement's, an INSERT's, a CREATE ... AS's, a subquery's, its own), outermost
+        first, each up to the CTE the select itself is in."""
+        chain, inside, node = [], set(), sel
+        while node is not None:
+            inside.add(id(node))
+            w = node.args.get("with_")
+            if isinstance(w, exp.With):
+                chain.append(w)
+            node = node.parent
         ctes = []
-        for cte in top_with.expressions:
-            if sel.find_ancestor(exp.CTE) is cte or cte.find(exp.Select) is sel:
-                break
-            ctes.append(cte.copy())
+        for w in reversed(chain):
+            for cte in w.expressions:
+                if id(cte) in inside:
+                    break
+                ctes.append(cte.copy())
         return exp.With(expressions=ctes) if ctes else None
 
     def _engine(self, sel: exp.Select, call: Call, source: Source) -> Engine:
@@ -552,6 +563,29 @@ class _Planner:
                 select.set(arg, sel.args[arg].copy())
         step.outer_sql = render(select)
         return select
+
+
+# clauses of a keyed select that would apply to its result: the outer select keeps WHERE-like
+# HAVING, ORDER BY, LIMIT, OFFSET and DISTINCT; these are refused rather than dropped
+_RESULT_CLAUSES = {
+    "qualify": "QUALIFY",
+    "windows": "WINDOW",
+    "distribute": "DISTRIBUTE BY",
+    "sort": "SORT BY",
+    "cluster": "CLUSTER BY",
+}
+
+
+def _refuse_dropped_clauses(sel: exp.Select, fname: str) -> None:
+    for arg, clause in _RESULT_CLAUSES.items():
+        node = sel.args.get(arg)
+        if node:
+            at = node[0] if isinstance(node, list) else node
+            raise KeyedQueryError(
+                f"{clause} on the select of GROUP BY KEY ... WITH STATE {fname} is not supported; apply it to the "
+                f"keyed result in an outer query: SELECT * FROM (<the keyed select>) r {clause} ...",
+                *position(at),
+            )
 
 
 def plan_statement(

@@ -1,0 +1,135 @@
+"""Statement forms around a keyed select, each against a plain-Python oracle: struct fields as
+keys, arguments, within-key order and pass-through (nested JSON rows); CTEs an INSERT, a CREATE
+TABLE ... AS or a subquery defines; a join hint kept on the source; and the clauses that would
+apply to the keyed result (QUALIFY, WINDOW, DISTRIBUTE / SORT / CLUSTER BY) refused with their
+position rather than dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_keyed_sql import StatefulFunction
+from spark_keyed_sql.sql.errors import KeyedQueryError
+
+
+class RunningSum(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+        self.total = 0.0
+
+    def execute(self, e):
+        self.n += 1
+        self.total += e["amount"]
+        return {"n": self.n, "total": self.total}
+
+
+ROWS = [  # (user, amount, seq, country)
+    ("u1", 5.0, 3, "DE"),
+    ("u2", 1.5, 1, "FR"),
+    ("u1", 2.0, 1, "DE"),
+    ("u2", 4.0, 2, "FR"),
+    ("u1", 1.0, 2, "NL"),
+    ("u3", 7.5, 9, "IT"),
+]
+
+
+def _oracle(rows):
+    """(user, seq, n, total) per row: each user's rows in seq order, counted and summed."""
+    out, state = [], {}
+    for user, amount, seq, _ in sorted(rows, key=lambda r: (r[0], r[2])):
+        n, total = state.get(user, (0, 0.0))
+        state[user] = (n + 1, total + amount)
+        out.append((user, seq, n + 1, total + amount))
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def forms(spark, ks_auto):
+    ks_auto.register("sf_sum", RunningSum, returns="n bigint, total double")
+    spark.createDataFrame(
+        [((u, s, c), a) for u, a, s, c in ROWS],
+        "payload struct<user_id: string, seq: int, country: string>, amount double",
+    ).createOrReplaceTempView("sf_nested")
+    spark.createDataFrame(ROWS, "user_id string, amount double, seq int, country string").createOrReplaceTempView(
+        "sf_flat"
+    )
+    return ks_auto
+
+
+def test_struct_fields_as_key_order_and_pass_through(spark, forms):
+    got = forms.sql(
+        "SELECT uid, payload.seq AS seq, payload.country AS country, s.n, s.total FROM sf_nested e "
+        "GROUP BY KEY e.payload.user_id AS uid WITH STATE sf_sum(amount) AS s ORDER BY payload.seq"
+    ).collect()
+    assert sorted((r.uid, r.seq, r.n, r.total) for r in got) == _oracle(ROWS)
+    country = {(u, s): c for u, _, s, c in ROWS}
+    assert all(r.country == country[(r.uid, r.seq)] for r in got)
+
+
+def test_a_struct_field_as_an_argument_and_an_unaliased_key(spark, forms):
+    spark.createDataFrame(
+        [((u, a), s) for u, a, s, _ in ROWS], "payload struct<user_id: string, amount: double>, seq int"
+    ).createOrReplaceTempView("sf_nested_amount")
+    got = forms.sql(
+        "SELECT user_id, seq, s.n, s.total FROM sf_nested_amount GROUP BY KEY payload.user_id "
+        "WITH STATE sf_sum(payload.amount AS amount) AS s ORDER BY seq"
+    ).collect()
+    assert sorted((r.user_id, r.seq, r.n, r.total) for r in got) == _oracle(ROWS)
+
+
+KEYED = "SELECT user_id, seq, s.n, s.total FROM c GROUP BY KEY user_id WITH STATE sf_sum(amount) AS s ORDER BY seq"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "INSERT INTO {t} WITH c AS (SELECT * FROM sf_flat WHERE amount < 7) " + KEYED,
+        "WITH c AS (SELECT * FROM sf_flat WHERE amount < 7) INSERT INTO {t} " + KEYED,
+        "CREATE TABLE {t} USING parquet AS WITH c AS (SELECT * FROM sf_flat WHERE amount < 7) " + KEYED,
+        "INSERT INTO {t} SELECT * FROM (WITH c AS (SELECT * FROM sf_flat WHERE amount < 7) " + KEYED + ") r",
+    ],
+    ids=["insert-with", "with-insert", "ctas-with", "subquery-with"],
+)
+def test_ctes_an_insert_a_create_or_a_subquery_defines(spark, forms, statement):
+    table = f"sf_out_{abs(hash(statement)) % 10**8}"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    if not statement.startswith("CREATE"):
+        spark.sql(f"CREATE TABLE {table} (user_id string, seq int, n bigint, total double) USING parquet")
+    try:
+        forms.sql(statement.format(t=table))
+        got = sorted(tuple(r) for r in spark.table(table).collect())
+        assert got == _oracle([r for r in ROWS if r[1] < 7])
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_a_join_hint_stays_on_the_source(spark, forms):
+    spark.createDataFrame([("u1", "gold"), ("u2", "red")], "user_id string, tier string").createOrReplaceTempView(
+        "sf_tiers"
+    )
+    sql = (
+        "SELECT /*+ BROADCAST(t) */ user_id, seq, s.n, s.total FROM sf_flat f JOIN sf_tiers t USING (user_id) "
+        "GROUP BY KEY user_id WITH STATE sf_sum(amount) AS s ORDER BY seq"
+    )
+    df = forms.sql(sql)
+    assert sorted(tuple(r) for r in df.collect()) == _oracle([r for r in ROWS if r[0] in ("u1", "u2")])
+    source = next(line for line in forms.explain(sql).splitlines() if line.strip().startswith("source SQL:"))
+    assert "/*+ BROADCAST(t) */" in source
+
+
+@pytest.mark.parametrize(
+    "clause, tail",
+    [
+        ("QUALIFY", "QUALIFY row_number() OVER (PARTITION BY user_id ORDER BY seq DESC) = 1"),
+        ("WINDOW", "WINDOW w AS (PARTITION BY user_id)"),
+        ("DISTRIBUTE BY", "DISTRIBUTE BY user_id"),
+        ("SORT BY", "SORT BY seq"),
+        ("CLUSTER BY", "CLUSTER BY user_id"),
+    ],
+)
+def test_clauses_over_the_keyed_result_are_refused_not_dropped(forms, clause, tail):
+    head = "SELECT user_id, seq, s.n FROM sf_flat GROUP BY KEY user_id WITH STATE sf_sum(amount) AS s ORDER BY seq\n"
+    with pytest.raises(KeyedQueryError, match=rf"^line 2, column \d+: {clause} on the select of GROUP BY KEY") as e:
+        forms.sql(head + tail)
+    assert "SELECT * FROM (<the keyed select>) r" in str(e.value)
