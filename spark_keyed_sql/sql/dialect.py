@@ -7,6 +7,8 @@ for ``EXPLAIN``, and Generator ``TRANSFORMS`` for the new expression classes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import TokenType
@@ -325,6 +327,53 @@ class KeyedSpark(Spark):
             if not isinstance(value, (exp.Literal, exp.Boolean)):
                 self.raise_error(f"Option {name.name} needs a literal value (string, number, true/false)")
             return self.expression(KeyedOption(this=name, value=value))
+
+        # ---------------------------------------------------------- table arguments
+        # Spark's table-argument spellings, ``TABLE t`` and ``TABLE(t) PARTITION BY ... ORDER BY
+        # ...`` / ``WITH SINGLE PARTITION``, read as the ``TABLE(t)`` call with the partitioning
+        # kept on it (``partition_by``, ``order``, ``single_partition``): the table-function form
+        # takes them as its key and order (sql/table_calls.py)
+        LAMBDAS = {
+            **Spark.Parser.LAMBDAS,
+            TokenType.FARROW: lambda self, expressions: self.expression(
+                exp.Kwarg(
+                    this=exp.var(expressions[0].name),
+                    expression=self._parse_table_argument() or self._parse_disjunction() or self._parse_select(),
+                )
+            ),
+        }
+
+        def _parse_lambda(self, alias: bool = False) -> exp.Expression | None:
+            return self._parse_table_argument() or super()._parse_lambda(alias=alias)
+
+        def _parse_table_argument(self) -> exp.Expression | None:
+            """``TABLE t`` or ``TABLE(...)`` and what partitions it; None, nothing consumed,
+            for any other argument."""
+            if self._curr is None or self._curr.token_type != TokenType.TABLE or self._next is None:
+                return None
+            if self._next.token_type == TokenType.L_PAREN:
+                node = self._parse_disjunction()  # TABLE(...): sqlglot's function call
+            elif self._next.token_type in (TokenType.R_PAREN, TokenType.COMMA):
+                return None
+            else:
+                self._advance()
+                node = self.expression(exp.Anonymous(this="TABLE", expressions=[self._parse_table_parts()]))
+            if isinstance(node, exp.Anonymous) and node.name.upper() == "TABLE":
+                # (Spark's grammar: several partition or sort expressions go in parentheses)
+                if self._match(TokenType.PARTITION_BY):
+                    node.set("partition_by", self._parse_one_or_wrapped(self._parse_assignment))
+                elif self._match_text_seq("WITH", "SINGLE", "PARTITION"):
+                    node.set("single_partition", True)
+                if self._match(TokenType.ORDER_BY):
+                    node.set("order", exp.Order(expressions=self._parse_one_or_wrapped(self._parse_ordered)))
+            return node
+
+        def _parse_one_or_wrapped(self, parse: Any) -> list[exp.Expression]:
+            if self._match(TokenType.L_PAREN):
+                items = self._parse_csv(parse)
+                self._match_r_paren()
+                return items
+            return [parse()]
 
         # ---------------------------------------------------------- EXPLAIN KEYED
         def _parse_statement(self) -> exp.Expression | None:

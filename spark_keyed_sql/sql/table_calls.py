@@ -122,6 +122,47 @@ class _Call:
         for arg in call.expressions:
             self._take(arg)
 
+    def _partitioning(self, table: exp.Expression) -> None:
+        """Spark's spelling of key and order on a table argument, ``TABLE(t) PARTITION BY (a, b)
+        ORDER BY ts`` (``WITH SINGLE PARTITION``: no key), as ``key => 'a, b', order_by =>
+        'ts'``; inputs that give it give the same."""
+        for arg, text in (
+            ("key", self._partition_columns(table)),
+            (
+                "order_by",
+                ", ".join(o.sql(dialect=KeyedSpark) for o in table.args["order"].expressions)
+                if table.args.get("order")
+                else None,
+            ),
+        ):
+            if text is None:
+                continue
+            if arg in self._given and self.named.get(arg, "") != text:
+                raise _error(
+                    f"{self.fn}: {arg} given twice (PARTITION BY / ORDER BY on TABLE(...) is {arg} => '...'), or the "
+                    f"inputs are partitioned or ordered differently ({self.named.get(arg) or 'none'!r} and {text!r})",
+                    table,
+                )
+            self._given.add(arg)
+            if text:
+                self.named[arg], self.nodes[arg] = text, table
+
+    def _partition_columns(self, table: exp.Expression) -> str | None:
+        if table.args.get("single_partition"):
+            return ""
+        keys = table.args.get("partition_by")
+        if not keys:
+            return None
+        for k in keys:
+            if not isinstance(k, exp.Column) or k.table:
+                raise _error(
+                    f"{self.fn}: PARTITION BY on TABLE(...) takes columns of the input; compute "
+                    f"{k.sql(dialect=KeyedSpark)} in the input, TABLE(SELECT *, <expr> AS name FROM ...) PARTITION "
+                    "BY name",
+                    k,
+                )
+        return ", ".join(k.sql(dialect=KeyedSpark) for k in keys)
+
     def _take(self, arg: exp.Expression) -> None:
         fn = self.fn
         if _is_table_arg(arg):
@@ -131,6 +172,7 @@ class _Call:
                     arg,
                 )
             self.inputs.append((None, arg))
+            self._partitioning(arg)
             return
         if not isinstance(arg, exp.Kwarg):
             raise _error(
@@ -142,7 +184,11 @@ class _Call:
         low = name.lower()
         if not _is_table_arg(value) or low in ("initial_state", "initial_broadcast"):  # (inputs: below)
             if low in self._given:
-                raise _error(f"{fn}: argument {name!r} given twice", value)
+                raise _error(
+                    f"{fn}: argument {name!r} given twice"
+                    + (" (PARTITION BY / ORDER BY on TABLE(...) gives it too)" if low in ("key", "order_by") else ""),
+                    value,
+                )
             self._given.add(low)
         if low == "initial_state":
             if not _is_table_arg(value):
@@ -164,6 +210,7 @@ class _Call:
             if low in TABLE_CALL_ARGUMENTS:
                 raise _error(f"{fn}: an input cannot be named {name!r} (the name of an argument)", value)
             self.inputs.append((name, value))
+            self._partitioning(value)
             return
         if low not in TABLE_CALL_ARGUMENTS:
             raise _error(
@@ -176,9 +223,13 @@ class _Call:
                 raise _error(f"{fn}: {low} needs a literal value (string, number, true/false)", value)
             self.options.append(KeyedOption(this=exp.to_identifier(low), value=value.copy()))
             return
+        if low in ("watermark", "ttl") and isinstance(value, exp.Interval):  # INTERVAL 10 MINUTES
+            self.named[low], self.nodes[low] = value.sql(dialect=KeyedSpark), value
+            return
         if not (isinstance(value, exp.Literal) and value.is_string):
+            example = "'10 minutes' or INTERVAL 10 MINUTES" if low in ("watermark", "ttl") else f"'{low}_column'"
             raise _error(
-                f"{fn}(TABLE(...), {low} => ...): {low} must be a string literal such as '{low}_column', "
+                f"{fn}(TABLE(...), {low} => ...): {low} must be a string literal such as {example}, "
                 f"got {value.sql(dialect=KeyedSpark)}",
                 value,
             )
@@ -195,11 +246,19 @@ class _Call:
         if not (text or "").strip():
             return None
         try:
-            return sqlglot.parse_one(f"SELECT 1 ORDER BY {text}", read=KeyedSpark).args["order"].expressions
+            ordered = sqlglot.parse_one(f"SELECT 1 ORDER BY {text}", read=KeyedSpark).args["order"].expressions
         except Exception:  # noqa: BLE001 - sqlglot's own message is about the made-up SELECT
             raise _error(
                 f"{self.fn}: order_by {text!r} is not a list of columns with ASC/DESC", self.nodes.get("order_by")
             ) from None
+        for o in ordered:
+            if not isinstance(o.this, exp.Column) or o.this.table:
+                raise _error(
+                    f"{self.fn}: order_by {text!r}: {o.this.sql(dialect=KeyedSpark)} is not a column of the input; "
+                    "compute it in the input, TABLE(SELECT *, <expr> AS name FROM ...), and order by name",
+                    self.nodes.get("order_by"),
+                )
+        return ordered
 
 
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")

@@ -133,3 +133,53 @@ def test_clauses_over_the_keyed_result_are_refused_not_dropped(forms, clause, ta
     with pytest.raises(KeyedQueryError, match=rf"^line 2, column \d+: {clause} on the select of GROUP BY KEY") as e:
         forms.sql(head + tail)
     assert "SELECT * FROM (<the keyed select>) r" in str(e.value)
+
+
+def _per_key(rows, key=lambda r: r[0]):
+    """(key..., n, total) per row, each key's rows in seq order: the table-function form's rows."""
+    out, state = [], {}
+    for r in sorted(rows, key=lambda r: (key(r), r[2])):
+        n, total = state.get(key(r), (0, 0.0))
+        state[key(r)] = (n + 1, total + r[1])
+        k = key(r) if isinstance(key(r), tuple) else (key(r),)
+        out.append((*k, n + 1, total + r[1]))
+    return sorted(out)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "sf_sum(TABLE(sf_flat) PARTITION BY user_id ORDER BY seq)",
+        "sf_sum(TABLE sf_flat PARTITION BY user_id ORDER BY (seq ASC))",
+        "sf_sum(TABLE sf_flat, key => 'user_id', order_by => 'seq')",
+        "sf_sum(rows => TABLE(SELECT * FROM sf_flat) PARTITION BY user_id ORDER BY seq)",
+    ],
+)
+def test_sparks_table_argument_spellings_give_key_and_order(forms, call):
+    got = forms.sql(f"SELECT * FROM {call}").collect()
+    assert sorted((r.user_id, r.n, r.total) for r in got) == _per_key(ROWS)
+
+
+def test_partition_by_several_columns_and_interval_arguments(spark, forms):
+    got = forms.sql("SELECT * FROM sf_sum(TABLE(sf_flat) PARTITION BY (user_id, country) ORDER BY seq)").collect()
+    assert sorted((r.user_id, r.country, r.n, r.total) for r in got) == _per_key(ROWS, key=lambda r: (r[0], r[3]))
+    spark.sql("SELECT *, timestamp_seconds(seq * 60) AS ts FROM sf_flat").createOrReplaceTempView("sf_timed")
+    got = forms.sql(  # (a one-shot batch: the watermark and the TTL change nothing here, but are taken)
+        "SELECT * FROM sf_sum(TABLE(sf_timed) PARTITION BY user_id ORDER BY seq, event_time => 'ts', "
+        "watermark => INTERVAL 10 MINUTES, ttl => INTERVAL 7 DAYS)"
+    ).collect()
+    assert sorted((r.user_id, r.n, r.total) for r in got) == _per_key(ROWS)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        ("sf_sum(TABLE(sf_flat) PARTITION BY user_id, key => 'user_id')", r"key' given twice \(PARTITION BY"),
+        ("sf_sum(TABLE(sf_flat) PARTITION BY upper(user_id))", r"PARTITION BY on TABLE\(...\) takes columns"),
+        ("sf_sum(TABLE(sf_flat), key => 'user_id', order_by => 'abs(seq)')", r"ABS\(seq\) is not a column of"),
+        ("sf_sum(TABLE(sf_flat), key => 'user_id', watermark => 10)", r"such as '10 minutes' or INTERVAL"),
+    ],
+)
+def test_table_argument_mistakes_are_named(forms, call, message):
+    with pytest.raises(KeyedQueryError, match=message):
+        forms.sql(f"SELECT * FROM {call}")
