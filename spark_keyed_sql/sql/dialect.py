@@ -323,7 +323,12 @@ class KeyedSpark(Spark):
                 self.raise_error("Expected an option name in OPTIONS (name = value, ...)")
             if not self._match(TokenType.EQ):
                 self.raise_error(f"Expected '=' after option {name.name}")
+            negative = self._match(TokenType.DASH)
             value = self._parse_primary()
+            if negative and isinstance(value, exp.Literal) and not value.is_string:  # (-1: a number)
+                value = exp.Literal(this=f"-{value.this}", is_string=False)
+            elif negative:
+                value = None
             if not isinstance(value, (exp.Literal, exp.Boolean)):
                 self.raise_error(f"Option {name.name} needs a literal value (string, number, true/false)")
             return self.expression(KeyedOption(this=name, value=value))

@@ -177,7 +177,7 @@ def _readable(message: str) -> str:
     if m is None:
         return message
     clause = _CLAUSES.get(m.group(2), m.group(2).upper())
-    return f"Expected an expression after {clause}" if m.group(1) in ("this", "expressions") else message
+    return f"Expected an expression after {clause}" if m.group(1) in ("this", "expression", "expressions") else message
 
 
 _TWICE = re.compile(r"Found multiple '([\w ]+)' clauses")

@@ -180,7 +180,8 @@ def resolve_outer(sel: exp.Select, call: Call, source: Source) -> Outer:
             if n not in ret_lower:
                 raise KeyedQueryError(
                     f"'{col.sql(dialect='spark')}': {fname} has no output column '{col.name}' (returns: "
-                    f"{', '.join(call.returns)})"
+                    f"{', '.join(call.returns)})",
+                    *position(col),
                 )
             return
         head = source.struct_head(col)
@@ -215,14 +216,16 @@ def resolve_outer(sel: exp.Select, call: Call, source: Source) -> Outer:
             if call.spec.kind is not FunctionKind.FUNCTION:
                 raise KeyedQueryError(
                     f"column '{col.name}' is not a key or an output of {fname}; pass-through of source "
-                    "columns needs a row-at-a-time StatefulFunction"
+                    "columns needs a row-at-a-time StatefulFunction",
+                    *position(col),
                 )
             if lower[n] not in passthrough:
                 passthrough.append(lower[n])
             return
         raise KeyedQueryError(
             f"column '{col.sql(dialect='spark')}' is neither a key ({', '.join(call.key_names) or 'none'}), an "
-            f"output of {fname} ({', '.join(call.returns)}) nor a source column"
+            f"output of {fname} ({', '.join(call.returns)}) nor a source column",
+            *position(col),
         )
 
     expressions = []

@@ -89,6 +89,11 @@ CASES = [
         "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got 0",
     ),
     (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = -1)",
+        KeyedQueryError,
+        "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got -1",
+    ),
+    (
         "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = 'four')",
         KeyedQueryError,
         "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got 'four'",
@@ -122,7 +127,7 @@ CASES = [
     (
         "SELECT s.zzz FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) AS s",
         KeyedQueryError,
-        "cnt has no output column 'zzz'",
+        "line 1, column 10: 's.zzz': cnt has no output column 'zzz'",
     ),
     (
         "SELECT user_id, e.n, s.n FROM (SELECT *, 7 AS n FROM err_events) e "
@@ -133,7 +138,7 @@ CASES = [
     (
         "SELECT nothing FROM err_events GROUP BY KEY user_id WITH STATE cnt(value)",
         KeyedQueryError,
-        "column 'nothing' is neither a key (user_id), an output of cnt (n) nor a source column",
+        "line 1, column 8: column 'nothing' is neither a key (user_id), an output of cnt (n) nor a source column",
     ),
     (
         "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value, value)",
