@@ -18,13 +18,16 @@ _UNIT_MS = {
     "min": 60_000,
     "m": 60_000,
     "hour": 3_600_000,
+    "hr": 3_600_000,
     "h": 3_600_000,
     "day": 86_400_000,
     "d": 86_400_000,
     "week": 7 * 86_400_000,
 }
 
-_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
+# a number (quoted as in Spark's INTERVAL '10' MINUTES, or not) and its unit
+_PART = re.compile(r"\s*'?(\d+(?:\.\d+)?)'?\s*([a-zA-Z]+)\s*")
+_UNFIXED = {"month", "mon", "year", "yr", "y"}  # no fixed length in milliseconds
 
 
 def parse_interval_ms(text: str | int | float) -> int:
@@ -48,6 +51,8 @@ def parse_interval_ms(text: str | int | float) -> int:
         unit = m.group(2).lower()
         if unit not in _UNIT_MS and unit.endswith("s"):
             unit = unit[:-1]
+        if unit in _UNFIXED:
+            raise SchemaError(f"interval {text!r}: a {unit} has no fixed length; give it in days or weeks")
         if unit not in _UNIT_MS:
             raise SchemaError(f"unknown interval unit {m.group(2)!r} in {text!r}")
         total += float(m.group(1)) * _UNIT_MS[unit]

@@ -75,6 +75,9 @@ def test_coerce():
         ("7 days", 604_800_000),
         ("INTERVAL 10 MINUTES", 600_000),
         ("1 hour 30 minutes", 5_400_000),
+        ("INTERVAL '10' MINUTES", 10 * 60_000),  # Spark's own spelling (its dialect renders this)
+        ("INTERVAL '2' HOURS '30' MINUTES", (2 * 60 + 30) * 60_000),
+        ("3 hrs", 3 * 3_600_000),
         (250, 250),
     ],
 )
@@ -85,3 +88,5 @@ def test_intervals(text, ms):
 def test_interval_errors():
     with pytest.raises(SchemaError, match="unknown interval unit 'fortnights'"):
         parse_interval_ms("2 fortnights")
+    with pytest.raises(SchemaError, match="a month has no fixed length; give it in days or weeks"):
+        parse_interval_ms("1 month")
