@@ -144,6 +144,12 @@ def resolve_call(group: KeyedGroup, spec: FunctionSpec, options: dict[str, Any],
         raise KeyedQueryError(f"{where}: two arguments named {sorted(dup)}; name them with AS")
     order_exprs, order_specs = [], []
     for i, o in enumerate(group.args.get("order") or []):
+        if isinstance(o.this, exp.Literal) and not o.this.is_string:
+            raise KeyedQueryError(
+                f"ORDER BY of {where}: {o.this.sql(dialect='spark')} is a constant, not a column position, in the "
+                "order of rows within a key; name the column (ORDER BY ts)",
+                *position(o.this),
+            )
         source.check(o.this, f"ORDER BY of {where}")
         order_exprs.append(o.this)
         nf = o.args.get("nulls_first")

@@ -89,6 +89,11 @@ CASES = [
         "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got 0",
     ),
     (
+        "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) ORDER BY 1",
+        KeyedQueryError,
+        "line 1, column 78: ORDER BY of WITH STATE cnt: 1 is a constant, not a column position",
+    ),
+    (
         "SELECT * FROM err_events GROUP BY KEY user_id WITH STATE cnt(value) OPTIONS (state_partitions = -1)",
         KeyedQueryError,
         "option state_partitions of WITH STATE cnt must be a whole number from 1 to 100,000, got -1",
