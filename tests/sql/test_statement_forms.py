@@ -183,3 +183,10 @@ def test_partition_by_several_columns_and_interval_arguments(spark, forms):
 def test_table_argument_mistakes_are_named(forms, call, message):
     with pytest.raises(KeyedQueryError, match=message):
         forms.sql(f"SELECT * FROM {call}")
+
+
+def test_with_single_partition_is_one_state_for_every_row(forms):
+    got = forms.sql("SELECT * FROM sf_sum(TABLE(sf_flat) WITH SINGLE PARTITION ORDER BY (seq, user_id))").collect()
+    assert [c for c in got[0].asDict()] == ["n", "total"]  # no key columns: unkeyed
+    rows = sorted(ROWS, key=lambda r: (r[2], r[0]))
+    assert sorted((r.n, r.total) for r in got) == [(i + 1, sum(r[1] for r in rows[: i + 1])) for i in range(len(rows))]
