@@ -223,6 +223,16 @@ class DataFrameStreamRun(StreamRun):
     ):
         self.job, self.query, self.rows_before, self.functions = job, query, rows_before, functions
         self.touched_before = touched_before
+        # every batch's progress seen so far, by batch id: Spark's recentProgress keeps the last 100
+        self.batches: dict[int, dict] = {}
+
+    def _progress(self) -> list[dict]:
+        """Every batch's progress since the run started, in batch order (kept as polled, so a run
+        of more than recentProgress's 100 batches is counted whole); and the newest ones."""
+        for p in recent_progress(self.query, self.job.input_scans):
+            if p.get("batchId") is not None:
+                self.batches.setdefault(int(p["batchId"]), p)
+        return [self.batches[b] for b in sorted(self.batches)]
 
     @classmethod
     def start(cls, job: StreamJob, conf: dict[str, str] | None = None) -> DataFrameStreamRun:
@@ -256,14 +266,15 @@ class DataFrameStreamRun(StreamRun):
         """Until the availableNow query ends; with timers Spark runs it in ProcessingTime mode,
         where availableNow never ends, so it is stopped once a batch has found no new input."""
         q, progress = self.query, self.job.progress
-        seen = 0
+        seen = -1  # the newest batch id reported
         touched = self.touched_before
 
         def poll() -> None:
             nonlocal seen, touched
             recent = recent_progress(q, self.job.input_scans)
+            batches = self._progress()
             if progress is not None:
-                new = recent[seen:]
+                new = [p for p in batches if int(p["batchId"]) > seen]
                 now = _keys_touched(self.job)
                 for i, p in enumerate(new):
                     ops = p.get("stateOperators", [])
@@ -280,7 +291,7 @@ class DataFrameStreamRun(StreamRun):
                     )
                 if new:
                     touched = now
-                seen = len(recent)
+                    seen = int(new[-1]["batchId"])
             if self.job.has_timers and len(recent) > 1 and recent[-1]["numInputRows"] == 0:
                 # in processing time Spark runs batch after batch (its timers always ask for one):
                 # there is no moment between them to wait for, and Spark logs the write it interrupts
@@ -293,7 +304,7 @@ class DataFrameStreamRun(StreamRun):
         wait_until_done(q, poll)
 
     def summary(self) -> dict[str, Any]:
-        progress = [p for p in recent_progress(self.query, self.job.input_scans) if p.get("batchId") is not None]
+        progress = self._progress()
         ops = [op for p in progress for op in p.get("stateOperators", [])]
         return {
             "batches": sum(1 for p in progress if p["numInputRows"] > 0),

@@ -129,10 +129,22 @@ def run(
         return summary
     finally:
         if stream is not None:
+            _stop_if_running(stream)  # (left early: an interrupt, a failing progress callback)
             stream.close()
         if lock:
             lock.release()
         release_views(spark, statement, ended=True)  # (its micro-batches read them by name: now done)
+
+
+def _stop_if_running(stream: StreamRun) -> None:
+    """A ks.run left before its query ended (a KeyboardInterrupt in a notebook, a progress
+    callback that raised) stops it before its lease goes: no batch may commit unleased."""
+    try:
+        if stream.query.isActive:
+            log.warning("ks.run: stopping its query %s (the run was left before the query ended)", stream.query.id)
+            stream.stop()
+    except Exception:  # noqa: BLE001 - the run's own error (or the interrupt) is the one to raise
+        log.warning("ks.run: could not stop its query", exc_info=True)
 
 
 def metrics(query: Any) -> list[dict[str, Any]]:

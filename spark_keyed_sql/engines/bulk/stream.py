@@ -52,13 +52,17 @@ def _idle_steps(plan: KeyedPlan) -> bool:
     return plan.spec.has_timers or plan.spec.has_ttl or plan.event_time is not None
 
 
+def _version(commit: CommitRecord) -> int:
+    return commit.version
+
+
 class BulkStreamRun(StreamRun):
     """A bulk stream: Spark's ``foreachBatch`` over the keyed step's source, each micro-batch a
     :class:`BulkStream` step; ks.run's summary and the metrics come from the commit records."""
 
     def __init__(self, job: StreamJob, query: Any, stream: BulkStream, version_before: int):
         self.job, self.query, self.stream, self.version_before = job, query, stream, version_before
-        self.reported = version_before  # the last commit the progress callback got (Connect)
+        self.reported = version_before  # the last commit the progress callback got
 
     @classmethod
     def start(cls, job: StreamJob) -> BulkStreamRun:
@@ -77,7 +81,7 @@ class BulkStreamRun(StreamRun):
             job.sink,
             finish,
             job.plan.spec.name,
-            on_commit=job.progress,
+            on_commit=None,  # (ks.run's progress callback runs on the caller's thread: wait())
             native=job.native,
         ).prepare()
         latest = stream.store.latest()
@@ -95,9 +99,9 @@ class BulkStreamRun(StreamRun):
         return cls(job, query, stream, -1 if latest is None else latest.version)
 
     def wait(self) -> None:
-        poll = None
-        if self.job.progress is not None and is_connect(self.job.spark):
-            poll = self._report_server_commits
+        # the progress callback runs here, on the caller's thread, not inside Spark's batch: what it
+        # raises (or an interrupt) leaves ks.run, which stops the query, rather than failing a batch
+        poll = self._report_commits if self.job.progress is not None else None
         try:
             wait_until_done(self.query, poll)
             if poll is not None:
@@ -111,11 +115,16 @@ class BulkStreamRun(StreamRun):
     def close(self) -> None:
         self.stream.close()
 
-    def _report_server_commits(self) -> None:
-        """On Spark Connect the batches commit on the server, out of reach of the client's
-        progress callback: it gets each new commit record, read back from the checkpoint."""
+    def _report_commits(self) -> None:
+        """Each commit since the last look to the progress callback, in order: those this
+        process made, and on Spark Connect (whose batches commit on the server) those read back
+        from the checkpoint."""
         assert self.job.progress is not None
-        for c in self._new_commits():
+        if is_connect(self.job.spark):
+            commits = self._new_commits()
+        else:
+            commits = sorted((c for c in list(self.stream.committed) if c.version > self.version_before), key=_version)
+        for c in commits:
             if c.version > self.reported:
                 self.reported = c.version
                 self.job.progress(c.progress())
