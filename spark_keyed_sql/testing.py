@@ -306,6 +306,11 @@ class KeyedTester:
                 raise KeyedSQLError(
                     f"KeyedTester({self.spec.name}).run: rows given by input ({{'<input>': [rows]}}) take no input="
                 )
+            if any(isinstance(part, (Mapping, str, bytes)) or not isinstance(part, Iterable) for part in rows.values()):
+                raise KeyedSQLError(
+                    f"KeyedTester({self.spec.name}).run: rows are a list of dicts ([{{...}}, ...]); a dict is "
+                    "{'<input>': [rows], ...}, for a function with several inputs"
+                )
             batch = {str(name): [_row(r) for r in part] for name, part in rows.items()}
         else:
             batch = {input: [_row(r) for r in rows]} if input is not None else None

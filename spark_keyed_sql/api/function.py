@@ -64,7 +64,8 @@ class _Keyed:
     def runtime_context(self) -> Any:
         """The key's context (``self.ctx``), unless the class set its own (a class ported from
         SAGE keeps the one its framework hands ``__init__``); never state."""
-        return self.__dict__.get(_OWN_RUNTIME_CONTEXT, self.ctx)
+        own = self.__dict__.get(_OWN_RUNTIME_CONTEXT)
+        return self.ctx if own is None else own  # (SAGE's __init__ default is None: the key's context)
 
     @runtime_context.setter
     def runtime_context(self, value: Any) -> None:

@@ -356,13 +356,18 @@ class KeyedSpark(Spark):
             for any other argument."""
             if self._curr is None or self._curr.token_type != TokenType.TABLE or self._next is None:
                 return None
+            start = self._index
             if self._next.token_type == TokenType.L_PAREN:
                 node = self._parse_disjunction()  # TABLE(...): sqlglot's function call
-            elif self._next.token_type in (TokenType.R_PAREN, TokenType.COMMA):
-                return None
             else:
+                # TABLE <name> only where a table argument ends: else ``table`` is a column
+                # (count_if(table = 'orders'), upper(table.name)) and is parsed as one
                 self._advance()
-                node = self.expression(exp.Anonymous(this="TABLE", expressions=[self._parse_table_parts()]))
+                name = self._parse_table_parts() if self._curr is not None else None
+                if name is None or not self._at_table_argument_end():
+                    self._retreat(start)
+                    return None
+                node = self.expression(exp.Anonymous(this="TABLE", expressions=[name]))
             if isinstance(node, exp.Anonymous) and node.name.upper() == "TABLE":
                 # (Spark's grammar: several partition or sort expressions go in parentheses)
                 if self._match(TokenType.PARTITION_BY):
@@ -372,6 +377,14 @@ class KeyedSpark(Spark):
                 if self._match(TokenType.ORDER_BY):
                     node.set("order", exp.Order(expressions=self._parse_one_or_wrapped(self._parse_ordered)))
             return node
+
+        def _at_table_argument_end(self) -> bool:
+            c = self._curr
+            if c is None:
+                return False
+            if c.token_type in (TokenType.COMMA, TokenType.R_PAREN, TokenType.PARTITION_BY, TokenType.ORDER_BY):
+                return True
+            return c.text.upper() == "WITH" and self._next is not None and self._next.text.upper() == "SINGLE"
 
         def _parse_one_or_wrapped(self, parse: Any) -> list[exp.Expression]:
             if self._match(TokenType.L_PAREN):
@@ -410,6 +423,21 @@ class KeyedSpark(Spark):
             KeyedOption: lambda self, e: f"{self.sql(e, 'this')} = {self.sql(e, 'value')}",
             ExplainKeyed: lambda self, e: f"EXPLAIN KEYED {self.sql(e, 'this')}",
         }
+
+        def anonymous_sql(self, expression: exp.Anonymous) -> str:
+            """A ``TABLE(t)`` argument keeps its partitioning when rendered (a UDTF this project
+            does not register gets it from Spark as written)."""
+            sql = super().anonymous_sql(expression)
+            if expression.name.upper() != "TABLE":
+                return sql
+            if expression.args.get("partition_by"):
+                sql += f" PARTITION BY ({self.expressions(expression, key='partition_by', flat=True)})"
+            elif expression.args.get("single_partition"):
+                sql += " WITH SINGLE PARTITION"
+            order = expression.args.get("order")
+            if order is not None:
+                sql += f" ORDER BY ({self.expressions(order, flat=True)})"
+            return sql
 
         def keyedgroup_sql(self, e: KeyedGroup) -> str:
             parts = []

@@ -43,20 +43,18 @@ def _mentions_keyed_state(tree: exp.Expression) -> bool:
 
 def _unqualified(node: exp.Expression, table: exp.Table, verb: str) -> exp.Expression:
     """``node`` with the edited table's alias (``DELETE FROM keyed_state(...) s WHERE
-    s.user_id = ...``) taken off its columns; a column qualified by another name is refused."""
-    alias = table.alias
+    s.user_id = ...``) taken off its columns; any other qualifier stays (``profile.country``:
+    a field of the state column ``profile``)."""
+    alias = (table.alias or "").lower()
     node = node.copy()
+    if not alias:
+        return node
     for col in list(node.find_all(exp.Column)):
-        if not col.table or col.find_ancestor(exp.Subquery, exp.Select) is not None:
+        if col.find_ancestor(exp.Subquery, exp.Select) is not None:
             continue
-        if alias and col.table.lower() == alias.lower() and not col.db:
-            col.set("table", None)
-        else:
-            raise KeyedQueryError(
-                f"{verb} of keyed state: {col.sql(dialect='spark')} names '{col.table}', which is not the edited "
-                + (f"table's alias '{alias}'" if alias else "table (it has no alias: name the columns bare)"),
-                *position(col),
-            )
+        parts = col.parts
+        if len(parts) > 1 and parts[0].name.lower() == alias:
+            col.replace(exp.column(*reversed([p.copy() for p in parts[1:]])) if len(parts) <= 5 else col)
     return node
 
 

@@ -57,13 +57,23 @@ class Source:
         return {c.lower(): c for c in self.df.columns}
 
     def struct_head(self, col: exp.Column) -> str | None:
-        """The source column ``col`` reads a field of (``payload.user_id``, ``e.payload.user_id``
-        with ``e`` a FROM alias), or None when it names a column itself."""
+        """The source column ``col`` reads a field of (``payload.user_id``, ``payload.geo.city``,
+        ``e.payload.user_id`` with ``e`` a FROM alias), or None when it names a column itself (a
+        FROM alias before a column wins, as in Spark)."""
+        parts = [p.name.lower() for p in col.parts]
         lower = self.lower
-        table, db = (col.table or "").lower(), (col.db or "").lower()
-        if table and table not in self.aliases and table in lower and (not db or db in self.aliases):
-            return lower[table]
+        if len(parts) > 2 and parts[0] in self.aliases and parts[1] in lower:
+            return lower[parts[1]]
+        if len(parts) > 1 and parts[0] not in self.aliases and parts[0] in lower:
+            return lower[parts[0]]
         return None
+
+    def without_alias(self, col: exp.Column) -> exp.Expression:
+        """``col`` (a struct field) without a FROM alias before its column."""
+        parts = col.parts
+        if len(parts) > 2 and parts[0].name.lower() in self.aliases and len(parts) <= 5:
+            return exp.column(*reversed([p.copy() for p in parts[1:]]))
+        return col
 
     def check(self, e: exp.Expression, what: str) -> None:
         lower = self.lower
@@ -200,7 +210,7 @@ def resolve_outer(sel: exp.Select, call: Call, source: Source) -> Outer:
                     "source columns needs a row-at-a-time StatefulFunction",
                     *position(col),
                 )
-            col.set("db", None)
+            col.replace(source.without_alias(col))
             if head not in passthrough:
                 passthrough.append(head)
             return
@@ -243,6 +253,8 @@ def resolve_outer(sel: exp.Select, call: Call, source: Source) -> Outer:
         for col in list(e.find_all(exp.Column)):
             if not isinstance(col.this, exp.Star):
                 resolve(col, allow_select_alias=False)
+        if isinstance(e, exp.Column) and source.struct_head(e) is not None:  # (a root node is not replaced)
+            e = source.without_alias(e)
         expressions.append(e)
     where = None
     having = sel.args.get("having")

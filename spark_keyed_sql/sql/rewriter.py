@@ -200,10 +200,13 @@ class _Planner:
 
     def _source(self, sel: exp.Select, options: dict[str, Any]) -> Source:
         base = exp.Select(expressions=[exp.Star()])
-        for arg in ("from_", "joins", "where", "laterals", "hint"):  # (a hint: the source's joins')
+        for arg in ("from_", "joins", "where", "laterals"):
             value = sel.args.get(arg)
             if value is not None:
                 base.set(arg, [a.copy() for a in value] if isinstance(value, list) else value.copy())
+        joins_hint, _ = _split_hint(sel)
+        if joins_hint is not None:
+            base.set("hint", joins_hint)
         ctes = self._ctes_visible_from(sel)
         if ctes is not None:
             base.set("with_", ctes.copy())
@@ -233,6 +236,9 @@ class _Planner:
                 if id(cte) in inside:
                     break
                 ctes.append(cte.copy())
+        # a name an inner WITH defines again is the inner one (Spark refuses a name twice in one WITH)
+        names = [c.alias_or_name.lower() for c in ctes]
+        ctes = [c for i, c in enumerate(ctes) if names[i] not in names[i + 1 :]]
         return exp.With(expressions=ctes) if ctes else None
 
     def _engine(self, sel: exp.Select, call: Call, source: Source) -> Engine:
@@ -561,6 +567,9 @@ class _Planner:
         for arg in ("limit", "offset", "distinct"):
             if sel.args.get(arg) is not None:
                 select.set(arg, sel.args[arg].copy())
+        _, output_hint = _split_hint(sel)
+        if output_hint is not None:
+            select.set("hint", output_hint)
         step.outer_sql = render(select)
         return select
 
@@ -574,6 +583,17 @@ _RESULT_CLAUSES = {
     "sort": "SORT BY",
     "cluster": "CLUSTER BY",
 }
+
+
+def _split_hint(sel: exp.Select) -> tuple[exp.Hint | None, exp.Hint | None]:
+    """A keyed select's hint in two: join hints (BROADCAST, MERGE, ...) for its source's joins,
+    the rest (COALESCE, REPARTITION, REBALANCE: the output's partitions) for the outer select."""
+    hint = sel.args.get("hint")
+    if not isinstance(hint, exp.Hint):
+        return None, None
+    joins = [h.copy() for h in hint.expressions if isinstance(h, exp.JoinHint)]
+    other = [h.copy() for h in hint.expressions if not isinstance(h, exp.JoinHint)]
+    return (exp.Hint(expressions=joins) if joins else None), (exp.Hint(expressions=other) if other else None)
 
 
 def _refuse_dropped_clauses(sel: exp.Select, fname: str) -> None:

@@ -99,7 +99,10 @@ def state_table_args(fn: exp.Anonymous, name: str, batches: bool = True) -> list
     values = []
     for i, a in enumerate(args):
         what = ("the checkpoint path", "the function name", *batch_names)[i]
-        value = literal(a) if isinstance(a, (exp.Literal, exp.Null)) else a
+        number = a.this if isinstance(a, exp.Cast) and isinstance(a.this, exp.Literal) else a  # (3L)
+        value = literal(number) if isinstance(number, (exp.Literal, exp.Null)) else a
+        if i >= 2 and isinstance(value, str) and value.strip().isdigit():  # ('3': as it was read before)
+            value = int(value)
         if i == 0:
             ok = isinstance(value, str) and value.strip() != ""
         elif i == 1:

@@ -69,6 +69,18 @@ def _error(message: str, node: exp.Expression | None) -> KeyedQueryError:
     return KeyedQueryError(message, *position(node))
 
 
+def _is_interval(e: exp.Expression) -> bool:
+    """``INTERVAL 10 MINUTES``, or several added up (sqlglot reads ``INTERVAL 1 HOUR 30 MINUTES``
+    as a sum)."""
+    if isinstance(e, exp.Add):
+        return _is_interval(e.this) and _is_interval(e.expression)
+    return isinstance(e, exp.Interval)
+
+
+def _partitioned(table: exp.Expression) -> bool:
+    return any(table.args.get(k) for k in ("partition_by", "order", "single_partition"))
+
+
 def _is_table_arg(e: exp.Expression) -> bool:
     return isinstance(e, exp.Anonymous) and e.name.upper() == "TABLE"
 
@@ -119,6 +131,7 @@ class _Call:
         self.initial_broadcast: exp.Expression | None = None  # seeds the broadcast state
         self.options: list[KeyedOption] = []  # WITH STATE's OPTIONS given as arguments
         self._given: set[str] = set()  # the named arguments so far (lower case)
+        self._from_tables: set[str] = set()  # key / order_by given by PARTITION BY / ORDER BY on TABLE(...)
         for arg in call.expressions:
             self._take(arg)
 
@@ -137,13 +150,21 @@ class _Call:
         ):
             if text is None:
                 continue
-            if arg in self._given and self.named.get(arg, "") != text:
+            if arg in self._given and arg not in self._from_tables:
+                clause = "PARTITION BY" if arg == "key" else "ORDER BY"
                 raise _error(
-                    f"{self.fn}: {arg} given twice (PARTITION BY / ORDER BY on TABLE(...) is {arg} => '...'), or the "
-                    f"inputs are partitioned or ordered differently ({self.named.get(arg) or 'none'!r} and {text!r})",
+                    f"{self.fn}: {arg} given twice: {arg} => '...' and {clause} on TABLE(...) say the same; give one "
+                    "of them",
+                    table,
+                )
+            if arg in self._from_tables and self.named.get(arg, "").lower() != text.lower():
+                raise _error(
+                    f"{self.fn}: the inputs are partitioned or ordered differently ({self.named.get(arg) or 'none'!r} "
+                    f"and {text!r}); every keyed input goes by the same key and order",
                     table,
                 )
             self._given.add(arg)
+            self._from_tables.add(arg)
             if text:
                 self.named[arg], self.nodes[arg] = text, table
 
@@ -186,10 +207,12 @@ class _Call:
             if low in self._given:
                 raise _error(
                     f"{fn}: argument {name!r} given twice"
-                    + (" (PARTITION BY / ORDER BY on TABLE(...) gives it too)" if low in ("key", "order_by") else ""),
+                    + ("; PARTITION BY / ORDER BY on TABLE(...) give it too" if low in self._from_tables else ""),
                     value,
                 )
             self._given.add(low)
+        if low in ("initial_state", "initial_broadcast") and _is_table_arg(value) and _partitioned(value):
+            raise _error(f"{fn}: {low} is read whole: PARTITION BY / ORDER BY do not go on it", value)
         if low == "initial_state":
             if not _is_table_arg(value):
                 raise _error(f"{fn}: initial_state takes TABLE(<table or subquery>) of key and state columns", value)
@@ -219,11 +242,13 @@ class _Call:
                 value,
             )
         if low in KNOWN_OPTIONS:
+            if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal) and not value.this.is_string:
+                value = exp.Literal(this=f"-{value.this.this}", is_string=False)  # (-1: a number, as in OPTIONS)
             if not isinstance(value, (exp.Literal, exp.Boolean)):
                 raise _error(f"{fn}: {low} needs a literal value (string, number, true/false)", value)
             self.options.append(KeyedOption(this=exp.to_identifier(low), value=value.copy()))
             return
-        if low in ("watermark", "ttl") and isinstance(value, exp.Interval):  # INTERVAL 10 MINUTES
+        if low in ("watermark", "ttl") and _is_interval(value):  # INTERVAL 10 MINUTES (or 1 HOUR 30 MINUTES)
             self.named[low], self.nodes[low] = value.sql(dialect=KeyedSpark), value
             return
         if not (isinstance(value, exp.Literal) and value.is_string):
@@ -252,7 +277,7 @@ class _Call:
                 f"{self.fn}: order_by {text!r} is not a list of columns with ASC/DESC", self.nodes.get("order_by")
             ) from None
         for o in ordered:
-            if not isinstance(o.this, exp.Column) or o.this.table:
+            if not isinstance(o.this, exp.Column):
                 raise _error(
                     f"{self.fn}: order_by {text!r}: {o.this.sql(dialect=KeyedSpark)} is not a column of the input; "
                     "compute it in the input, TABLE(SELECT *, <expr> AS name FROM ...), and order by name",

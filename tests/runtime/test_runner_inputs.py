@@ -119,3 +119,8 @@ def test_rows_may_be_pyspark_rows():
     t = KeyedTester(AdClickJoin, returns="imp string, campaign string, pos bigint")
     t.run([Row(campaign="c1")], key="i", input="impressions")
     assert t.run([Row(pos=4)], key="i", input="clicks") == [{"imp": "i", "campaign": "c1", "pos": 4}]
+
+
+def test_one_row_given_as_a_dict_is_refused_saying_rows_are_a_list():
+    with pytest.raises(KeyedSQLError, match=r"rows are a list of dicts \(\[\{...\}, ...\]\); a dict is"):
+        KeyedTester(Arrivals, order_by="ts").run({"ts": 1}, key="i")

@@ -67,6 +67,20 @@ def test_struct_fields_as_key_order_and_pass_through(spark, forms):
     assert all(r.country == country[(r.uid, r.seq)] for r in got)
 
 
+def test_nested_struct_fields_through_a_from_alias(spark, forms):
+    spark.createDataFrame(
+        [((u, (c, s)), a) for u, a, s, c in ROWS],
+        "payload struct<user_id: string, geo: struct<country: string, seq: int>>, amount double",
+    ).createOrReplaceTempView("sf_nested_deep")
+    got = forms.sql(
+        "SELECT uid, e.payload.geo.seq, e.payload.geo.country, s.n, s.total FROM sf_nested_deep e "
+        "GROUP BY KEY e.payload.user_id AS uid WITH STATE sf_sum(amount) AS s ORDER BY e.payload.geo.seq"
+    ).collect()
+    assert sorted((r.uid, r.seq, r.n, r.total) for r in got) == _oracle(ROWS)
+    country = {(u, s): c for u, _, s, c in ROWS}
+    assert all(r.country == country[(r.uid, r.seq)] for r in got)
+
+
 def test_a_struct_field_as_an_argument_and_an_unaliased_key(spark, forms):
     spark.createDataFrame(
         [((u, a), s) for u, a, s, _ in ROWS], "payload struct<user_id: string, amount: double>, seq int"
@@ -88,8 +102,11 @@ KEYED = "SELECT user_id, seq, s.n, s.total FROM c GROUP BY KEY user_id WITH STAT
         "WITH c AS (SELECT * FROM sf_flat WHERE amount < 7) INSERT INTO {t} " + KEYED,
         "CREATE TABLE {t} USING parquet AS WITH c AS (SELECT * FROM sf_flat WHERE amount < 7) " + KEYED,
         "INSERT INTO {t} SELECT * FROM (WITH c AS (SELECT * FROM sf_flat WHERE amount < 7) " + KEYED + ") r",
+        # an inner WITH naming c again is the c the keyed select reads
+        "WITH c AS (SELECT * FROM sf_flat) INSERT INTO {t} SELECT * FROM "
+        "(WITH c AS (SELECT * FROM sf_flat WHERE amount < 7) " + KEYED + ") r",
     ],
-    ids=["insert-with", "with-insert", "ctas-with", "subquery-with"],
+    ids=["insert-with", "with-insert", "ctas-with", "subquery-with", "shadowed"],
 )
 def test_ctes_an_insert_a_create_or_a_subquery_defines(spark, forms, statement):
     table = f"sf_out_{abs(hash(statement)) % 10**8}"
@@ -104,18 +121,23 @@ def test_ctes_an_insert_a_create_or_a_subquery_defines(spark, forms, statement):
         spark.sql(f"DROP TABLE IF EXISTS {table}")
 
 
-def test_a_join_hint_stays_on_the_source(spark, forms):
+def test_a_join_hint_goes_to_the_source_an_output_hint_to_the_result(spark, forms):
     spark.createDataFrame([("u1", "gold"), ("u2", "red")], "user_id string, tier string").createOrReplaceTempView(
         "sf_tiers"
     )
     sql = (
-        "SELECT /*+ BROADCAST(t) */ user_id, seq, s.n, s.total FROM sf_flat f JOIN sf_tiers t USING (user_id) "
+        "SELECT /*+ BROADCAST(t), COALESCE(1) */ user_id, seq, s.n, s.total FROM sf_flat f JOIN sf_tiers t "
+        "USING (user_id) "
         "GROUP BY KEY user_id WITH STATE sf_sum(amount) AS s ORDER BY seq"
     )
     df = forms.sql(sql)
     assert sorted(tuple(r) for r in df.collect()) == _oracle([r for r in ROWS if r[0] in ("u1", "u2")])
-    source = next(line for line in forms.explain(sql).splitlines() if line.strip().startswith("source SQL:"))
-    assert "/*+ BROADCAST(t) */" in source
+    plan = forms.explain(sql).splitlines()
+    source = next(line for line in plan if line.strip().startswith("source SQL:"))
+    outer = next(line for line in plan if line.strip().startswith("outer SQL:"))
+    assert "/*+ BROADCAST(t) */" in source and "COALESCE" not in source  # a join hint: the source's
+    assert "/*+ COALESCE(1) */" in outer and "BROADCAST" not in outer  # the output's partitions: the result's
+    assert df.rdd.getNumPartitions() == 1
 
 
 @pytest.mark.parametrize(
@@ -153,6 +175,7 @@ def _per_key(rows, key=lambda r: r[0]):
         "sf_sum(TABLE sf_flat PARTITION BY user_id ORDER BY (seq ASC))",
         "sf_sum(TABLE sf_flat, key => 'user_id', order_by => 'seq')",
         "sf_sum(rows => TABLE(SELECT * FROM sf_flat) PARTITION BY user_id ORDER BY seq)",
+        "sf_sum(TABLE(sf_flat), key => 'user_id', order_by => 'sf_flat.seq')",
     ],
 )
 def test_sparks_table_argument_spellings_give_key_and_order(forms, call):
@@ -166,7 +189,7 @@ def test_partition_by_several_columns_and_interval_arguments(spark, forms):
     spark.sql("SELECT *, timestamp_seconds(seq * 60) AS ts FROM sf_flat").createOrReplaceTempView("sf_timed")
     got = forms.sql(  # (a one-shot batch: the watermark and the TTL change nothing here, but are taken)
         "SELECT * FROM sf_sum(TABLE(sf_timed) PARTITION BY user_id ORDER BY seq, event_time => 'ts', "
-        "watermark => INTERVAL 10 MINUTES, ttl => INTERVAL 7 DAYS)"
+        "watermark => INTERVAL 1 HOUR 30 MINUTES, ttl => INTERVAL 7 DAYS)"
     ).collect()
     assert sorted((r.user_id, r.n, r.total) for r in got) == _per_key(ROWS)
 
@@ -174,7 +197,13 @@ def test_partition_by_several_columns_and_interval_arguments(spark, forms):
 @pytest.mark.parametrize(
     "call, message",
     [
-        ("sf_sum(TABLE(sf_flat) PARTITION BY user_id, key => 'user_id')", r"key' given twice \(PARTITION BY"),
+        ("sf_sum(TABLE(sf_flat) PARTITION BY user_id, key => 'user_id')", r"'key' given twice; PARTITION BY"),
+        ("sf_sum(key => 'user_id', rows => TABLE(sf_flat) PARTITION BY user_id)", r"key given twice: key => '...' and"),
+        (
+            "sf_sum(TABLE(sf_flat) PARTITION BY user_id, initial_state => TABLE(sf_flat) PARTITION BY user_id)",
+            r"initial_state is read whole",
+        ),
+        ("sf_sum(TABLE(sf_flat) PARTITION BY user_id, state_partitions => -1)", r"state_partitions .* got -1"),
         ("sf_sum(TABLE(sf_flat) PARTITION BY upper(user_id))", r"PARTITION BY on TABLE\(...\) takes columns"),
         ("sf_sum(TABLE(sf_flat), key => 'user_id', order_by => 'abs(seq)')", r"ABS\(seq\) is not a column of"),
         ("sf_sum(TABLE(sf_flat), key => 'user_id', watermark => 10)", r"such as '10 minutes' or INTERVAL"),
