@@ -98,14 +98,15 @@ def run(
     lock = None
     stream: StreamRun | None = None
     try:
-        if output:
-            _probe_output(spark, output)
+        if not output:  # (before the checkpoint is touched: nothing recorded for a run that cannot start)
+            raise SchemaError("ks.run needs output=<parquet directory or table name>")
+        if not (checkpoint or checkpoint_in_sql(statement)):
+            raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")
+        _probe_output(spark, output)
         lock = _lock(spark, checkpoint or checkpoint_in_sql(statement), "ks.run")
         checkpoint = prepare_checkpoint(spark, statement, checkpoint, "ks.run", function)
         if not checkpoint:
             raise SchemaError("ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))")
-        if not output:
-            raise SchemaError("ks.run needs output=<parquet directory or table name>")
         edits = _restarted_for_edits(statement)
         if edits is not None:  # queued before: applied before the run
             apply_queued(spark, checkpoint, edits.layout, edits.name, _spec_of(function), lock)

@@ -50,3 +50,17 @@ def test_a_run_left_early_stops_its_query_and_the_next_run_finishes_once(spark, 
         counts[r["user_id"]] = counts.get(r["user_id"], 0) + 1
         want.append((r["user_id"], r["ts"], counts[r["user_id"]]))
     assert got == sorted(want)
+
+
+def test_a_run_without_output_is_refused_before_the_checkpoint_is_touched(spark, ks_auto, tmp_path):
+    import os
+
+    from spark_keyed_sql.api.errors import SchemaError
+
+    ks_auto.register("left_early", Seen, returns="n bigint")
+    src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
+    write_parquet(spark, make_events(3, 1, seed=70), src)
+    sql = f"SELECT user_id, s.n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE left_early(value) AS s"
+    with pytest.raises(SchemaError, match=r"ks.run needs output="):
+        ks_auto.run(sql, checkpoint=cp)
+    assert not os.path.exists(cp) or os.listdir(cp) == []  # nothing recorded: the next run may change the query
