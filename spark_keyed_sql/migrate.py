@@ -35,6 +35,7 @@ from .sql.sources import view_name
 from .state.checkpoint import CheckpointError, CheckpointMeta, MigrationError, read_metadata, write_metadata
 from .state.filesystems import filesystem
 from .state.fs import join
+from .streaming.queries import checkpoint_lease
 
 __all__ = ["MigrationError", "SPARK_POSITION_FILES", "migrate_checkpoint", "migrate_state"]
 
@@ -138,6 +139,32 @@ def migrate_state(
             "(e.g. a job on the cluster); reading the state (ks.read_state) and bootstrapping a new query from it "
             "(INITIAL STATE FROM) work on Connect"
         )
+    # the source's lease for the whole copy: a query running on it would commit a batch between
+    # reading its state and copying Spark's position files (that batch's input skipped); a
+    # running one refuses here, naming itself (a dry run only reads, as read_state does)
+    lock = None if dry_run else checkpoint_lease(spark, src, "migrate_state")
+    try:
+        return _migrate(spark, src, dst, target, fs, meta, ops, op, transform, partitions, dry_run, sample, where)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _migrate(
+    spark: SparkSession,
+    src: str,
+    dst: str,
+    target: FunctionSpec,
+    fs: Any,
+    meta: CheckpointMeta,
+    ops: list,
+    op: Any,
+    transform: str | None,
+    partitions: int | None,
+    dry_run: bool,
+    sample: int,
+    where: str,
+) -> dict[str, Any] | DataFrame:
     source_layout = get_engine(op.engine_or(LEGACY_ENGINE)).layout
     position = source_layout.position(spark, src, op)
 

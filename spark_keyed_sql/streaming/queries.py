@@ -27,7 +27,7 @@ from .checkpoints import checkpoint_in_sql, prepare_checkpoint
 from .edit_restarts import EditRestarts, apply_queued
 from .failures import from_stream_failure, translating
 
-__all__ = ["start", "run", "metrics"]
+__all__ = ["checkpoint_lease", "start", "run", "metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +237,14 @@ def _probe_output(spark: SparkSession, sink: str | None) -> None:
     """A directory output Spark cannot reach fails now, naming it, before any state is written."""
     if sink and is_path(sink) and not sink.startswith("memory:"):
         filesystem(spark).probe(sink, "output")
+
+
+def checkpoint_lease(spark: SparkSession, checkpoint: str, where: str) -> CheckpointLock:
+    """The checkpoint's lease for work beside the queries (a migration reading it whole): a
+    query of this process that has stopped gives it up first; a running one refuses it."""
+    lock = _lock(spark, checkpoint, where)
+    assert lock is not None
+    return lock
 
 
 def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> CheckpointLock | None:

@@ -180,3 +180,27 @@ def test_migrated_checkpoint_refuses_the_other_engine(spark, ks, first_run):
             checkpoint=dst,
             output=str(d / "o_engine"),
         )
+
+
+def test_a_migration_waits_for_no_running_query_it_is_refused_while_one_runs(spark, ks, tmp_path):
+    """A query running on the source would commit a batch between the migration's read of its
+    state and its copy of Spark's position files: the migration is refused while one holds the
+    source's lease, names it, writes nothing; once the query stops it goes through."""
+    import os
+
+    ks.register("mig_live", TallyV1, returns=RETURNS)
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    write_parquet(spark, make_events(5, 2, seed=43), src)
+    spark.readStream.schema("user_id string, value double, amount double, merchant string, ts timestamp").parquet(
+        src
+    ).createOrReplaceTempView("mig_live_src")
+    sql = "SELECT user_id, count, bonus FROM mig_live_src GROUP BY KEY user_id WITH STATE mig_live(merchant)"
+    q = ks.start(sql, checkpoint=cp, sink=out)
+    try:
+        q.processAllAvailable()
+        with pytest.raises(CheckpointError, match=r"ks\.start"):
+            ks.migrate_state(cp, str(tmp_path / "dst"))
+        assert not os.path.exists(tmp_path / "dst") or os.listdir(tmp_path / "dst") == []
+    finally:
+        q.stop()
+    assert ks.migrate_state(cp, str(tmp_path / "dst"))["keys"] == 5
