@@ -74,7 +74,9 @@ def state_changes(
             f"(from_batch={erased_before})"
         )
     kept = min_batch if erased_before is None else max(min_batch, erased_before)
-    if lo < -1 or hi > max_batch or lo > hi or (lo == hi and lo < kept):
+    # from_batch is a batch whose state is kept (its changes after it are net of it), or -1 for
+    # a checkpoint that keeps batch 0 (that batch then counts as a change from empty state)
+    if lo < (-1 if kept == 0 else kept) or hi > max_batch or lo > hi:
         raise CheckpointError(
             f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps {kept}..{max_batch}"
         )

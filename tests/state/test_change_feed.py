@@ -3,6 +3,7 @@ diffs per-key state computed in plain Python."""
 
 import json
 
+import pytest
 from data import by_key_in_ts_order, make_events, write_parquet
 
 from spark_keyed_sql import StatefulFunction
@@ -187,3 +188,23 @@ def test_an_unkeyed_feed_says_delete_when_cleared_and_upsert_when_set_again(spar
     ]
     assert sorted(got, key=repr) == sorted(expected, key=repr)
     assert [c for _, c, _, _ in sorted(expected, key=lambda x: x[3])] == ["upsert", "delete", "upsert"]
+
+
+def test_a_feed_from_before_the_oldest_batch_kept_is_refused_not_answered_as_all_upserts():
+    """Batches 5..9 kept: from_batch=4 would compare batch 5 against no state at all (every key
+    an upsert); it is refused, and from_batch=5 (the oldest kept) reads on."""
+    from spark_keyed_sql.state.checkpoint import CheckpointError
+    from spark_keyed_sql.state.reader import state_changes
+
+    class Read(Exception):
+        pass
+
+    def read(batch):
+        raise Read(batch)
+
+    with pytest.raises(CheckpointError, match=r"cannot read changes for batches \(4, 9\]; it keeps 5\.\.9"):
+        state_changes(read, (5, 9), 1, "/ck", from_batch=4)
+    with pytest.raises(Read):  # (past the checks: the newest version is read first)
+        state_changes(read, (5, 9), 1, "/ck", from_batch=5)
+    with pytest.raises(Read):  # a checkpoint keeping batch 0: -1 is "from empty state"
+        state_changes(read, (0, 3), 1, "/ck", from_batch=-1)
