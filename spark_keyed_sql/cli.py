@@ -471,6 +471,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="on failure, the full trace; Spark's own log lines and this package's log (DEBUG)",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    # --master and --debug after the command too (spark-keyed-sql run q.sql --debug); SUPPRESS: a
+    # command's parser sets them only when given there, else the top-level value stands
+    anywhere = argparse.ArgumentParser(add_help=False)
+    anywhere.add_argument("--master", default=argparse.SUPPRESS, help="as before the command")
+    anywhere.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="as before the command")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -486,20 +491,24 @@ def build_parser() -> argparse.ArgumentParser:
             "--engine", default=AUTO, choices=[AUTO, *engine_names()], help="execution engine (default auto)"
         )
 
-    run = sub.add_parser("run", help="run a SQL file; with --checkpoint/--output as an incremental batch (ks.run)")
+    run = sub.add_parser(
+        "run", parents=[anywhere], help="run a SQL file; with --checkpoint/--output as an incremental batch (ks.run)"
+    )
     common(run)
     run.add_argument("--checkpoint", help="checkpoint directory: state carried between runs")
     run.add_argument("--output", help="output directory or table (with --checkpoint)")
     run.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
     run.set_defaults(fn=cmd_run)
 
-    ex = sub.add_parser("explain", help="show the plan the rewriter makes for the file's last statement")
+    ex = sub.add_parser(
+        "explain", parents=[anywhere], help="show the plan the rewriter makes for the file's last statement"
+    )
     common(ex)
     ex.set_defaults(fn=cmd_explain)
 
     state = sub.add_parser("state", help="keyed state of a checkpoint")
     ssub = state.add_subparsers(dest="state_command", required=True)
-    show = ssub.add_parser("show", help="one row per key (ks.read_state), or the change feed")
+    show = ssub.add_parser("show", parents=[anywhere], help="one row per key (ks.read_state), or the change feed")
     show.add_argument("checkpoint")
     show.add_argument("--function", help="the function, when the checkpoint holds several")
     show.add_argument("--batch", type=int, help="an older committed batch (with --changes: the feed up to it)")
@@ -509,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("--limit", type=int, default=50)
     show.set_defaults(fn=cmd_state_show)
-    mig = ssub.add_parser("migrate", help="rewrite state into a new checkpoint (ks.migrate_state)")
+    mig = ssub.add_parser("migrate", parents=[anywhere], help="rewrite state into a new checkpoint (ks.migrate_state)")
     mig.add_argument("src")
     mig.add_argument("dst")
     mig.add_argument(
@@ -525,9 +534,13 @@ def build_parser() -> argparse.ArgumentParser:
     mig.add_argument("--sample", type=int, default=20, help="keys shown by --dry-run, the smallest (default 20)")
     mig.set_defaults(fn=cmd_state_migrate)
     dele = ssub.add_parser(
-        "delete", help="erase the keys matching --where from every file of a checkpoint (a running query applies it)"
+        "delete",
+        parents=[anywhere],
+        help="erase the keys matching --where from every file of a checkpoint (a running query applies it)",
     )
-    upd = ssub.add_parser("update", help="set state columns of the keys matching --where (as delete)")
+    upd = ssub.add_parser(
+        "update", parents=[anywhere], help="set state columns of the keys matching --where (as delete)"
+    )
     for edit in (dele, upd):
         edit.add_argument("checkpoint")
         edit.add_argument("--where", required=True, help="SQL predicate over the key and state columns")
@@ -546,7 +559,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dele.set_defaults(fn=cmd_state_delete)
     upd.set_defaults(fn=cmd_state_update)
-    unl = ssub.add_parser("unlock", help="remove a checkpoint's lock left by a process that is gone (ks.unlock)")
+    unl = ssub.add_parser(
+        "unlock", parents=[anywhere], help="remove a checkpoint's lock left by a process that is gone (ks.unlock)"
+    )
     unl.add_argument("checkpoint")
     unl.set_defaults(fn=cmd_state_unlock)
     return p

@@ -26,6 +26,7 @@ from typing import Any
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
+from .api.errors import UnknownFunctionError
 from .compat.exceptions import first_line
 from .engines import LEGACY_ENGINE, get_engine, migration_target
 from .runtime.columns import quote
@@ -72,7 +73,16 @@ def migrate_checkpoint(
             f"migrate_state: {src!r} holds no keyed query's checkpoint (no metadata of this "
             "project there); check the path, or name the function with function= / to_function="
         )
-    target = registered(to_function or source_fn)
+    try:
+        target = registered(to_function or source_fn)
+    except UnknownFunctionError as exc:
+        op = meta.operator(source_fn) if meta and source_fn and not to_function else None
+        cls = f" (its class when the checkpoint was written: {op.class_name})" if op and op.class_name else ""
+        raise UnknownFunctionError(
+            f"{exc}. A migration writes the state as the target function's class declares it, so that class is "
+            f"registered first{cls}: ks.register('{to_function or source_fn}', <class>), or on the command line "
+            f"--udf {to_function or source_fn}=module:Class"
+        ) from None
     return migrate_state(
         spark,
         src,

@@ -149,3 +149,18 @@ def test_an_unregistered_function_says_how_the_cli_registers_it(spark, tmp_path,
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert "unknown function 'nosuchfn'" in err and "-- udf: name = module:Class" in err and "--udf" in err, err
     assert "ks.register" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, debug, master",
+    [
+        (["run", "q.sql", "--debug"], True, None),
+        (["--debug", "run", "q.sql"], True, None),
+        (["run", "q.sql"], False, None),
+        (["--master", "local[1]", "state", "show", "/ck"], False, "local[1]"),
+        (["state", "delete", "/ck", "--where", "true", "--master", "sc://h:15002", "--debug"], True, "sc://h:15002"),
+    ],
+)
+def test_master_and_debug_go_before_or_after_the_command(argv, debug, master):
+    args = cli.build_parser().parse_args(argv)
+    assert (args.debug, args.master) == (debug, master)

@@ -147,6 +147,13 @@ def test_migrate_refusals(spark, ks, first_run):
     with pytest.raises(CheckpointError, match=r"'.*typo' holds no keyed query's checkpoint"):
         ks.migrate_state(str(d / "typo"), str(d / "r3"))
     assert not (d / "r3").exists()
+    # a session that never registered the function: told which class and how to register it
+    from spark_keyed_sql import KeyedSQL, UnknownFunctionError
+
+    with pytest.raises(
+        UnknownFunctionError, match=r"its class when the checkpoint was written: .*TallyV1\).*--udf mig_tally="
+    ):
+        KeyedSQL(spark).migrate_state(src, str(d / "r4"))
     # the old checkpoint is untouched and still runs on
     assert ks.read_state(src).count() == 40
 
