@@ -596,12 +596,30 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             text = str(exc) if isinstance(exc, (_FileError, UsageError)) else _describe(exc)
             # the CLI registers what the SQL file's `-- udf:` lines and --udf name, not ks.register
-            text = text.replace("call ks.register first", _REGISTER_HINT)
-            print(f"error: {text}", file=sys.stderr)
+            print(f"error: {in_cli_words(text)}", file=sys.stderr)
             return EXIT_ERROR
         finally:
             if handler is not None:
                 _stop_logging(handler)
+
+
+# the Python API's argument names in messages -> the CLI's flags (ks.run(checkpoint=...), function=...)
+_PYTHON_TO_FLAGS = [
+    (re.compile(r"\bks\.run needs checkpoint=\.\.\."), "run needs --checkpoint DIR"),
+    (re.compile(r"\bks\.run needs output="), "run needs --output "),
+    (re.compile(r"\bin ks\.run\(checkpoint=\.\.\.\)"), "in --checkpoint"),
+    (re.compile(r"\bpass function=\.\.\."), "pass --function NAME"),
+    (re.compile(r"\(from_batch=(\d+)\)"), r"(--from-batch \1)"),
+]
+
+
+def in_cli_words(text: str) -> str:
+    """A message written for the Python API in the CLI's words: its flags for the keyword
+    arguments, its --udf / '-- udf:' for ks.register."""
+    text = text.replace("call ks.register first", _REGISTER_HINT)
+    for python, flag in _PYTHON_TO_FLAGS:
+        text = python.sub(flag, text)
+    return text
 
 
 if __name__ == "__main__":

@@ -164,3 +164,15 @@ def test_an_unregistered_function_says_how_the_cli_registers_it(spark, tmp_path,
 def test_master_and_debug_go_before_or_after_the_command(argv, debug, master):
     args = cli.build_parser().parse_args(argv)
     assert (args.debug, args.master) == (debug, master)
+
+
+def test_messages_of_the_python_api_name_the_clis_flags():
+    """The engines' messages name ks.run's keyword arguments; the CLI prints its own flags."""
+    said = {
+        "ks.run needs checkpoint=... (or OPTIONS (checkpoint = '...'))": "run needs --checkpoint DIR (or OPTIONS",
+        "checkpoint given twice: in ks.run(checkpoint=...) and in OPTIONS; give it once": "in --checkpoint and in",
+        "checkpoint '/ck' holds several functions ['a', 'b']; pass function=...": "pass --function NAME",
+        "the change feed starts after batch 4 (from_batch=4)": "(--from-batch 4)",
+    }
+    for python, cli_words in said.items():
+        assert cli_words in cli.in_cli_words(python), python
