@@ -149,7 +149,7 @@ def test_cli_synopsis_matches_the_parser():
     commands: dict[tuple, set] = {}
     current = None
     for line in synopsis.splitlines():
-        m = re.match(r"spark-keyed-sql \[--master URL\] (state \w+|\w+)", line)
+        m = re.match(r"spark-keyed-sql \[--master URL\] \[--debug\] (state \w+|\w+)", line)
         if m:
             current = tuple(m.group(1).split())
         commands.setdefault(current, set()).update(re.findall(r"--[a-z-]+", line))
@@ -166,7 +166,8 @@ def test_cli_synopsis_matches_the_parser():
     for cmd, flags in commands.items():
         sub = _subparser(parser, *cmd)
         real = {o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
-        assert flags - {"--master"} == real, (cmd, flags, real)
+        anywhere = {"--master", "--debug"}  # (before or after the command)
+        assert flags - anywhere == real - anywhere and anywhere <= real, (cmd, flags, real)
 
 
 def test_api_rows_format_example_matches_a_plain_python_sum(spark, ks):
