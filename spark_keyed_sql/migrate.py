@@ -152,12 +152,24 @@ def migrate_state(
     # the source's lease for the whole copy: a query running on it would commit a batch between
     # reading its state and copying Spark's position files (that batch's input skipped); a
     # running one refuses here, naming itself (a dry run only reads, as read_state does)
-    lock = None if dry_run else checkpoint_lease(spark, src, "migrate_state")
+    lock = None if dry_run else _source_lease(spark, src)
     try:
         return _migrate(spark, src, dst, target, fs, meta, ops, op, transform, partitions, dry_run, sample, where)
     finally:
         if lock is not None:
             lock.release()
+
+
+def _source_lease(spark: SparkSession, src: str) -> Any:
+    """The source's lease, or None for a source this session can only read (a backup copy, a
+    read-only bucket: no query writes there either); a query holding it refuses the migration."""
+    try:
+        return checkpoint_lease(spark, src, "migrate_state")
+    except CheckpointError:
+        raise  # (held by a running query: named in the message)
+    except Exception as exc:  # noqa: BLE001 - a lease that cannot be written: the source is read-only here
+        log.warning("migrate_state: no lease taken on %s (%s); reading it as it is", src, first_line(str(exc)))
+        return None
 
 
 def _migrate(

@@ -319,4 +319,4 @@ class DataFrameStreamRun(StreamRun):
         }
 
     def metrics(self) -> list[dict[str, Any]]:
-        return state_metrics(recent_progress(self.query, self.job.input_scans), self.functions)
+        return state_metrics(self._progress(), self.functions)

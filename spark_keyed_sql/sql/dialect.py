@@ -359,6 +359,8 @@ class KeyedSpark(Spark):
             start = self._index
             if self._next.token_type == TokenType.L_PAREN:
                 node = self._parse_disjunction()  # TABLE(...): sqlglot's function call
+            elif self._next.token_type == TokenType.DOT:  # table.name: a column's field
+                return None
             else:
                 # TABLE <name> only where a table argument ends: else ``table`` is a column
                 # (count_if(table = 'orders'), upper(table.name)) and is parsed as one

@@ -236,10 +236,7 @@ class _Planner:
                 if id(cte) in inside:
                     break
                 ctes.append(cte.copy())
-        # a name an inner WITH defines again is the inner one (Spark refuses a name twice in one WITH)
-        names = [c.alias_or_name.lower() for c in ctes]
-        ctes = [c for i, c in enumerate(ctes) if names[i] not in names[i + 1 :]]
-        return exp.With(expressions=ctes) if ctes else None
+        return exp.With(expressions=_unshadowed(ctes)) if ctes else None
 
     def _engine(self, sel: exp.Select, call: Call, source: Source) -> Engine:
         streaming = source.df.isStreaming
@@ -574,6 +571,25 @@ class _Planner:
         return select
 
 
+def _unshadowed(ctes: list[exp.CTE]) -> list[exp.CTE]:
+    """The CTEs of nested WITHs as one WITH (Spark refuses a name twice in one): a definition an
+    inner WITH makes again is renamed, and each CTE's body reads the definitions before it, as it
+    did in its own WITH (``WITH x AS (SELECT * FROM x)`` inside reads the outer ``x``)."""
+    names = [c.alias_or_name.lower() for c in ctes]
+    if len(set(names)) == len(names):
+        return ctes
+    latest: dict[str, str] = {}  # a name -> the CTE it means so far
+    for i, (cte, name) in enumerate(zip(ctes, names)):
+        for table in cte.this.find_all(exp.Table):
+            if not table.db and not table.catalog and table.name.lower() in latest:
+                table.set("this", quoted_identifier(latest[table.name.lower()]))
+        own = f"__ks_cte{i}_{name}" if name in names[i + 1 :] else cte.alias_or_name
+        if own != cte.alias_or_name:
+            cte.set("alias", exp.TableAlias(this=quoted_identifier(own)))
+        latest[name] = own
+    return ctes
+
+
 # clauses of a keyed select that would apply to its result: the outer select keeps WHERE-like
 # HAVING, ORDER BY, LIMIT, OFFSET and DISTINCT; these are refused rather than dropped
 _RESULT_CLAUSES = {
@@ -585,14 +601,23 @@ _RESULT_CLAUSES = {
 }
 
 
+# Spark's join strategy hints (sqlglot reads most as JoinHint, SHUFFLE_MERGE as a function)
+_JOIN_HINTS = {"BROADCAST", "BROADCASTJOIN", "MAPJOIN", "MERGE", "SHUFFLE_MERGE", "MERGEJOIN", "SHUFFLE_HASH"}
+_JOIN_HINTS |= {"SHUFFLE_REPLICATE_NL"}
+
+
+def _is_join_hint(h: exp.Expression) -> bool:
+    return isinstance(h, exp.JoinHint) or (h.name or "").upper() in _JOIN_HINTS
+
+
 def _split_hint(sel: exp.Select) -> tuple[exp.Hint | None, exp.Hint | None]:
     """A keyed select's hint in two: join hints (BROADCAST, MERGE, ...) for its source's joins,
     the rest (COALESCE, REPARTITION, REBALANCE: the output's partitions) for the outer select."""
     hint = sel.args.get("hint")
     if not isinstance(hint, exp.Hint):
         return None, None
-    joins = [h.copy() for h in hint.expressions if isinstance(h, exp.JoinHint)]
-    other = [h.copy() for h in hint.expressions if not isinstance(h, exp.JoinHint)]
+    joins = [h.copy() for h in hint.expressions if _is_join_hint(h)]
+    other = [h.copy() for h in hint.expressions if not _is_join_hint(h)]
     return (exp.Hint(expressions=joins) if joins else None), (exp.Hint(expressions=other) if other else None)
 
 

@@ -76,7 +76,7 @@ def state_changes(
     kept = min_batch if erased_before is None else max(min_batch, erased_before)
     # from_batch is a batch whose state is kept (its changes after it are net of it), or -1 for
     # a checkpoint that keeps batch 0 (that batch then counts as a change from empty state)
-    if lo < (-1 if kept == 0 else kept) or hi > max_batch or lo > hi:
+    if lo < (-1 if kept == 0 else kept) or hi < kept or hi > max_batch or lo > hi:
         raise CheckpointError(
             f"checkpoint {checkpoint!r}: cannot read changes for batches ({lo}, {hi}]; it keeps {kept}..{max_batch}"
         )

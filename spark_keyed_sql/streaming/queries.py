@@ -129,12 +129,18 @@ def run(
         )
         return summary
     finally:
-        if stream is not None:
-            _stop_if_running(stream)  # (left early: an interrupt, a failing progress callback)
-            stream.close()
-        if lock:
-            lock.release()
-        release_views(spark, statement, ended=True)  # (its micro-batches read them by name: now done)
+        try:
+            if stream is not None:
+                try:
+                    _stop_if_running(stream)  # (left early: an interrupt, a failing progress callback)
+                finally:
+                    stream.close()
+        finally:  # (a second interrupt while the query stops: the lease still goes)
+            try:
+                if lock:
+                    lock.release()
+            finally:
+                release_views(spark, statement, ended=True)  # (its micro-batches read them by name: now done)
 
 
 def _stop_if_running(stream: StreamRun) -> None:

@@ -32,7 +32,8 @@ class _Query:
         for _ in range(self.per_poll):
             if self.done < self.total:
                 b = self.done
-                self.recentProgress.append(_Progress({"batchId": b, "numInputRows": b + 1, "stateOperators": []}))
+                op = {"operatorName": "transformWithStateExec", "numRowsTotal": b, "numRowsUpdated": 1}
+                self.recentProgress.append(_Progress({"batchId": b, "numInputRows": b + 1, "stateOperators": [op]}))
                 self.done += 1
         self.recentProgress = self.recentProgress[-self.keep :]
 
@@ -51,3 +52,4 @@ def test_every_batch_reaches_the_callback_once_and_in_order_beyond_sparks_buffer
     assert [p["input_rows"] for p in seen] == [b + 1 for b in range(12)]
     assert sorted(run.batches) == list(range(12))
     assert sum(p["numInputRows"] for p in run._progress()) == sum(b + 1 for b in range(12))
+    assert [m["batch_id"] for m in run.metrics()] == list(range(12))  # (ks.run's summary "metrics")

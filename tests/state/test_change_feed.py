@@ -208,3 +208,14 @@ def test_a_feed_from_before_the_oldest_batch_kept_is_refused_not_answered_as_all
         state_changes(read, (5, 9), 1, "/ck", from_batch=5)
     with pytest.raises(Read):  # a checkpoint keeping batch 0: -1 is "from empty state"
         state_changes(read, (0, 3), 1, "/ck", from_batch=-1)
+
+
+def test_a_feed_up_to_a_batch_before_the_oldest_kept_is_refused():
+    from spark_keyed_sql.state.checkpoint import CheckpointError
+    from spark_keyed_sql.state.reader import state_changes
+
+    def read(batch):
+        raise AssertionError(f"read({batch}): the range should have been refused first")
+
+    with pytest.raises(CheckpointError, match=r"cannot read changes for batches \(-1, -1\]; it keeps 0\.\.7"):
+        state_changes(read, (0, 7), 1, "/ck", from_batch=-1, to_batch=-1)

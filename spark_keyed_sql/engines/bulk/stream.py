@@ -108,6 +108,8 @@ class BulkStreamRun(StreamRun):
                 poll()  # the batches committed since the last look
             if self.job.plan is not None and _idle_steps(self.job.plan):
                 self.stream.flush_timers()  # Spark's no-data batch: timers due by the last watermark fire
+                if poll is not None:
+                    poll()  # (the flush's own commit)
         finally:
             self.stream.compactor.join()  # a compaction the run started finishes before it returns
         self.stream.compactor.check(finished=True)
