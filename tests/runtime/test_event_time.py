@@ -74,10 +74,20 @@ def test_sessions_close_after_inactivity(spark, ks, tmp_path, ts_type):
         "EVENT TIME ts WATERMARK '5 minutes'"
     )
     late = 0
+
+    def run():
+        seen = []
+        summary = ks.run(sql, checkpoint=cp, output=out, progress=seen.append)
+        ids = [p["batch_id"] for p in seen]
+        assert ids == sorted(set(ids))  # each batch once, in order
+        if ks.default_engine == "bulk":  # every batch the run committed (the end of input's timers too)
+            assert ids == [m["batch_id"] for m in summary["metrics"]], summary
+        return summary
+
     for rows in runs:
         write_parquet(spark, rows, src)
-        late += ks.run(sql, checkpoint=cp, output=out)["late_rows"]
-    ks.run(sql, checkpoint=cp, output=out)  # a run without input lets due timers fire
+        late += run()["late_rows"]
+    run()  # a run without input lets due timers fire
     got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
 
     # oracle: split each user's on-time events at gaps > 30 minutes; every session ends by the
