@@ -32,7 +32,7 @@ TEST_WORKERS ?= 2
 test: check-java $(STAMP)
 	$(PY) -m ruff check spark_keyed_sql tests bench sql_examples tools
 	$(PY) -m ruff format --check spark_keyed_sql tests bench sql_examples tools
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" -n $(TEST_WORKERS) --dist loadfile --durations=40 $(PYTEST_ARGS)
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m "not slow and not cluster" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40 $(PYTEST_ARGS)
 	$(PY) tools/smoke.py
 
 # the smoke tier alone (SMOKE_ARGS="3.5 4.1": those Spark minors)

@@ -51,9 +51,10 @@ def pytest_configure(config):
 
 _LONG_MODULES = ("tests/cluster/", "tests/crash/")  # minutes per test: a line per test too
 
-# the longest modules first (seconds in make test, longest first): pytest-xdist's --dist loadfile
-# hands modules to the two workers in collection order, so a long one collected last (the
-# notebooks sort after every directory) kept one worker busy for minutes after the other finished
+# the longest modules first (seconds in make test, longest first): make test runs pytest-xdist's
+# --dist loadfile with --no-loadscope-reorder, which hands modules to the two workers in this
+# collection order (xdist's own order, most tests first, ran the notebooks' 8 tests last: one
+# worker busy for minutes after the other had finished)
 _LONGEST_FIRST = (
     "tests/crash/test_crash.py",  # ~410
     "tests/state/test_erase_tws.py",  # ~220
