@@ -152,110 +152,97 @@ def migrate_state(
     # the source's lease for the whole copy: a query running on it would commit a batch between
     # reading its state and copying Spark's position files (that batch's input skipped); a
     # running one refuses here, naming itself (a dry run only reads, as read_state does)
-    lock = None if dry_run else _source_lease(spark, src)
+    with _source_lease(spark, src, dry_run):
+        source_layout = get_engine(op.engine_or(LEGACY_ENGINE)).layout
+        position = source_layout.position(spark, src, op)
+
+        old = source_layout.read(spark, src, ops.index(op), op, None).drop("batch_id")  # (read_state's, by the record)
+        timers = source_layout.timers(spark, src, op, position.version)
+        if timers is None and target.has_timers:
+            raise MigrationError(
+                f"{where}: {target.cls.__name__} uses timers, and timers registered in this checkpoint "
+                f"(engine '{op.engine_or(LEGACY_ENGINE)}') are not readable as a table; let them fire first, or "
+                "bootstrap a new query with INITIAL STATE FROM"
+            )
+        with _transformed(spark, old, transform, where) as state:
+            lower = {c.lower() for c in state.columns}
+            missing_keys = [k for k in op.keys if k.lower() not in lower]
+            if missing_keys:
+                raise MigrationError(
+                    f"{where}: key column(s) {missing_keys} missing from the state "
+                    f"(columns: {', '.join(state.columns)})"
+                )
+
+            # the state's files, then Spark's position files, then the state's commit and our metadata:
+            # a destination without a commit is not a checkpoint anyone continues from
+            def copy_positions() -> None:
+                for name in SPARK_POSITION_FILES:
+                    if fs.exists(join(src, name)):
+                        fs.copy(join(src, name), join(dst, name))
+
+            engine = migration_target()
+            if dry_run:
+                new = engine.layout.preview(spark, op, target, state, where)
+                log.info("%s: dry run over the %d smallest key(s), nothing written", where, sample)
+                return _side_by_side(spark, list(op.keys), old, new, sample)
+            log.info(
+                "%s: from batch %d of engine '%s'%s, into engine '%s'",
+                where,
+                position.version,
+                op.engine_or(LEGACY_ENGINE),
+                " through the transform" if transform else "",
+                engine.name,
+            )
+            made = not fs.exists(dst)
+            fs.mkdirs(dst)
+            try:
+                written = engine.layout.write(
+                    spark, dst, op, target, state, timers, position, partitions, where, copy_positions
+                )
+                new_op = replace(
+                    op,
+                    function=target.name,
+                    engine=engine.name,
+                    partitions=partitions,
+                    class_name=f"{target.cls.__module__}.{target.cls.__qualname__}",
+                )
+                write_metadata(dst, [new_op if o is op else o for o in ops], spark)
+            except BaseException:
+                _remove_partial(fs, dst, made, where)
+                raise
+            log.info(
+                "%s: %d key(s) in %d partition(s), continuing after batch %d",
+                where,
+                written["keys"],
+                written["partitions"],
+                position.version,
+            )
+            return {
+                "keys": written["keys"],
+                "batch_id": position.version,
+                "spark_batch": position.spark_batch,
+                "partitions": written["partitions"],
+            }
+
+
+@contextmanager
+def _source_lease(spark: SparkSession, src: str, dry_run: bool) -> Iterator[None]:
+    """Holding the source's lease (none for a dry run, or for a source this session can only
+    read: a backup copy, a read-only bucket, where no query writes either); a query holding it
+    refuses the migration."""
+    lock = None
+    if not dry_run:
+        try:
+            lock = checkpoint_lease(spark, src, "migrate_state")
+        except CheckpointError:
+            raise  # (held by a running query: named in the message)
+        except Exception as exc:  # noqa: BLE001 - a lease that cannot be written: the source is read-only here
+            log.warning("migrate_state: no lease taken on %s (%s); reading it as it is", src, first_line(str(exc)))
     try:
-        return _migrate(spark, src, dst, target, fs, meta, ops, op, transform, partitions, dry_run, sample, where)
+        yield
     finally:
         if lock is not None:
             lock.release()
-
-
-def _source_lease(spark: SparkSession, src: str) -> Any:
-    """The source's lease, or None for a source this session can only read (a backup copy, a
-    read-only bucket: no query writes there either); a query holding it refuses the migration."""
-    try:
-        return checkpoint_lease(spark, src, "migrate_state")
-    except CheckpointError:
-        raise  # (held by a running query: named in the message)
-    except Exception as exc:  # noqa: BLE001 - a lease that cannot be written: the source is read-only here
-        log.warning("migrate_state: no lease taken on %s (%s); reading it as it is", src, first_line(str(exc)))
-        return None
-
-
-def _migrate(
-    spark: SparkSession,
-    src: str,
-    dst: str,
-    target: FunctionSpec,
-    fs: Any,
-    meta: CheckpointMeta,
-    ops: list,
-    op: Any,
-    transform: str | None,
-    partitions: int | None,
-    dry_run: bool,
-    sample: int,
-    where: str,
-) -> dict[str, Any] | DataFrame:
-    source_layout = get_engine(op.engine_or(LEGACY_ENGINE)).layout
-    position = source_layout.position(spark, src, op)
-
-    old = source_layout.read(spark, src, ops.index(op), op, None).drop("batch_id")  # (read_state's, by the record)
-    timers = source_layout.timers(spark, src, op, position.version)
-    if timers is None and target.has_timers:
-        raise MigrationError(
-            f"{where}: {target.cls.__name__} uses timers, and timers registered in this checkpoint "
-            f"(engine '{op.engine_or(LEGACY_ENGINE)}') are not readable as a table; let them fire first, or "
-            "bootstrap a new query with INITIAL STATE FROM"
-        )
-    with _transformed(spark, old, transform, where) as state:
-        lower = {c.lower() for c in state.columns}
-        missing_keys = [k for k in op.keys if k.lower() not in lower]
-        if missing_keys:
-            raise MigrationError(
-                f"{where}: key column(s) {missing_keys} missing from the state (columns: {', '.join(state.columns)})"
-            )
-
-        # the state's files, then Spark's position files, then the state's commit and our metadata:
-        # a destination without a commit is not a checkpoint anyone continues from
-        def copy_positions() -> None:
-            for name in SPARK_POSITION_FILES:
-                if fs.exists(join(src, name)):
-                    fs.copy(join(src, name), join(dst, name))
-
-        engine = migration_target()
-        if dry_run:
-            new = engine.layout.preview(spark, op, target, state, where)
-            log.info("%s: dry run over the %d smallest key(s), nothing written", where, sample)
-            return _side_by_side(spark, list(op.keys), old, new, sample)
-        log.info(
-            "%s: from batch %d of engine '%s'%s, into engine '%s'",
-            where,
-            position.version,
-            op.engine_or(LEGACY_ENGINE),
-            " through the transform" if transform else "",
-            engine.name,
-        )
-        made = not fs.exists(dst)
-        fs.mkdirs(dst)
-        try:
-            written = engine.layout.write(
-                spark, dst, op, target, state, timers, position, partitions, where, copy_positions
-            )
-            new_op = replace(
-                op,
-                function=target.name,
-                engine=engine.name,
-                partitions=partitions,
-                class_name=f"{target.cls.__module__}.{target.cls.__qualname__}",
-            )
-            write_metadata(dst, [new_op if o is op else o for o in ops], spark)
-        except BaseException:
-            _remove_partial(fs, dst, made, where)
-            raise
-        log.info(
-            "%s: %d key(s) in %d partition(s), continuing after batch %d",
-            where,
-            written["keys"],
-            written["partitions"],
-            position.version,
-        )
-        return {
-            "keys": written["keys"],
-            "batch_id": position.version,
-            "spark_batch": position.spark_batch,
-            "partitions": written["partitions"],
-        }
 
 
 def _unfinished_hint(spark: SparkSession, dst: str) -> str:

@@ -226,10 +226,13 @@ class DataFrameStreamRun(StreamRun):
         # every batch's progress seen so far, by batch id: Spark's recentProgress keeps the last 100
         self.batches: dict[int, dict] = {}
 
-    def _progress(self) -> list[dict]:
+    def _progress(self, recent: list[dict] | None = None) -> list[dict]:
         """Every batch's progress since the run started, in batch order (kept as polled, so a run
-        of more than recentProgress's 100 batches is counted whole); and the newest ones."""
-        for p in recent_progress(self.query, self.job.input_scans):
+        of more than recentProgress's 100 batches is counted whole), with ``recent`` (Spark's
+        newest, read now when not given) added."""
+        if recent is None:
+            recent = recent_progress(self.query, self.job.input_scans)
+        for p in recent:
             if p.get("batchId") is not None:
                 self.batches.setdefault(int(p["batchId"]), p)
         return [self.batches[b] for b in sorted(self.batches)]
@@ -272,7 +275,7 @@ class DataFrameStreamRun(StreamRun):
         def poll() -> None:
             nonlocal seen, touched
             recent = recent_progress(q, self.job.input_scans)
-            batches = self._progress()
+            batches = self._progress(recent)
             if progress is not None:
                 new = [p for p in batches if int(p["batchId"]) > seen]
                 now = _keys_touched(self.job)
@@ -315,7 +318,7 @@ class DataFrameStreamRun(StreamRun):
             "keys_touched": None if self.touched_before is None else _keys_touched(self.job) - self.touched_before,
             # rows older than the watermark (EVENT TIME ... WATERMARK), dropped by Spark
             "late_rows": sum(op.get("numRowsDroppedByWatermark", 0) for op in ops),
-            "metrics": self.metrics(),
+            "metrics": state_metrics(progress, self.functions),
         }
 
     def metrics(self) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from .errors import KeyedQueryError, position
+from .expressions import without_first_part
 from .parse import render
 from .sources import state_table_args
 
@@ -52,9 +53,8 @@ def _unqualified(node: exp.Expression, table: exp.Table, verb: str) -> exp.Expre
     for col in list(node.find_all(exp.Column)):
         if col.find_ancestor(exp.Subquery, exp.Select) is not None:
             continue
-        parts = col.parts
-        if len(parts) > 1 and parts[0].name.lower() == alias:
-            col.replace(exp.column(*reversed([p.copy() for p in parts[1:]])) if len(parts) <= 5 else col)
+        if len(col.parts) > 1 and col.parts[0].name.lower() == alias:
+            col.replace(without_first_part(col))
     return node
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-__all__ = ["KNOWN_OPTIONS", "STREAMING_ONLY_OPTIONS", "ExplainKeyed", "KeyedGroup", "KeyedOption"]
+__all__ = ["KNOWN_OPTIONS", "STREAMING_ONLY_OPTIONS", "ExplainKeyed", "KeyedGroup", "KeyedOption", "without_first_part"]
 
 
 class KeyedGroup(exp.Expression):
@@ -71,3 +71,12 @@ class ExplainKeyed(exp.Expression):
     """``EXPLAIN KEYED <query>``."""
 
     arg_types = {"this": True}
+
+
+def without_first_part(col: exp.Column) -> exp.Column:
+    """``col`` without its first name part (``s.profile.country`` -> ``profile.country``: a
+    qualifier taken off); as it is when it has one part, or more than a column holds."""
+    parts = col.parts
+    if not 1 < len(parts) <= 5:
+        return col
+    return exp.column(*reversed([p.copy() for p in parts[1:]]))

@@ -17,7 +17,7 @@ from sqlglot import exp
 from ..runtime.keys import OrderSpec
 from ..runtime.spec import FunctionKind, FunctionSpec
 from .errors import KeyedQueryError, position
-from .expressions import KeyedGroup
+from .expressions import KeyedGroup, without_first_part
 from .parse import render
 
 __all__ = ["Call", "Outer", "Source", "quoted_identifier", "resolve_call", "resolve_outer"]
@@ -70,9 +70,8 @@ class Source:
 
     def without_alias(self, col: exp.Column) -> exp.Expression:
         """``col`` (a struct field) without a FROM alias before its column."""
-        parts = col.parts
-        if len(parts) > 2 and parts[0].name.lower() in self.aliases and len(parts) <= 5:
-            return exp.column(*reversed([p.copy() for p in parts[1:]]))
+        if len(col.parts) > 2 and col.parts[0].name.lower() in self.aliases:
+            return without_first_part(col)
         return col
 
     def check(self, e: exp.Expression, what: str) -> None:

@@ -6,6 +6,7 @@ run's summary and metrics read back from the commit records. What a step does is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -50,10 +51,6 @@ def _idle_steps(plan: KeyedPlan) -> bool:
     """Does a stream of ``plan`` need steps without input (Spark's no-data batches): timers to
     fire, state to expire, a watermark to advance?"""
     return plan.spec.has_timers or plan.spec.has_ttl or plan.event_time is not None
-
-
-def _version(commit: CommitRecord) -> int:
-    return commit.version
 
 
 class BulkStreamRun(StreamRun):
@@ -125,7 +122,7 @@ class BulkStreamRun(StreamRun):
         if is_connect(self.job.spark):
             commits = self._new_commits()
         else:
-            commits = sorted((c for c in list(self.stream.committed) if c.version > self.version_before), key=_version)
+            commits = sorted(self.stream.committed, key=attrgetter("version"))  # (reported: from version_before)
         for c in commits:
             if c.version > self.reported:
                 self.reported = c.version
