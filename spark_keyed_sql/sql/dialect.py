@@ -216,11 +216,20 @@ class KeyedSpark(Spark):
             self._parse_keyed_options(group)
             return group
 
+        def _parse_within_key_order(self) -> exp.Expression | None:
+            """One term of the within-key ORDER BY; after a comma a term must follow (sqlglot's
+            list drops a trailing comma, which would end the order where the user meant more)."""
+            after_comma = self._prev is not None and self._prev.token_type == TokenType.COMMA
+            term = self._parse_ordered()
+            if term is None and after_comma:
+                self.raise_error("Expected an expression after ',' in the within-key ORDER BY", token=self._prev)
+            return term
+
         def _parse_keyed_options(self, group: KeyedGroup) -> None:
             while self._curr:
                 start = self._curr
                 if group.args.get("order") is None and self._match(TokenType.ORDER_BY):
-                    group.set("order", self._parse_csv(self._parse_ordered))
+                    group.set("order", self._parse_csv(self._parse_within_key_order))
                     if not group.args["order"]:
                         self.raise_error(
                             f"Expected {_UNFINISHED_PARTS['ORDER']} after WITH STATE {group.function.name}(...)"

@@ -93,6 +93,7 @@ def read_statement(text: str, registered: Callable[[str], bool]) -> exp.Expressi
     once, parsed once; syntax errors as ``parse_statement``'s."""
     tokens = _tokens(text)
     if tokens is None:
+        _refuse_unterminated(text, lambda ts, words: _is_keyed(words) or _calls_table_function(ts, words, registered))
         return None
     words = _words(tokens)
     if not (_is_keyed(words) or _calls_table_function(tokens, words, registered)):
@@ -115,8 +116,62 @@ def parse_statement(text: str) -> exp.Expression:
     try:
         tokens = KeyedSpark().tokenize(text)
     except TokenError as e:
+        _refuse_unterminated(text, lambda toks, words: True)
         raise KeyedSQLSyntaxError(f"cannot tokenize SQL: {e}") from None
     return _parse(text, tokens, _words(tokens))
+
+
+_OPENERS = {"'": "string", '"': "string", "`": "quoted identifier", "/*": "comment"}
+
+
+def _unterminated(text: str) -> tuple[int, str] | None:
+    """(offset, what) of a string, quoted identifier or ``/*`` comment ``text`` opens and never
+    closes (Spark's rules: a backslash escapes in strings, a doubled quote stands for itself)."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                return i, "comment"
+            i = end + 2
+        elif c in "'\"`":
+            j = i + 1
+            while j < n:
+                if text[j] == "\\" and c != "`":
+                    j += 2
+                elif text[j] == c:
+                    if text.startswith(c * 2, j):
+                        j += 2
+                        continue
+                    break
+                else:
+                    j += 1
+            if j >= n:
+                return i, _OPENERS[c]
+            i = j + 1
+        else:
+            i += 1
+    return None
+
+
+def _refuse_unterminated(text: str, keyed: Callable[[list[Token], list[str]], bool]) -> None:
+    """A statement that does not tokenize because a string, quoted identifier or comment is never
+    closed: when what comes before it is ``keyed`` (so Spark, given the text, would complain about
+    GROUP BY KEY instead), say where it opens."""
+    found = _unterminated(text)
+    if found is None:
+        return
+    offset, what = found
+    head = _tokens(text[:offset])
+    if head is None or not keyed(head, _words(head)):
+        return
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    raise KeyedSQLSyntaxError(f"unterminated {what}: it opens here and is never closed", line, col, text)
 
 
 def _parse(text: str, tokens: list[Token], words: list[str]) -> exp.Expression:

@@ -221,3 +221,15 @@ def test_an_interval_of_several_units_is_their_sum(interval, minutes):
     group = parse_statement(f"SELECT * FROM e GROUP BY KEY u WITH STATE f(v) EVENT TIME ts WATERMARK {interval}")
     watermark = group.find(KeyedGroup).args["watermark"]
     assert _interval_ms(watermark, "WATERMARK") == minutes * 60_000
+
+
+def test_an_unterminated_string_is_ours_to_report_only_in_a_keyed_statement():
+    """Plain Spark SQL that does not tokenize goes to Spark as written (its own parse error); one
+    whose keyed words come before the unclosed quote gets the position of the quote."""
+    from spark_keyed_sql.sql.parse import read_statement
+
+    assert read_statement("SELECT 'abc FROM t GROUP BY KEY u WITH STATE f(v)", lambda name: False) is None
+    assert read_statement("SELECT u FROM t WHERE s = 'abc", lambda name: False) is None
+    with pytest.raises(KeyedSQLSyntaxError) as info:
+        read_statement("SELECT *\nFROM f(TABLE(t), key => 'u)", lambda name: name == "f")
+    assert (info.value.line, info.value.col) == (2, 25) and "unterminated string" in info.value.description
