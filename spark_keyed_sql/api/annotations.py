@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -61,7 +62,7 @@ def python_type_to_sql(annotation: Any, where: str = "") -> SqlType:
         return ArrayType(python_type_to_sql(args[0], where))
     if origin is dict and len(args) == 2:
         return MapType(python_type_to_sql(args[0], where), python_type_to_sql(args[1], where))
-    if origin is typing.Union or str(origin) == "types.UnionType":
+    if origin is typing.Union or origin is types.UnionType:
         non_none = [a for a in args if a is not type(None)]
         if len(non_none) == 1:
             return python_type_to_sql(non_none[0], where)
@@ -78,7 +79,7 @@ def python_container(annotation: Any) -> Callable[[Any], Any] | None:
     import typing
 
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Union or str(origin) == "types.UnionType":
+    if origin is typing.Union or origin is types.UnionType:
         non_none = [a for a in args if a is not type(None)]
         return python_container(non_none[0]) if len(non_none) == 1 else None
     if origin in (list, set, frozenset, tuple) and args:

@@ -174,3 +174,32 @@ def test_a_class_shipped_by_value_keeps_its_string_annotations_types(tmp_path):
     done = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == repr(sorted((k, v.ddl()) for k, v in expected.items()))
+
+
+class Optionals(StatefulFunction):
+    last: dt.datetime | None
+    count: int | None
+    tags: list[str] | None
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.last, self.count, self.tags = None, None, None
+
+    def execute(self, e):
+        self.count = (self.count or 0) + 1
+        self.last = dt.datetime(2024, 1, 1) + dt.timedelta(days=e["n"])
+        self.tags = (self.tags or []) + [e["tag"]]
+        return {"count": self.count}
+
+
+def test_x_or_none_annotations_are_typed_state_as_optional_is():
+    """``X | None`` (PEP 604) is ``Optional[X]``: the column of X, NULL allowed."""
+    types = typed_attributes(Optionals)
+    assert types == {
+        "last": parse_type("timestamp"),
+        "count": parse_type("bigint"),
+        "tags": ArrayType(parse_type("string")),
+    }
+    t = KeyedTester(Optionals)
+    t.run([{"n": 1, "tag": "a"}, {"n": 3, "tag": "b"}], key="k")
+    assert t.state("k") == {"last": dt.datetime(2024, 1, 4), "count": 2, "tags": ["a", "b"]}
