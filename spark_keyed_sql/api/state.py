@@ -125,9 +125,10 @@ class ValueState(StateDescriptor):
         self.type = parse_type(type)
         self.default = default
         # checked here, not in __set_name__: Python 3.11 wraps an error raised there in a
-        # RuntimeError, which `except StateTypeError` would not catch
-        if default is not None:
-            coerce(default, self.type, f"default of ValueState({type!r})")
+        # RuntimeError, which `except StateTypeError` would not catch. Kept in storage form, so
+        # that get() hands the default over as it hands a stored value (a double as a float, a
+        # struct as a dict of every field)
+        self.stored_default = coerce(default, self.type, f"default of ValueState({type!r})")
 
 
 class ListState(StateDescriptor):
@@ -211,8 +212,7 @@ class _Accessor:
 class ValueAccessor(_Accessor):
     def get(self) -> Any:
         if not self._storage.value_exists():
-            d = self._desc.default  # type: ignore[attr-defined]
-            return dict(d) if isinstance(d, dict) else list(d) if isinstance(d, list) else d
+            return self._out(self._desc.stored_default)  # type: ignore[attr-defined]  (a fresh copy)
         return self._out(self._storage.value_get())
 
     def update(self, v: Any) -> None:

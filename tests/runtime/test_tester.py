@@ -547,3 +547,29 @@ def test_a_class_may_set_its_runtime_context_which_is_not_state():
     assert t.state("a") == {"n": 2}
     marker = object()
     assert PortedFromSage(runtime_context=marker).runtime_context is marker  # one of its own: kept
+
+
+def test_an_unset_value_state_gives_its_default_as_a_stored_value_would_be():
+    """The default is handed over in the state type's form, as a stored value is: a struct as a
+    dict of every field (given as a tuple or a partial dict), an int default of a double as a
+    float, and a fresh container each time (changing one does not change the default)."""
+
+    class Defaults(KeyedProcessor):
+        pair = ValueState("a int, b string", default=(0, ""))
+        part = ValueState("a int, b string", default={"a": 1})
+        total = ValueState("double", default=0)
+        seen = ValueState("array<int>", default=[1])
+
+        def process(self, key, rows):
+            self.seen.get().append(99)  # a copy: the next get() is the default again
+            yield {
+                "pair": repr(self.pair.get()),
+                "part": repr(self.part.get()),
+                "total": repr(self.total.get()),
+                "seen": repr(self.seen.get()),
+            }
+
+    out = KeyedTester(Defaults, returns="pair string, part string, total string, seen string").run([{"v": 1}], key="k")
+    assert out == [
+        {"pair": repr({"a": 0, "b": ""}), "part": repr({"a": 1, "b": None}), "total": repr(0.0), "seen": repr([1])}
+    ]
