@@ -37,6 +37,7 @@ from ..runtime.spec import FunctionKind, FunctionSpec, check_one_input, check_pr
 from ..state.attributes import AttributeLayout
 from ..state.checkpoint import CheckpointError, read_metadata
 from ..state.evolution import absent_attributes, stored_names
+from .ctes import ctes_visible_from
 from .errors import KeyedQueryError, position, spark_hint
 from .expressions import KNOWN_OPTIONS, STREAMING_ONLY_OPTIONS, KeyedGroup
 from .parse import render
@@ -207,7 +208,7 @@ class _Planner:
         joins_hint, _ = _split_hint(sel)
         if joins_hint is not None:
             base.set("hint", joins_hint)
-        ctes = self._ctes_visible_from(sel)
+        ctes = ctes_visible_from(sel)
         if ctes is not None:
             base.set("with_", ctes.copy())
         if self.mode is RunMode.STREAM:
@@ -217,26 +218,6 @@ class _Planner:
             tables = (base.args["from_"].this, *[j.this for j in base.args.get("joins") or []])
             aliases = {t.alias_or_name.lower() for t in tables}
         return Source(base, self.spark.sql(render(base)), aliases, ctes)
-
-    @staticmethod
-    def _ctes_visible_from(sel: exp.Select) -> exp.With | None:
-        """The CTEs the keyed select's FROM may name: those of every WITH on it or around it
-        (the statement's, an INSERT's, a CREATE ... AS's, a subquery's, its own), outermost
-        first, each up to the CTE the select itself is in."""
-        chain, inside, node = [], set(), sel
-        while node is not None:
-            inside.add(id(node))
-            w = node.args.get("with_")
-            if isinstance(w, exp.With):
-                chain.append(w)
-            node = node.parent
-        ctes = []
-        for w in reversed(chain):
-            for cte in w.expressions:
-                if id(cte) in inside:
-                    break
-                ctes.append(cte.copy())
-        return exp.With(expressions=_unshadowed(ctes)) if ctes else None
 
     def _engine(self, sel: exp.Select, call: Call, source: Source) -> Engine:
         streaming = source.df.isStreaming
@@ -569,25 +550,6 @@ class _Planner:
             select.set("hint", output_hint)
         step.outer_sql = render(select)
         return select
-
-
-def _unshadowed(ctes: list[exp.CTE]) -> list[exp.CTE]:
-    """The CTEs of nested WITHs as one WITH (Spark refuses a name twice in one): a definition an
-    inner WITH makes again is renamed, and each CTE's body reads the definitions before it, as it
-    did in its own WITH (``WITH x AS (SELECT * FROM x)`` inside reads the outer ``x``)."""
-    names = [c.alias_or_name.lower() for c in ctes]
-    if len(set(names)) == len(names):
-        return ctes
-    latest: dict[str, str] = {}  # a name -> the CTE it means so far
-    for i, (cte, name) in enumerate(zip(ctes, names)):
-        for table in cte.this.find_all(exp.Table):
-            if not table.db and not table.catalog and table.name.lower() in latest:
-                table.set("this", quoted_identifier(latest[table.name.lower()]))
-        own = f"__ks_cte{i}_{name}" if name in names[i + 1 :] else cte.alias_or_name
-        if own != cte.alias_or_name:
-            cte.set("alias", exp.TableAlias(this=quoted_identifier(own)))
-        latest[name] = own
-    return ctes
 
 
 # clauses of a keyed select that would apply to its result: the outer select keeps WHERE-like

@@ -34,6 +34,7 @@ from sqlglot import exp
 
 from ..api.errors import SchemaError
 from ..runtime.columns import parse_column_list
+from .ctes import ctes_visible_from
 from .dialect import KeyedSpark
 from .errors import KeyedQueryError, position
 from .expressions import KNOWN_OPTIONS, KeyedGroup, KeyedOption
@@ -510,7 +511,9 @@ def expand_table_calls(
     ``schema(from_item)`` gives a FROM item's columns (needed for several inputs)."""
     calls = [(t, c) for t in tree.find_all(exp.Table) if (c := _call_of(t)) is not None and registered(c.name)]
     for table, call in reversed(calls):
-        replacement = _expand(table, call, schema)
+        visible = ctes_visible_from(table) if schema is not None else None  # TABLE(a CTE's name)
+        here = schema if visible is None else (lambda item, w=visible: schema(item, w))  # type: ignore[misc]
+        replacement = _expand(table, call, here)
         if table is tree:
             return replacement
         table.replace(replacement)
@@ -520,8 +523,11 @@ def expand_table_calls(
 def source_schema(spark: Any) -> Schema:
     """``schema`` for ``expand_table_calls``: a FROM item's columns as Spark resolves them."""
 
-    def schema(item: exp.Expression) -> list[tuple[str, str]]:
-        sql = render(exp.select("*").from_(item.copy()))
+    def schema(item: exp.Expression, ctes: exp.With | None = None) -> list[tuple[str, str]]:
+        q = exp.select("*").from_(item.copy())
+        if ctes is not None:
+            q.set("with_", ctes.copy())
+        sql = render(q)
         try:
             fields = spark.sql(sql).schema.fields
         except Exception as exc:  # noqa: BLE001 - Spark's complaint about the input, as ours

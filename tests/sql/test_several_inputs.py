@@ -604,3 +604,22 @@ def test_initial_state_argument_must_be_a_table(ks_auto, two_views):
     fn = _register(ks_auto, "enrich_views")
     with pytest.raises(KeyedSQLError, match=r"^line 1, column \d+: si_enrich_views: initial_state takes TABLE\("):
         ks_auto.sql(_call(fn, "si_p", "si_v").replace("order_by => 'ts'", "order_by => 'ts', initial_state => 'si_p'"))
+
+
+def test_table_arguments_may_name_the_statements_ctes(ks_auto, two_views):
+    """``TABLE(recent)`` where ``recent`` is a CTE of the statement (one input or several, the call
+    at top level or inside a CTE of its own): the inputs' columns are looked up with those CTEs."""
+    fn = _register(ks_auto, "enrich_views")
+    got = ks_auto.sql(f"WITH v AS (SELECT * FROM si_v) SELECT * FROM {fn}(TABLE(v), key => 'member_id')").collect()
+    assert [tuple(r) for r in got] == [("m1", 2, None, "p2")]  # one input: ctx.input is None
+    got = ks_auto.sql(
+        "WITH p AS (SELECT member_id, ts, upper(region) AS region FROM si_p), v AS (SELECT * FROM si_v)\n"
+        f"SELECT * FROM {fn}(profiles => TABLE(p), views => TABLE(v), key => 'member_id', order_by => 'ts')"
+    ).collect()
+    assert [tuple(r) for r in got] == [("m1", 2, "NORTH", "p2")]
+    got = ks_auto.sql(
+        "WITH v AS (SELECT * FROM si_v WHERE ts > 0),\n"
+        f"     joined AS (SELECT * FROM {fn}(profiles => TABLE(si_p), views => TABLE(v), key => 'member_id'))\n"
+        "SELECT member_id, page FROM joined"
+    ).collect()
+    assert [tuple(r) for r in got] == [("m1", "p2")]
