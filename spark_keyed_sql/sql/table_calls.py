@@ -488,9 +488,10 @@ def _broadcast_of(
             f"columns: {', '.join(col for col, _ in columns)})",
             c.nodes.get("broadcast_key", arg),
         )
-    if not key:
-        key = [columns[0][0]]
     time = own.get(event_time.lower()) if event_time else None
+    if not key:  # its first column that is not the event time or an order_by column
+        skip = {time, *(own.get(o.this.name.lower()) for o in order or [])}
+        key = [next((col for col, _ in columns if col not in skip), columns[0][0])]
     # each order_by column it has: (its name, descending, NULLS FIRST: sqlglot's reading of the
     # text under Spark's rule, first ascending and last descending unless written)
     ordered = tuple(
@@ -498,8 +499,6 @@ def _broadcast_of(
         for o in order or []
         if o.this.name.lower() in own
     )
-    if len(key) == len(columns):
-        raise _error(f"{c.fn}: broadcast input {name!r} has only its key column(s); it needs a value column", arg)
     return (name, index, tuple(event_map), tuple(key), time, ordered)
 
 

@@ -732,3 +732,48 @@ def test_an_erase_keeps_the_broadcast_state_and_leaves_no_history_behind(spark, 
     kb.run(sql, checkpoint=cp, output=out)
     totals = {(r["user_id"], r["ts"]): r["total_eur"] for r in spark.read.parquet(out).collect()}
     assert totals[("a", _t(3))] == 1.0 and totals[("b", _t(3))] == 3.0  # a starts afresh, b goes on
+
+
+class Blocked(StatefulFunction):
+    """A blocklist: a broadcast input of its key column alone, read with ``in``."""
+
+    returns = "ts timestamp, blocked boolean, blocked_so_far int"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.blocked_so_far = 0
+
+    def execute(self, event):
+        blocked = event["currency"] in self.ctx.broadcast("blocked")
+        self.blocked_so_far += blocked
+        return {"ts": event["ts"], "blocked": blocked, "blocked_so_far": self.blocked_so_far}
+
+
+def test_a_blocklist_of_key_columns_alone_and_a_default_key_past_the_time_column(spark, ks):
+    """(a broadcast input of its key column alone was refused: 'it needs a value column'; a
+    rates table whose first column is its event time was keyed by the time)"""
+    ks.register("bc_blocked", Blocked)
+    payments = [("a", _t(1), "USD", 1.0), ("a", _t(2), "RUB", 2.0), ("b", _t(3), "RUB", 3.0), ("b", _t(4), "GBP", 1.0)]
+    spark.createDataFrame(payments, PAYMENTS).createOrReplaceTempView("bc_payments_b")
+    spark.createDataFrame([("RUB",), ("KPW",)], "currency string").createOrReplaceTempView("bc_blocklist")
+    got = ks.sql(
+        "SELECT user_id, ts, blocked, blocked_so_far FROM bc_blocked(payments => TABLE(bc_payments_b), "
+        "blocked => TABLE(bc_blocklist), key => 'user_id', order_by => 'ts', broadcast => 'blocked')"
+    ).collect()
+    listed = {"RUB", "KPW"}
+    expected, so_far = [], {}
+    for user, ts, cur, _ in sorted(payments, key=lambda p: (p[0], p[1])):
+        so_far[user] = so_far.get(user, 0) + (cur in listed)
+        expected.append((user, ts, cur in listed, so_far[user]))
+    assert sorted(tuple(r) for r in got) == expected
+
+    ks.register("bc_spend", Spend)
+    spark.createDataFrame(
+        [(_t(0), "USD", 0.5), (_t(0), "RUB", 0.01)], "ts timestamp, currency string, rate double"
+    ).createOrReplaceTempView("bc_rates_t")
+    got = ks.sql(
+        "SELECT user_id, eur FROM bc_spend(payments => TABLE(bc_payments_b), rates => TABLE(bc_rates_t), "
+        "key => 'user_id', order_by => 'ts', event_time => 'ts', watermark => '1 minute', broadcast => 'rates')"
+    ).collect()
+    rates = {"USD": 0.5, "RUB": 0.01}
+    assert sorted(tuple(r) for r in got) == sorted((u, round(a * rates[c], 6)) for u, _, c, a in payments if c in rates)
