@@ -400,6 +400,7 @@ class KeyedRunner(KeyLifecycle):
         else:
             self._begin(key, binding, processing_ms, watermark_ms)
         self.held = False
+        self.call.input = None  # (in on_timer no row came from an input; a held key kept its last row's)
         try:
             ts = from_epoch_ms(expiry_ms)
             if self._versioned_broadcast:

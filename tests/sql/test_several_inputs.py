@@ -13,7 +13,15 @@ from data import clock_moved
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from spark_keyed_sql import KeyedProcessor, KeyedSQL, KeyedSQLError, MigrationError, StatefulFunction, ValueState
+from spark_keyed_sql import (
+    KeyedProcessor,
+    KeyedSQL,
+    KeyedSQLError,
+    KeyedTester,
+    MigrationError,
+    StatefulFunction,
+    ValueState,
+)
 
 EXAMPLES = int(os.environ.get("KS_SEVERAL_EXAMPLES", "3"))
 LEFT = "member_id string, ts bigint, region string"
@@ -623,3 +631,32 @@ def test_table_arguments_may_name_the_statements_ctes(ks_auto, two_views):
         "SELECT member_id, page FROM joined"
     ).collect()
     assert [tuple(r) for r in got] == [("m1", "p2")]
+
+
+class InputInTimer(StatefulFunction):
+    """What ``self.ctx.input`` says in ``execute`` and in ``on_timer``."""
+
+    returns = "at string, input string"
+
+    def execute(self, e):
+        self.ctx.register_timer(e["ts"] * 1000 + 60_000)
+        return {"at": "row", "input": self.ctx.input}
+
+    def on_timer(self, key, timestamp):
+        return {"at": "timer", "input": self.ctx.input}
+
+
+def test_ctx_input_is_none_in_on_timer(ks_auto, two_views):
+    """(a key held live from its last row kept that row's input name in on_timer: 'views')"""
+    ks_auto.register("si_input_in_timer", InputInTimer)
+    got = ks_auto.sql(
+        "SELECT at, input FROM si_input_in_timer(profiles => TABLE(si_p), views => TABLE(si_v), "
+        "key => 'member_id', order_by => 'ts', event_time => 'ts_time', watermark => '0 seconds')".replace(
+            "TABLE(si_p)", "TABLE(SELECT *, timestamp_seconds(ts) AS ts_time FROM si_p)"
+        ).replace("TABLE(si_v)", "TABLE(SELECT *, timestamp_seconds(ts) AS ts_time FROM si_v)")
+    ).collect()
+    # two timers (one per row, a second apart), both fired at the end of input
+    assert sorted((tuple(r) for r in got), key=repr) == [("row", "profiles"), ("row", "views")] + [("timer", None)] * 2
+    t = KeyedTester(InputInTimer, inputs=["profiles", "views"])
+    t.run([{"ts": 1}], key="m1", input="views")
+    assert t.set_watermark(10**7) == [{"at": "timer", "input": None}]
