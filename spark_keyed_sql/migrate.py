@@ -59,7 +59,7 @@ def migrate_checkpoint(
     registered: Callable[[str], FunctionSpec],
     function: str | None = None,
     to_function: str | None = None,
-    transform: str | None = None,
+    transform: str | Callable[[DataFrame], DataFrame] | None = None,
     partitions: int | None = None,
     dry_run: bool = False,
     sample: int = 20,
@@ -104,7 +104,7 @@ def migrate_state(
     target: FunctionSpec,
     *,
     function: str | None = None,
-    transform: str | None = None,
+    transform: str | Callable[[DataFrame], DataFrame] | None = None,
     partitions: int | None = None,
     dry_run: bool = False,
     sample: int = 20,
@@ -303,13 +303,27 @@ _WRAP_LINES = 2
 
 
 @contextmanager
-def _transformed(spark: SparkSession, state: DataFrame, transform: str | None, where: str) -> Iterator[DataFrame]:
+def _transformed(spark: SparkSession, state: DataFrame, transform: Any, where: str) -> Iterator[DataFrame]:
     """``transform`` run over the state, which it names ``state``: a CTE of that name over a view
     of this call's own (dropped after), so a user's table or view called ``state`` is neither read
     nor replaced."""
-    if not transform:
+    if transform is None or (isinstance(transform, str) and not transform.strip()):
         yield state
         return
+    if callable(transform):  # a DataFrame -> DataFrame function: the state in, the new state out
+        out = transform(state)
+        if not (hasattr(out, "schema") and hasattr(out, "columns")):
+            raise MigrationError(
+                f"{where}: transform= was given a function; it must return the new state as a DataFrame, got "
+                f"{type(out).__name__}"
+            )
+        yield out
+        return
+    if not isinstance(transform, str):
+        raise MigrationError(
+            f"{where}: transform= takes SQL text over the view 'state' (\"SELECT ... FROM state\") or a function "
+            f"DataFrame -> DataFrame, got {type(transform).__name__}"
+        )
     view = view_name("migrate_state")
     state.createOrReplaceTempView(view)
     body = without_trailing_semicolons(transform)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -336,7 +337,7 @@ class KeyedSQL:
         *,
         function: str | None = None,
         to_function: str | None = None,
-        transform: str | None = None,
+        transform: str | Callable[[DataFrame], DataFrame] | None = None,
         partitions: int | None = None,
         dry_run: bool = False,
         sample: int = 20,
@@ -344,7 +345,8 @@ class KeyedSQL:
         """Rewrite ``src_checkpoint``'s state into ``dst_checkpoint``, which continues from the
         same input position (on the bulk engine). ``to_function`` renames the function (it must
         be registered; default: the same name), ``transform`` is a SQL query that reads the state as
-        ``state`` (one row per key, as ``read_state`` shows it) that evolves the schema, and
+        ``state`` (one row per key, as ``read_state`` shows it) that evolves the schema (or a
+        function that takes that state DataFrame and returns the new one), and
         ``partitions`` sets the number of hash partitions the new checkpoint runs with.
         ``dry_run=True`` checks all that and writes nothing: it returns the ``sample`` smallest
         keys with their state before and after side by side (columns: the keys, ``old``, ``new``)."""

@@ -115,6 +115,26 @@ def test_migrate_transform_reads_the_state_not_a_user_view_named_state(spark, ks
     assert {r.user_id: r["count"] for r in ks.read_state(str(d / "cp_view")).collect()} == expected
 
 
+def test_migrate_transform_may_be_a_dataframe_function(spark, ks, first_run):
+    """transform= also takes a function from the state DataFrame to the new one; anything else,
+    or a function that returns no DataFrame, is refused naming what it got."""
+    d, a, _ = first_run
+    dst = str(d / "cp_fn")
+    ks.migrate_state(
+        str(d / "cp"),
+        dst,
+        to_function="mig_tally_v2",
+        transform=lambda df: df.select("user_id", (df["count"] * 3).alias("count")),
+    )
+    expected = {u: 3.0 * len(e) for u, e in by_key_in_ts_order(a).items()}
+    assert {r.user_id: r["count"] for r in ks.read_state(dst).collect()} == expected
+    with pytest.raises(MigrationError, match=r"it must return the new state as a DataFrame, got NoneType"):
+        ks.migrate_state(str(d / "cp"), str(d / "fn_none"), transform=lambda df: None)
+    with pytest.raises(MigrationError, match=r"transform= takes SQL text over the view 'state'.*got int"):
+        ks.migrate_state(str(d / "cp"), str(d / "fn_int"), transform=3)
+    assert not (d / "fn_none").exists() and not (d / "fn_int").exists()
+
+
 def test_migrate_bad_transform_says_where_in_its_text(spark, ks, first_run):
     d, _, _ = first_run
     src = str(d / "cp")
