@@ -319,13 +319,14 @@ class KeyedSQL:
         self,
         checkpoint: str,
         *,
-        set: dict[str, str],
+        set: dict[str, Any],
         where: str,
         function: str | None = None,
         timeout: float | None = None,
     ) -> dict:
         """``UPDATE keyed_state(...) SET column = expression, ... WHERE where`` (``set``: column
-        -> SQL expression); old values gone from every file; as ``delete_state``, the audit."""
+        -> SQL expression text, or a Python value: None, bool, int, float, Decimal, datetime, date);
+        old values gone from every file; as ``delete_state``, the audit."""
         edit = state_edit_of("update", checkpoint, where, function, set)
         return edit_state(self.spark, edit, self.functions.get, timeout)
 

@@ -76,10 +76,42 @@ def state_edit_of(
     if kind == "update":
         if not isinstance(assignments, dict) or not assignments:
             raise CheckpointError(f"{call}: set= needs a dict of column -> SQL expression, got {assignments!r}")
-        bad = [k for k, v in assignments.items() if not isinstance(k, str) or not isinstance(v, str)]
+        bad = [k for k in assignments if not isinstance(k, str)]
         if bad:
-            raise CheckpointError(f"{call}: set= maps column names to SQL expression text; {bad!r} do not")
+            raise CheckpointError(f"{call}: set= maps column names to values; {bad!r} are no column names")
+        assignments = {k: _sql_value(v, f"{call}: set= value of {k!r}") for k, v in assignments.items()}
     return StateEdit(kind, checkpoint, function, where, tuple((assignments or {}).items()))
+
+
+def _sql_value(v: Any, where: str) -> str:
+    """A ``set=`` value as SQL: a string is an SQL expression (``"total_value * 2"``, ``"'text'"``);
+    None, a bool, a number, a datetime / date or a Decimal is that value."""
+    import datetime as dt
+    import decimal
+    import math
+
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"CAST('{v}' AS DOUBLE)" if math.isnan(v) or math.isinf(v) else f"{v!r}D"
+    if isinstance(v, decimal.Decimal):
+        return f"{v}BD"
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return f"TIMESTAMP '{v.isoformat(sep=' ')}+00:00'"  # (naive: UTC, as in state)
+    if isinstance(v, dt.date):
+        return f"DATE '{v.isoformat()}'"
+    raise CheckpointError(
+        f"{where}: {type(v).__name__} {v!r} is not a value set= takes (a string is an SQL expression; "
+        "None, bool, int, float, Decimal, datetime and date are values)"
+    )
 
 
 def edit_timeout_s(spark: SparkSession) -> float:

@@ -253,6 +253,23 @@ def test_update_through_sql_changes_exactly_the_matched_keys(spark, kb, tmp_path
     assert _state(kb, cp) == continued()
 
 
+def test_update_state_takes_python_values_as_well_as_sql_text(spark, kb, tmp_path):
+    """set= values: a string is an SQL expression; None, numbers, bools, Decimals and datetimes
+    are those values (they were refused: 'set= maps column names to SQL expression text')."""
+    _, cp, _, batches = _checkpoint_with_history(spark, kb, tmp_path)
+    before = _state(kb, cp)
+    audit = kb.update_state(cp, set={"total": 0, "n": 7, "note": None}, where="user_id = 'k01'")
+    assert audit["keys_matched"] == 1
+    audit = kb.update_state(cp, set={"total": 2.5, "note": "upper(note)"}, where="user_id = 'k02'")
+    assert audit["keys_matched"] == 1
+    expected = dict(before)
+    expected["k01"] = (7, 0.0, None)
+    expected["k02"] = (before["k02"][0], 2.5, before["k02"][2].upper())
+    assert _state(kb, cp) == expected
+    with pytest.raises(KeyedSQLError, match=r"set= value of 'total': list \[1\] is not a value set= takes"):
+        kb.update_state(cp, set={"total": [1]}, where="true")
+
+
 def test_an_update_the_type_cannot_hold_is_refused_naming_column_and_key_before_writing(spark, kb, tmp_path):
     _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
     before = _all_bytes(cp)
