@@ -574,3 +574,32 @@ def test_a_timestamp_ntz_column_holds_the_utc_wall_clock_whatever_the_session_ti
             assert canon(ks_auto.sql(q.format(native=native)).collect()) == expected, native
     finally:
         spark.conf.set("spark.sql.session.timeZone", before)
+
+
+class IntGetsFloat(__import__("spark_keyed_sql").StatefulFunction):  # a float stored in an int attribute
+    last: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.last = 0
+
+    def execute(self, row):
+        self.last = row["value"]
+        return {"n": 1}
+
+
+def test_a_typed_attribute_given_another_type_is_declined_in_a_one_shot_batch_too(ks_auto, spark):
+    """Python refuses to store a float in an ``int`` attribute at the end of each key, one-shot
+    batches included; the native one-shot plan returned the rows (its checks were planned for
+    streams only)."""
+    _view(spark, events(10), "native_ev_typed")
+    ks_auto.register("native_int_gets_float", IntGetsFloat, returns="n bigint")
+    q = (
+        "SELECT user_id, n FROM native_ev_typed GROUP BY KEY user_id WITH STATE native_int_gets_float(value) "
+        "ORDER BY ts OPTIONS (native = true)"
+    )
+    assert "native:    no" in ks_auto.explain(q)
+    from spark_keyed_sql.api.errors import StateTypeError
+
+    with pytest.raises(StateTypeError, match=r"attribute IntGetsFloat\.last: expected BIGINT, got float"):
+        ks_auto.sql(q).collect()
