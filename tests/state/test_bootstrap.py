@@ -211,3 +211,43 @@ def test_ttl_clause_expires_state_between_runs(spark, ks, tmp_path):
         ks.run(sql, checkpoint=cp, output=out)
     counts = sorted(r["count"] for r in spark.read.parquet(out).collect())
     assert counts == sorted([1] * 5 + [2] * 5 + [1] * 5)  # run 2 continues, run 3 starts over
+
+
+class Labelled(StatefulFunction):
+    """The contract's UserSessionFunction with a text attribute beside the numbers (none annotated)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.session_count = 0
+        self.total_value = 0.0
+        self.label = ""
+
+    def execute(self, e):
+        self.session_count += 1
+        self.total_value += e["value"]
+        self.label += "x"
+        return {"session_count": self.session_count, "total_value": self.total_value, "label": self.label}
+
+
+def test_an_ordinary_table_seeds_unannotated_attributes_text_included(spark, ks):
+    """INITIAL STATE FROM a table of plain values: numbers for the numbers, plain text for a str
+    attribute ('ab', and '5', which reads as JSON but the attribute holds text), read_state's
+    JSON text too ('"cd"'). Plain text was refused: 'must hold the attribute's JSON encoding'."""
+    ks.register("labelled", Labelled, returns="session_count bigint, total_value double, label string")
+    spark.createDataFrame(
+        [("a", 1.5, 1), ("b", 2.0, 2), ("c", 1.0, 3), ("d", 4.0, 4)], "user_id string, value double, ts bigint"
+    ).createOrReplaceTempView("lab_src")
+    seeds = {"a": (5, 10.0, "ab"), "b": (1, 0.5, "5"), "c": (2, 1.0, '"cd"')}
+    spark.createDataFrame(
+        [(u, *s) for u, s in seeds.items()], "user_id string, session_count bigint, total_value double, label string"
+    ).createOrReplaceTempView("lab_seed")
+    got = ks.sql(
+        "SELECT user_id, s.* FROM lab_src GROUP BY KEY user_id WITH STATE labelled(value) AS s ORDER BY ts "
+        "INITIAL STATE FROM lab_seed"
+    ).collect()
+    start = {"a": (5, 10.0, "ab"), "b": (1, 0.5, "5"), "c": (2, 1.0, "cd")}
+    expected = []
+    for user, value in [("a", 1.5), ("b", 2.0), ("c", 1.0), ("d", 4.0)]:
+        n, total, label = start.get(user, (0, 0.0, ""))
+        expected.append((user, n + 1, total + value, label + "x"))
+    assert sorted(tuple(r) for r in got) == expected
