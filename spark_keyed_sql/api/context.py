@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from .errors import StateAccessError, StateTypeError
 
-__all__ = ["KeyCall", "KeyContext", "TimerService", "to_epoch_ms", "from_epoch_ms"]
+__all__ = ["KeyCall", "KeyContext", "TimerService", "UTCDateTime", "to_epoch_ms", "from_epoch_ms"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
@@ -40,8 +40,59 @@ def to_epoch_ms(ts: Any) -> int:
     raise TypeError(f"timer timestamp must be a datetime or epoch milliseconds, got {type(ts).__name__} {ts!r}")
 
 
-def from_epoch_ms(ms: int) -> _dt.datetime:
-    return _EPOCH + _dt.timedelta(milliseconds=int(ms))
+def _as_utc(other: Any) -> Any:
+    if isinstance(other, _dt.datetime) and other.tzinfo is None:
+        return _dt.datetime.replace(other, tzinfo=_dt.timezone.utc)
+    return other
+
+
+class UTCDateTime(_dt.datetime):
+    """The UTC ``datetime`` (``tzinfo=timezone.utc``) ``on_timer``, ``list_timers()`` and the
+    clocks hand over, which also compares with and subtracts naive datetimes as UTC: the events'
+    timestamps are naive UTC, so ``timestamp - self.last_seen`` and ``ts in
+    self.ctx.list_timers()`` work as they read. ``replace(tzinfo=None)`` gives a plain naive
+    datetime."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return _dt.datetime.__eq__(self, _as_utc(other))
+
+    def __ne__(self, other: object) -> bool:
+        return _dt.datetime.__ne__(self, _as_utc(other))
+
+    def __lt__(self, other: Any) -> bool:
+        return _dt.datetime.__lt__(self, _as_utc(other))
+
+    def __le__(self, other: Any) -> bool:
+        return _dt.datetime.__le__(self, _as_utc(other))
+
+    def __gt__(self, other: Any) -> bool:
+        return _dt.datetime.__gt__(self, _as_utc(other))
+
+    def __ge__(self, other: Any) -> bool:
+        return _dt.datetime.__ge__(self, _as_utc(other))
+
+    __hash__ = _dt.datetime.__hash__
+
+    def __sub__(self, other: Any) -> Any:
+        return _dt.datetime.__sub__(self, _as_utc(other))
+
+    def __rsub__(self, other: Any) -> Any:
+        if isinstance(other, _dt.datetime):
+            return _dt.datetime.__sub__(_as_utc(other), _dt.datetime.combine(self.date(), self.timetz()))
+        return NotImplemented
+
+    def replace(self, *args: Any, **kwargs: Any) -> _dt.datetime:  # type: ignore[override]
+        r = _dt.datetime.replace(self, *args, **kwargs)
+        return r if r.tzinfo is not None else _dt.datetime.combine(r.date(), r.timetz(), tzinfo=None)
+
+
+_UTC_EPOCH = UTCDateTime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def from_epoch_ms(ms: int) -> UTCDateTime:
+    return _UTC_EPOCH + _dt.timedelta(milliseconds=int(ms))
 
 
 class TimerService(Protocol):

@@ -2,7 +2,7 @@
 
 Plain JSON covers str/int/float/bool/None, lists and dicts with string keys; everything else
 is a one-key object tagged with ``$``: ``{"$tuple": [...]}``, ``{"$set": [...]}``,
-``{"$dict": [[k, v], ...]}`` (non-string keys), ``{"$datetime": "iso"}``, ``{"$date": ...}``,
+``{"$dict": [[k, v], ...]}`` (non-string keys), ``{"$datetime": "iso"}``, ``{"$utc": "iso"}`` (the UTC time a timer gives), ``{"$date": ...}``,
 ``{"$float": "inf"}``, ``{"$decimal": "1.5"}``, ``{"$bytes": "base64"}``,
 ``{"$defaultdict": [factory, [[k, v], ...]]}``, ``{"$odict": [[k, v], ...]}``. The result is readable in ``read_state``.
 """
@@ -17,6 +17,7 @@ import json
 import math
 from typing import Any
 
+from ..api.context import UTCDateTime
 from ..api.errors import StateEncodingError
 from ..api.values import short_repr
 
@@ -59,6 +60,8 @@ def encode_value(v: Any, where: str = "value") -> Any:
         return {"$dict": _encode_items(v, where)}
     if t is _dt.datetime:
         return {"$datetime": v.isoformat()}
+    if t is UTCDateTime:  # a time a timer or a clock gave: back as one, naive datetimes compare with it
+        return {"$utc": v.isoformat()}
     if t is _dt.date:
         return {"$date": v.isoformat()}
     if t is _dt.timedelta:
@@ -113,6 +116,9 @@ def _decode_tagged(tag: str, body: Any) -> Any:
         return d
     if tag == "$datetime":
         return _dt.datetime.fromisoformat(body)
+    if tag == "$utc":
+        value = _dt.datetime.fromisoformat(body)
+        return UTCDateTime.combine(value.date(), value.time(), tzinfo=value.tzinfo)
     if tag == "$date":
         return _dt.date.fromisoformat(body)
     if tag == "$timedelta":

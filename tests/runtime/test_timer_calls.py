@@ -147,3 +147,68 @@ def test_deleting_a_timer_without_on_timer_does_nothing_everywhere(spark, ks, tm
     assert sorted(tuple(r) for r in ks.sql(sql).collect()) == want
     ks.run(sql, checkpoint=cp, output=out)
     assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == want
+
+
+class SessionEnd(StatefulFunction):
+    """A session closes 5 minutes after its last event: ``on_timer`` works out the session's
+    length from the timer's time and the naive event times it kept, as a user writes it."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.first = None
+        self.last = None
+
+    def execute(self, e):
+        if self.first is None:
+            self.first = e["ts"]
+        if self.last is not None and self.last + 5 * MIN in self.ctx.list_timers():
+            self.ctx.delete_timer(self.last + 5 * MIN)  # a naive time found among the listed ones
+        self.last = e["ts"]
+        self.ctx.register_timer(e["ts"] + 5 * MIN)
+        return None
+
+    def on_timer(self, key, timestamp):
+        assert timestamp.tzinfo is not None and timestamp.utcoffset() == dt.timedelta(0)
+        idle = timestamp - self.last  # aware minus naive, naive minus aware: both as UTC
+        length = (self.last - self.first) + (timestamp - timestamp)
+        out = {
+            "ended": timestamp.replace(tzinfo=None),
+            "minutes": length / MIN,
+            "idle": idle / MIN,
+            "after_last": timestamp > self.last and self.last < timestamp,
+            "same": timestamp == self.last + 5 * MIN,
+        }
+        self.ctx.clear_state()
+        return out
+
+
+def _session_oracle(events):
+    """One batch, its timers firing at its end: each event moves the key's one timer to 5
+    minutes after it, so each key's session runs from its first to its last event."""
+    out = []
+    for key in sorted({k for k, _ in events}):
+        times = sorted(ts for k, ts in events if k == key)
+        out.append((key, times[-1] + 5 * MIN, (times[-1] - times[0]) / MIN, 5.0, True, True))
+    return out
+
+
+def test_timer_times_work_with_the_naive_event_times_user_code_keeps(spark, ks):
+    """on_timer's timestamp is a UTC datetime that compares with, and subtracts, the naive UTC
+    event times (it raised 'can't subtract offset-naive and offset-aware datetimes'), and a naive
+    time is found among list_timers(); in the tester and on every engine (a one-shot batch, whose
+    timers fire at the end of input)."""
+    events = [("a", T0), ("a", T0 + 2 * MIN), ("a", T0 + 20 * MIN), ("b", T0 + 3 * MIN)]
+    returns = "ended timestamp, minutes double, idle double, after_last boolean, same boolean"
+    t = KeyedTester(SessionEnd, returns=returns, event_time="ts")
+    for key, ts in events:
+        t.run([{"ts": ts}], key=key)
+    fired = t.set_watermark(T0 + 60 * MIN)
+    got = sorted((r["ended"], r["minutes"], r["idle"], r["after_last"], r["same"]) for r in fired)
+    assert got == sorted(o[1:] for o in _session_oracle(events))
+    ks.register("session_end", SessionEnd, returns=returns)
+    spark.createDataFrame(events, "user_id string, ts timestamp").createOrReplaceTempView("session_end_events")
+    rows = ks.sql(
+        "SELECT user_id, s.* FROM session_end_events GROUP BY KEY user_id WITH STATE session_end(ts) AS s "
+        "ORDER BY ts EVENT TIME ts WATERMARK '0 seconds'"
+    ).collect()
+    assert sorted(tuple(r) for r in rows) == _session_oracle(events)

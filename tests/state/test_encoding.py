@@ -141,3 +141,19 @@ def test_live_safe_only_when_a_store_and_reload_gives_the_same_values():
     assert not layout.live_safe(f)
     f.n, f.extra = 1, 2  # an attribute __init__ did not make
     assert not layout.live_safe(f)
+
+
+def test_a_timers_utc_time_comes_back_as_one():
+    """The UTC datetime on_timer gets (it compares with naive event times as UTC) is stored and
+    comes back as that kind, so a later batch's ``event["ts"] - self.closed_at`` works; a plain
+    aware datetime stays plain."""
+    from spark_keyed_sql.api.context import UTCDateTime, from_epoch_ms
+
+    fired = from_epoch_ms(1_767_261_600_123)
+    back = loads(dumps(fired))
+    assert type(back) is UTCDateTime and back == fired and back.utcoffset() == dt.timedelta(0)
+    assert dt.datetime(2026, 1, 1, 11, 0) - back == dt.datetime(2026, 1, 1, 11, 0) - dt.datetime(
+        2026, 1, 1, 10, 0, 0, 123000
+    )
+    plain = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    assert type(loads(dumps(plain))) is dt.datetime
