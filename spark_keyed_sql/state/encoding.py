@@ -2,7 +2,8 @@
 
 Plain JSON covers str/int/float/bool/None, lists and dicts with string keys; everything else
 is a one-key object tagged with ``$``: ``{"$tuple": [...]}``, ``{"$set": [...]}``,
-``{"$dict": [[k, v], ...]}`` (non-string keys), ``{"$datetime": "iso"}``, ``{"$utc": "iso"}`` (the UTC time a timer gives), ``{"$date": ...}``,
+``{"$dict": [[k, v], ...]}`` (non-string keys), ``{"$datetime": "iso"}``,
+``{"$utc": "iso"}`` (the UTC time a timer gives), ``{"$date": ...}``,
 ``{"$float": "inf"}``, ``{"$decimal": "1.5"}``, ``{"$bytes": "base64"}``,
 ``{"$defaultdict": [factory, [[k, v], ...]]}``, ``{"$odict": [[k, v], ...]}``. The result is readable in ``read_state``.
 """

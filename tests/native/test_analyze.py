@@ -235,3 +235,33 @@ def test_rows_that_tie_get_the_arrival_order_only_where_a_window_sorts_again(tmp
     assert windows and all("`__ksn_seq`" in w.split(")")[0] for w in windows), sql
     stream = _plan(tmp_path, COUNTER, "n bigint, total double", {"v": "double"}, streaming=True)
     assert isinstance(stream, NativePlan) and "lead(`__ksn_seq`)" in stream.sql()
+
+
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        # Python: UnboundLocalError on every row (STEP is a local of execute: it is assigned there)
+        ("STEP += row['v']\n        self.n = self.n + STEP", "local 'STEP' may be unset here"),
+        # Python: TypeError, 'int' object is not callable (abs is a local once assigned)
+        ("abs = 3\n        self.n = self.n + abs(row['v'])", "abs(row['v'])"),
+    ],
+)
+def test_a_name_execute_binds_is_its_local_not_the_modules_or_a_builtin(tmp_path, lines, expected):
+    """(the planner read ``STEP`` as the module's constant and ``abs`` as the builtin: the native
+    plan returned rows where Python fails each one)"""
+    src = f"""
+STEP = 5
+
+
+class C(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, row):
+        {lines}
+        return {{"n": self.n}}
+"""
+    d = _plan(tmp_path, src, "n double", {"v": "bigint"})
+    assert isinstance(d, Declined), d
+    assert expected in str(d), str(d)

@@ -218,6 +218,9 @@ class _Analyzer:
             if isinstance(t, ast.Attribute)
         }
         self.locals: dict[str, Expr | None] = {}
+        # every name execute binds is a local of it in Python, before its first binding too: such
+        # a name never means the module's or a builtin's (STEP += 1 raises UnboundLocalError)
+        self.local_names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         self.block(stmts, TRUE)
         if last is not None:
             self.frame = self.frame_of(last)
@@ -586,6 +589,8 @@ class _Analyzer:
         return Field(t[0], True, column, name, t[1])
 
     def constant(self, name: str, node: ast.AST) -> Expr:
+        if name in self.local_names:
+            raise self.fail(f"local {name!r} may be unset here", node)
         if name in self.globals:
             c = _const(self.globals[name])
             if c is not None:
@@ -600,6 +605,8 @@ class _Analyzer:
 
     def _resolve(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Name):
+            if node.id in getattr(self, "local_names", ()):
+                return _MISSING
             return self.globals.get(node.id, getattr(builtins, node.id, _MISSING))
         if isinstance(node, ast.Attribute):
             base = self._resolve(node.value)
@@ -636,7 +643,12 @@ class _Analyzer:
             if len(values) != len(node.args) or len(kw) != len(node.keywords):
                 raise self.fail("a timedelta of computed values", node)
             return Const("timedelta", False, _dt.timedelta(*values, **kw))
-        if isinstance(f, ast.Name) and f.id in ("min", "max", "abs", "round") and f.id not in self.globals:
+        if (
+            isinstance(f, ast.Name)
+            and f.id in ("min", "max", "abs", "round")
+            and f.id not in self.globals
+            and f.id not in self.local_names
+        ):
             args = [self.expr(a, pc) for a in node.args]
             if f.id in ("min", "max"):
                 if len(args) < 2:
