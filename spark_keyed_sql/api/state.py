@@ -283,9 +283,17 @@ class MapAccessor(_Accessor):
         return self.items()
 
     def range(self, from_k: Any, to_k: Any) -> Iterator[tuple[Any, Any]]:
-        """Entries with ``from_k <= key < to_k`` in key order (Samza's ``range``)."""
-        lo, hi = self._key(from_k), self._key(to_k)
-        return iter([(k, self._out(v)) for k, v in self._sorted() if k is not None and lo <= k < hi])
+        """Entries with ``from_k <= key < to_k`` in key order (Samza's ``range``); a bound given as
+        None is open (``range(None, "m")``: every key before ``"m"``)."""
+        lo = None if from_k is None else self._key(from_k)
+        hi = None if to_k is None else self._key(to_k)
+        return iter(
+            [
+                (k, self._out(v))
+                for k, v in self._sorted()
+                if k is not None and (lo is None or lo <= k) and (hi is None or k < hi)
+            ]
+        )
 
 
 ACCESSORS = {StateKind.VALUE: ValueAccessor, StateKind.LIST: ListAccessor, StateKind.MAP: MapAccessor}

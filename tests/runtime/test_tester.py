@@ -209,6 +209,23 @@ def test_map_state_scans():
     assert out == [{"k": 2, "v": "v2"}, {"k": 3, "v": "v3"}, {"k": 4, "v": "v4"}, {"k": -1, "v": "v1,v2,v3,v4,v5"}]
 
 
+def test_map_state_range_with_an_open_bound():
+    """``range(None, hi)`` / ``range(lo, None)``: every key before / from a bound (a TypeError
+    comparing None before)."""
+
+    class M(KeyedProcessor):
+        m = MapState("bigint", "string")
+
+        def process(self, key, rows):
+            for v in rows["v"]:
+                self.m.put(int(v), f"v{v}")
+            below, above = [k for k, _ in self.m.range(None, 3)], [k for k, _ in self.m.range(3, None)]
+            return [{"below": ",".join(map(str, below)), "above": ",".join(map(str, above))}]
+
+    out = KeyedTester(M, returns="below string, above string").run([{"v": x} for x in (5, 1, 3, 2, 4)], key="a")
+    assert out == [{"below": "1,2", "above": "3,4,5"}]
+
+
 def test_timers_fire_and_emit():
     class Sessions(StatefulFunction):
         def __init__(self, **kw):
