@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 import typing
 from collections.abc import Callable, Iterator
@@ -82,6 +83,16 @@ class StatefulFunction(_Keyed):
     __state_include__: ClassVar[list[str]] = []
     __state_exclude__: ClassVar[list[str]] = []
     state_ttl: ClassVar[str | None] = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # an annotated attribute with a value in the class body (``count: int = 0``) is state
+        # starting from that value, as if __init__ had set it (a copy: a list stays per key)
+        for klass, name, _ in _state_annotations(type(self)):
+            if name not in self.__dict__ and name in klass.__dict__:
+                value = klass.__dict__[name]
+                if not (callable(value) or hasattr(value, "__get__")):
+                    self.__dict__[name] = copy.deepcopy(value)
 
     def execute(self, event: dict) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define execute(self, event)")

@@ -203,3 +203,35 @@ def test_x_or_none_annotations_are_typed_state_as_optional_is():
     t = KeyedTester(Optionals)
     t.run([{"n": 1, "tag": "a"}, {"n": 3, "tag": "b"}], key="k")
     assert t.state("k") == {"last": dt.datetime(2024, 1, 4), "count": 2, "tags": ["a", "b"]}
+
+
+class ClassDefaults(StatefulFunction):
+    """Annotated attributes given their first values in the class body, no __init__."""
+
+    count: int = 0
+    tags: list[str] = []
+
+    def execute(self, e):
+        self.count += 1
+        self.tags.append(e["tag"])
+        return {"count": self.count, "n_tags": len(self.tags)}
+
+
+def test_annotated_class_attributes_with_values_are_state_from_those_values(spark, ks):
+    """(``count: int = 0`` in the class body failed on the first row: 'first assigned outside
+    __init__'); each key starts from the class's value, a list included (a copy per key)."""
+    rows = [("a", 0, "x"), ("b", 1, "y"), ("a", 2, "z")]
+    expected, per_key = [], {}
+    for k, _, tag in rows:
+        per_key.setdefault(k, []).append(tag)
+        expected.append((k, len(per_key[k]), len(per_key[k])))
+    t = KeyedTester(ClassDefaults, returns="count bigint, n_tags bigint")
+    got = [(k, r["count"], r["n_tags"]) for k, _, tag in rows for r in t.run([{"tag": tag}], key=k)]
+    assert got == expected and ClassDefaults.tags == [] and t.state("a") == {"count": 2, "tags": ["x", "z"]}
+    ks.register("class_defaults", ClassDefaults, returns="count bigint, n_tags bigint")
+    spark.createDataFrame(rows, "k string, seq int, tag string").createOrReplaceTempView("class_defaults_src")
+    got = ks.sql(
+        "SELECT k, s.count, s.n_tags FROM class_defaults_src GROUP BY KEY k WITH STATE class_defaults(tag) AS s "
+        "ORDER BY seq"
+    ).collect()
+    assert sorted(tuple(r) for r in got) == sorted(expected)
