@@ -113,6 +113,9 @@ class KeyedTester:
     ``run(rows, key=..., input="clicks")`` (``self.ctx.input`` in ``execute``; a KeyedProcessor's
     ``process(key, <one frame per input>)``, the other inputs' frames empty). ``inputs`` names
     them, for an unknown name to be refused; a KeyedProcessor's are its ``process`` parameters.
+    ``inputs={"profiles": "member_id string, region string", ...}`` also gives each input's
+    columns (DDL, ``{column: type}``, a StructType or a list of names): an input without rows
+    yet gets an empty frame with them (``ks.tester(query)`` gives them from the query).
 
     A KeyedProcessor's ``rows`` are the frame PySpark's ``applyInPandas`` would hand for the
     same rows (docs/api.md, "What a rows frame holds"): ``schema`` gives the input's Spark types
@@ -133,7 +136,7 @@ class KeyedTester:
         order_by: str | list[str] | None = None,
         ttl: str | None = None,
         initial_state: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None = None,
-        inputs: Iterable[str] | None = None,
+        inputs: Iterable[str] | Mapping[str, Any] | None = None,
         time_mode: str | None = None,
         schema: Any = None,
         broadcast: Mapping[str, Iterable[Mapping[str, Any]]] | None = None,
@@ -151,6 +154,9 @@ class KeyedTester:
             spec = spec.with_ttl(parse_ttl_ms(ttl, "KeyedTester ttl="))
         self.spec = spec
         self._order = parse_order_list(order_by)
+        # inputs: names, or {name: its columns} (DDL text, {column: type}, a StructType or a list
+        # of names), so that an input without rows yet gets an empty frame with its columns
+        per_input = dict(inputs) if isinstance(inputs, Mapping) else {}
         self.inputs = list(inputs) if inputs is not None else processor_inputs(spec)
         self._runners: dict[tuple[bool, bool], KeyedRunner] = {}
         self._keys: dict[Any, MemoryKeyState] = {}
@@ -165,6 +171,16 @@ class KeyedTester:
         # the rows' column types (Arrow): from schema=, else inferred from the first values seen
         self._types: dict[str, Any] = _schema_types(schema, self.spec.name) if schema is not None else {}
         self._input_columns: dict[str, list[str]] = {}  # each named input's columns, as its rows had them
+        for input_name, columns in per_input.items():
+            if columns is None:
+                continue
+            if isinstance(columns, (list, tuple)) and all(isinstance(c, str) for c in columns):
+                self._input_columns[input_name] = list(columns)
+                continue
+            found = _schema_types(columns, self.spec.name)
+            self._input_columns[input_name] = list(found)
+            for column, arrow in found.items():
+                self._types.setdefault(column, arrow)
         self._schema_given = schema is not None
         # broadcast inputs (runtime/broadcast.py): name -> its BroadcastInput, and their state
         self._broadcast_key = parse_column_list(broadcast_key, "broadcast_key") if broadcast_key else None
@@ -492,7 +508,7 @@ def tester_for(query: str, statement: Any, function: str | None, options: dict) 
     schema = {name: types[col] for name, col in maps if col in types}
     spec = plan.spec  # the registration (its kwargs as registered), with the query's TTL clause
     settings = dict(options)
-    if plan.inputs and "inputs" not in options:
-        settings["inputs"] = plan.input_names
+    if plan.inputs and "inputs" not in options:  # each input's columns: its empty frame has them
+        settings["inputs"] = {i.name: {n: types[c] for n, c in i.event_map if c in types} for i in plan.inputs}
     settings.setdefault("schema", schema)
     return KeyedTester(spec.cls, spec.returns, **settings, **{_SPEC: spec})

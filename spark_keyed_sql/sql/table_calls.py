@@ -290,8 +290,14 @@ class _Call:
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 
 
+_TIMESTAMPS = ("timestamp", "timestamp_ntz")
+
+
 def _compatible(a: str, b: str) -> bool:
-    return a == b or (a.startswith(_NUMERIC) and b.startswith(_NUMERIC))
+    """Types the inputs' union widens to one: numbers (``interval`` is none), and a timestamp
+    with a timestamp_ntz."""
+    base_a, base_b = a.split("(")[0], b.split("(")[0]
+    return a == b or (base_a in _NUMERIC and base_b in _NUMERIC) or (base_a in _TIMESTAMPS and base_b in _TIMESTAMPS)
 
 
 def _check_shared(

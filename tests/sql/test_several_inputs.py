@@ -660,3 +660,53 @@ def test_ctx_input_is_none_in_on_timer(ks_auto, two_views):
     t = KeyedTester(InputInTimer, inputs=["profiles", "views"])
     t.run([{"ts": 1}], key="m1", input="views")
     assert t.set_watermark(10**7) == [{"at": "timer", "input": None}]
+
+
+def test_a_timestamp_and_a_timestamp_ntz_order_column_go_together_an_interval_and_an_int_do_not(
+    ks_auto, spark, two_views
+):
+    """(timestamp against timestamp_ntz was refused as incompatible; an interval passed for a
+    number, its type name starting with 'int')"""
+    fn = _register(ks_auto, "count_both")
+    spark.sql(
+        "SELECT 'm1' AS member_id, TIMESTAMP '2024-01-01 00:00:01' AS ts, 'north' AS region"
+    ).createOrReplaceTempView("si_p_ts")
+    spark.sql(
+        "SELECT 'm1' AS member_id, TIMESTAMP_NTZ '2024-01-01 00:00:02' AS ts, 'p2' AS page"
+    ).createOrReplaceTempView("si_v_ntz")
+    got = ks_auto.sql(
+        f"SELECT * FROM {fn}(profiles => TABLE(si_p_ts), views => TABLE(si_v_ntz), "
+        "key => 'member_id', order_by => 'ts')"
+    ).collect()
+    assert [tuple(r) for r in got] == [("m1", 1, 1)]
+    spark.sql("SELECT 'm1' AS member_id, INTERVAL '2' SECOND AS ts, 'p2' AS page").createOrReplaceTempView("si_v_iv")
+    with pytest.raises(KeyedSQLError, match=r"column 'ts' is bigint in input 'profiles' and interval"):
+        ks_auto.sql(_call(fn, "si_p", "si_v_iv"))
+
+
+class LatestRegion(KeyedProcessor):
+    """Reads a column of the profiles frame whether or not this batch has profile rows."""
+
+    returns = "regions string, pages bigint"
+
+    def process(self, key, profiles, views):
+        yield (",".join(profiles["region"].astype(str)), len(views["page"]))
+
+
+def test_an_input_without_rows_yet_gets_its_columns_in_the_tester(ks_auto, two_views):
+    """KeyedTester(inputs={name: columns}) and ks.tester(query) give an input that has had no
+    rows an empty frame with its columns, as the engines do (it had none: KeyError 'region')."""
+    t = KeyedTester(
+        LatestRegion,
+        inputs={"profiles": "member_id string, ts bigint, region string", "views": ["member_id", "ts", "page"]},
+    )
+    assert t.run([{"member_id": "m1", "ts": 2, "page": "p2"}], key="m1", input="views") == [{"regions": "", "pages": 1}]
+    ks_auto.register("si_latest_region", LatestRegion)
+    t = ks_auto.tester(
+        "SELECT * FROM si_latest_region(profiles => TABLE(si_p), views => TABLE(si_v), key => 'member_id')"
+    )
+    assert t.run([{"member_id": "m1", "ts": 2, "page": "p2"}], key="m1", input="views") == [{"regions": "", "pages": 1}]
+    got = ks_auto.sql(
+        "SELECT * FROM si_latest_region(profiles => TABLE(si_p), views => TABLE(si_v), key => 'member_id')"
+    ).collect()
+    assert [tuple(r) for r in got] == [("m1", "north", 1)]
