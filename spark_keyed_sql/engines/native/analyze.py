@@ -830,7 +830,8 @@ def int_bits(e: Expr, old_bits: Callable[[str], int] | None = None) -> int:
         return old_bits(e.attr) if old_bits is not None else 63
     if isinstance(e, Bin):
         a, b = int_bits(e.left, old_bits), int_bits(e.right, old_bits)
-        return {"+": max(a, b) + 1, "-": max(a, b) + 1, "*": a + b, "//": a, "%": b}.get(e.op, 63)
+        # (x // -1 of the most negative x is one bit past x; x - (x % y), which // computes, one past both)
+        return {"+": max(a, b) + 1, "-": max(a, b) + 1, "*": a + b, "//": max(a, b) + 1, "%": b}.get(e.op, 63)
     if isinstance(e, If):
         return max(int_bits(e.then, old_bits), int_bits(e.other, old_bits))
     if isinstance(e, (Neg, Call)):

@@ -142,6 +142,8 @@ class Renderer:
         if op == "%":
             return f"({mod})"
         if op == "//":
+            if wide:  # (Spark's div returns BIGINT, wrapping past it; x - mod divides exactly)
+                return f"CAST(({x} - ({mod})) / NULLIF({y}, 0) AS {DECIMAL})"
             return f"(({x} - ({mod})) div NULLIF({y}, 0))"
         return f"({x} {op} {y})"
 
