@@ -216,10 +216,11 @@ class ValueAccessor(_Accessor):
         return self._out(self._storage.value_get())
 
     def update(self, v: Any) -> None:
-        if v is None:
+        stored = None if v is None else self._in(v)
+        if stored is None:  # (None, or a NaT: unset)
             self._storage.clear()
         else:
-            self._storage.value_set(self._in(v))
+            self._storage.value_set(stored)
 
     def exists(self) -> bool:
         return self._storage.value_exists()

@@ -67,7 +67,13 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
                 return value
             raise _fail(where, t, value)
         if n in ("timestamp", "timestamp_ntz"):
+            if type(value).__name__ == "datetime64":  # numpy's (a rows_format = "numpy" column's element)
+                value = value.astype("datetime64[us]").item()  # (NaT: None)
+                if value is None:
+                    return None
             if hasattr(value, "to_pydatetime"):
+                if value != value:  # pandas' NaT: NULL
+                    return None
                 value = value.to_pydatetime()
             if isinstance(value, _dt.datetime):
                 return value

@@ -590,3 +590,24 @@ def test_an_unset_value_state_gives_its_default_as_a_stored_value_would_be():
     assert out == [
         {"pair": repr({"a": 0, "b": ""}), "part": repr({"a": 1, "b": None}), "total": repr(0.0), "seen": repr([1])}
     ]
+
+
+def test_numpy_and_pandas_times_are_timestamps_and_nat_is_null():
+    """A ``rows_format = "numpy"`` column's element (numpy.datetime64) is a timestamp value (it was
+    refused); NaT, numpy's or pandas', is NULL (pandas' NaT was kept as NaT)."""
+    import pandas as pd
+
+    class Last(KeyedProcessor):
+        rows_format = "numpy"
+        last = ValueState("timestamp")
+        missing = ValueState("timestamp")
+
+        def process(self, key, rows):
+            self.last.update(rows["ts"][-1])
+            self.missing.update(pd.NaT)
+            yield {"last": self.last.get(), "missing_set": self.missing.exists()}
+
+    t = KeyedTester(Last, returns="last timestamp, missing_set boolean", schema="ts timestamp")
+    out = t.run([{"ts": dt.datetime(2024, 1, 1)}, {"ts": dt.datetime(2024, 1, 2, 3, 4, 5)}], key="k")
+    assert out == [{"last": dt.datetime(2024, 1, 2, 3, 4, 5), "missing_set": False}]
+    assert t.state("k") == {"last": dt.datetime(2024, 1, 2, 3, 4, 5)}
