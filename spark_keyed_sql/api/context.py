@@ -50,8 +50,9 @@ class UTCDateTime(_dt.datetime):
     """The UTC ``datetime`` (``tzinfo=timezone.utc``) ``on_timer``, ``list_timers()`` and the
     clocks hand over, which also compares with and subtracts naive datetimes as UTC: the events'
     timestamps are naive UTC, so ``timestamp - self.last_seen`` and ``ts in
-    self.ctx.list_timers()`` work as they read. ``replace(tzinfo=None)`` gives a plain naive
-    datetime."""
+    self.ctx.list_timers()`` work as they read, and it hashes as the naive UTC datetime it equals
+    (so a plain aware datetime equal to it hashes otherwise). ``replace(tzinfo=None)`` gives a
+    plain naive datetime."""
 
     __slots__ = ()
 
@@ -73,7 +74,8 @@ class UTCDateTime(_dt.datetime):
     def __ge__(self, other: Any) -> bool:
         return _dt.datetime.__ge__(self, _as_utc(other))
 
-    __hash__ = _dt.datetime.__hash__
+    def __hash__(self) -> int:  # as the naive UTC datetime it equals (a dict of event times finds it)
+        return hash(_dt.datetime.combine(self.date(), self.time()) - (self.utcoffset() or _dt.timedelta(0)))
 
     def __sub__(self, other: Any) -> Any:
         return _dt.datetime.__sub__(self, _as_utc(other))

@@ -75,8 +75,8 @@ def coerce(value: Any, t: SqlType, where: str) -> Any:
                 if value != value:  # pandas' NaT: NULL
                     return None
                 value = value.to_pydatetime()
-            if isinstance(value, _dt.datetime):
-                return value
+            if isinstance(value, _dt.datetime):  # (a subclass, a timer's UTC time: a plain datetime)
+                return value if type(value) is _dt.datetime else _dt.datetime.combine(value.date(), value.timetz())
             raise _fail(where, t, value)
     if isinstance(t, DecimalType):
         if isinstance(value, bool):

@@ -212,3 +212,40 @@ def test_timer_times_work_with_the_naive_event_times_user_code_keeps(spark, ks):
         "ORDER BY ts EVENT TIME ts WATERMARK '0 seconds'"
     ).collect()
     assert sorted(tuple(r) for r in rows) == _session_oracle(events)
+
+
+class KeepsFired(StatefulFunction):
+    """Keeps the timer's time in a typed attribute and reads it back in a later batch."""
+
+    closed: dt.datetime | None
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.closed = None
+
+    def execute(self, e):
+        self.ctx.register_timer(e["ts"] + MIN)
+        return {"since_close": None if self.closed is None else (e["ts"] - self.closed) / MIN}
+
+    def on_timer(self, key, timestamp):
+        assert {timestamp.replace(tzinfo=None): 1}.get(timestamp) == 1  # it hashes as the naive time it equals
+        self.closed = timestamp
+        return None
+
+
+def test_a_timers_time_kept_in_state_on_every_engine(spark, ks, tmp_path):
+    """The timer's UTC time stored in a typed ``datetime`` attribute (the bulk engine's local store
+    refused the new kind: 'cannot store a UTCDateTime') and used in a later run. Each ks.run ends
+    with a step that fires the timers its last watermark passed: run 2's fires run 1's timer."""
+    ks.register("keeps_fired", KeepsFired, returns="since_close double")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = (
+        f"SELECT user_id, s.since_close FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE keeps_fired(ts) AS s EVENT TIME ts WATERMARK '0 seconds'"
+    )
+    for minutes in (0, 10, 20):
+        write_parquet(spark, [_event("a", T0 + minutes * MIN)], src)
+        ks.run(sql, checkpoint=cp, output=out)
+    got = [r[1] for r in spark.read.parquet(out).collect() if r[0] == "a"]
+    # run 3's row at 10:20 sees the timer of 10:01 (fired at the end of run 2; 10:11's at run 3's end)
+    assert sorted(got, key=repr) == sorted([None, None, 19.0], key=repr)

@@ -74,7 +74,7 @@ def _enc(v: Any) -> Any:
         return tuple(_enc(x) for x in v)
     if t is dict:
         return {_enc(k): _enc(x) for k, x in v.items()}
-    if t is dt.datetime:
+    if t is dt.datetime or (isinstance(v, dt.datetime) and t.__module__ != "pandas._libs.tslibs.timestamps"):
         if v.tzinfo is not None:
             v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
         return (_TAG, _DATETIME, (v - _EPOCH) // _MICRO)

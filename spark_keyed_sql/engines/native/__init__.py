@@ -12,6 +12,7 @@ from ...runtime.plan import KeyedPlan
 from ...runtime.spec import FunctionKind
 from .analyze import Declined, analyze
 from .plan import NativePlan, build
+from .stored import check_typed_attributes
 
 __all__ = ["AUTO", "NATIVE_CONF", "OFF", "ON", "Declined", "NativePlan", "native_mode", "plan_native"]
 
@@ -82,12 +83,10 @@ def plan_native(plan: KeyedPlan, *, streaming: bool, native_streams: bool = Fals
         if key is not None and key[1].lower() not in ("string", "bigint", "int", "smallint", "tinyint", "boolean"):
             raise Declined(f"a key of type {key[1] or 'unknown'} (planned: strings, integers, booleans)")
         program = analyze(spec.cls, instance, layout.names, fields, key)
-        if not streaming and layout.typed:
+        if not streaming:
             # the Python path checks each key's typed attributes against their annotations when it
-            # stores them (a float in an int attribute: StateTypeError), in a one-shot batch too;
-            # those checks are planned with the state a stream stores: a one-shot batch declines
-            # where a stream would
-            build(program, plan, spec.returns, layout)
+            # stores them (a float in an int attribute: StateTypeError), in a one-shot batch too
+            check_typed_attributes(layout, program.initial)
         return build(program, plan, spec.returns, layout if streaming else None)
     except Declined as d:
         return d

@@ -20,7 +20,7 @@ from ...state.snapshots import HAS_ATTRS
 from .analyze import Declined, Program, int_bits
 from .ir import Bin, Const, Expr, If, olds, walk
 from .recurrences import Recurrence, bounded_bits, classify, leaves
-from .render import DECIMAL, MAX_BITS, Renderer, literal, null_literal, out_of_range
+from .render import DECIMAL, DIVIDE_BITS, MAX_BITS, Renderer, literal, null_literal, out_of_range
 from .stored import Stored, StoredAttribute, stored_attributes
 
 __all__ = ["LAST", "NativePlan", "StreamState", "build"]
@@ -224,6 +224,9 @@ class _Builder:
             for n in walk(e):
                 if n.ty == "int" and self.bits(n) > MAX_BITS:
                     raise Declined("an integer expression that may pass 38 digits")
+                # (// divides DECIMAL(38,0)s, whose quotient Spark types DECIMAL(38,6): 32 digits)
+                if isinstance(n, Bin) and n.op == "//" and n.ty == "int" and self.bits(n) > DIVIDE_BITS:
+                    raise Declined("a floor division of an integer that may pass 32 digits")
 
     def typed(self, init: Const, a: str) -> str:
         s = literal(init)

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from ...runtime.columns import quote
 from .ir import Bin, BoolOp, Call, Cmp, Const, Expr, Field, If, IsNull, Key, Neg, Not, Old
 
-__all__ = ["Renderer", "literal", "null_literal", "out_of_range", "DECIMAL", "MAX_BITS"]
+__all__ = ["Renderer", "literal", "null_literal", "out_of_range", "DECIMAL", "DIVIDE_BITS", "MAX_BITS"]
 
 DECIMAL = "DECIMAL(38,0)"
 MAX_BITS = 125  # what DECIMAL(38,0) holds with room to spare
+DIVIDE_BITS = 104  # a // quotient's bound DECIMAL(38,6) holds (32 digits) with room to spare
 _EPOCH = dt.datetime(1970, 1, 1)
 _SMALL = 62  # an arithmetic result BIGINT holds: |v| < 2**62
 

@@ -28,7 +28,7 @@ from .analyze import EXISTS, Declined
 from .ir import Const
 from .render import DECIMAL, literal, null_literal, out_of_range
 
-__all__ = ["UNREADABLE", "Stored", "StoredAttribute", "StoredDict", "stored_attributes"]
+__all__ = ["UNREADABLE", "Stored", "StoredAttribute", "StoredDict", "check_typed_attributes", "stored_attributes"]
 
 # how the error of a stored value a native plan cannot read ends (native = 'auto' runs the batch
 # on the Python path instead: engines/bulk/step.py)
@@ -373,19 +373,32 @@ def stored_attributes(
             wide = ty == "int" and bits.get(name, 0) > 62
             out.append(StoredAttribute(name, STATE_PREFIX + name, ty, True, wide, nullable.get(name, True)))
             continue
-        t = layout.column_type(name)
-        ddl = t.ddl().lower() if isinstance(t, AtomicType) else str(t)
-        # an attribute left None: NULL in an atomic column (a map column's NULLs could not be
-        # compared with <=>, which Spark refuses on maps)
-        left_none = ty == "none" and isinstance(t, AtomicType)
-        if (ddl, ty) not in _TYPED and not left_none:
-            raise Declined(
-                f"attribute {name!r} is stored as {ddl.upper()} and the plan holds a {ty} in it "
-                "(planned on a stream: int as BIGINT, float as DOUBLE, bool as BOOLEAN, str as STRING, "
-                "datetime as TIMESTAMP)"
-            )
+        _check_typed(layout, name, ty)
         wide = ty == "int" and bits.get(name, 0) > 62
         out.append(
             StoredAttribute(name, STATE_PREFIX + name, ty, False, wide, nullable.get(name, True), double=ty == "float")
         )
     return out
+
+
+def _check_typed(layout: AttributeLayout, name: str, ty: str) -> None:
+    """Declined unless the typed attribute ``name``'s column takes what the plan holds in it
+    (``ty``), as the Python path's store does."""
+    t = layout.column_type(name)
+    ddl = t.ddl().lower() if isinstance(t, AtomicType) else str(t)
+    # an attribute left None: NULL in an atomic column (a map column's NULLs could not be
+    # compared with <=>, which Spark refuses on maps)
+    left_none = ty == "none" and isinstance(t, AtomicType)
+    if (ddl, ty) not in _TYPED and not left_none:
+        raise Declined(
+            f"attribute {name!r} is stored as {ddl.upper()} and the plan holds a {ty} in it "
+            "(planned: int as BIGINT, float as DOUBLE, bool as BOOLEAN, str as STRING, datetime as TIMESTAMP)"
+        )
+
+
+def check_typed_attributes(layout: AttributeLayout, initial: dict[str, Const]) -> None:
+    """Declined where a typed attribute would hold what its column does not take: the Python
+    path refuses to store it at the end of each key, a one-shot batch's too."""
+    for name in layout.names:
+        if not layout.is_encoded(name) and name in initial:
+            _check_typed(layout, name, initial[name].ty)
