@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import sys
 import typing
 from collections.abc import Callable, Iterator
@@ -86,12 +87,17 @@ class StatefulFunction(_Keyed):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        # an annotated attribute with a value in the class body (``count: int = 0``) is state
-        # starting from that value, as if __init__ had set it (a copy: a list stays per key)
-        for klass, name, _ in _state_annotations(type(self)):
-            if name not in self.__dict__ and name in klass.__dict__:
-                value = klass.__dict__[name]
-                if not (callable(value) or hasattr(value, "__get__")):
+        # a class without an __init__ of its own: an annotated attribute with a value in the class
+        # body (``count: int = 0``) is state starting from that value (the value the class
+        # resolves, a subclass's included), as if __init__ had set it; a copy, so a list stays per
+        # key. (With an __init__, what it sets is the state: a class-body value stays a constant.)
+        cls = type(self)
+        if cls.__init__ is not StatefulFunction.__init__:
+            return
+        for _, name, _ in _state_annotations(cls):
+            if name not in self.__dict__ and hasattr(cls, name):
+                value = getattr(cls, name)
+                if not (callable(value) or isinstance(inspect.getattr_static(cls, name), (property, StateDescriptor))):
                     self.__dict__[name] = copy.deepcopy(value)
 
     def execute(self, event: dict) -> Any:

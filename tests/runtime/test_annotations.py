@@ -235,3 +235,29 @@ def test_annotated_class_attributes_with_values_are_state_from_those_values(spar
         "ORDER BY seq"
     ).collect()
     assert sorted(tuple(r) for r in got) == sorted(expected)
+
+
+class StrictDefaults(ClassDefaults):
+    count: int = 5  # a subclass's value is the one its keys start from
+
+
+class WithInit(StatefulFunction):
+    """An __init__ of its own: what it sets is the state; a class-body value stays a constant."""
+
+    threshold: float = 10.0
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        return {"over": self.n > self.threshold}
+
+
+def test_class_body_values_resolve_as_the_class_does_and_stay_constants_beside_an_init():
+    t = KeyedTester(StrictDefaults, returns="count bigint, n_tags bigint")
+    assert t.run([{"tag": "x"}], key="a") == [{"count": 6, "n_tags": 1}]
+    t = KeyedTester(WithInit, returns="over boolean")
+    t.run([{}], key="a")
+    assert t.state("a") == {"n": 1}
