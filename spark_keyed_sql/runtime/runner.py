@@ -419,7 +419,8 @@ class KeyedRunner(KeyLifecycle):
         assert self.layout is not None
         if self.layout.is_encoded(name) and isinstance(v, str):
             # a str attribute (its __init__ value, just set) also takes plain text: 'ab' as well
-            # as read_state's '"ab"' (text that reads as another JSON value, '5', stays text)
+            # as read_state's '"ab"' (text that is JSON, '5' or '"ab"', reads as JSON: every
+            # read_state value seeds back as it was)
             text_attribute = isinstance(self.instance.__dict__.get(name), str)
             try:
                 decoded = loads(v)
@@ -430,7 +431,7 @@ class KeyedRunner(KeyLifecycle):
                     f"initial state column '{name}' for '{self.spec.name}' must hold the attribute's JSON "
                     f"encoding (as read_state shows it), got {short_repr(v, 300)}: {exc}"
                 ) from None
-            return v if text_attribute and decoded is not None and not isinstance(decoded, str) else decoded
+            return decoded
         return v
 
     def initial_state(self, key: Any, state_row: dict, binding: KeyBinding) -> None:

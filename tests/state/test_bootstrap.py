@@ -231,13 +231,13 @@ class Labelled(StatefulFunction):
 
 def test_an_ordinary_table_seeds_unannotated_attributes_text_included(spark, ks):
     """INITIAL STATE FROM a table of plain values: numbers for the numbers, plain text for a str
-    attribute ('ab', and '5', which reads as JSON but the attribute holds text), read_state's
-    JSON text too ('"cd"'). Plain text was refused: 'must hold the attribute's JSON encoding'."""
+    attribute ('ab', 'two words'), read_state's JSON text too ('"cd"'). Plain text was refused:
+    'must hold the attribute's JSON encoding'."""
     ks.register("labelled", Labelled, returns="session_count bigint, total_value double, label string")
     spark.createDataFrame(
         [("a", 1.5, 1), ("b", 2.0, 2), ("c", 1.0, 3), ("d", 4.0, 4)], "user_id string, value double, ts bigint"
     ).createOrReplaceTempView("lab_src")
-    seeds = {"a": (5, 10.0, "ab"), "b": (1, 0.5, "5"), "c": (2, 1.0, '"cd"')}
+    seeds = {"a": (5, 10.0, "ab"), "b": (1, 0.5, "two words"), "c": (2, 1.0, '"cd"')}
     spark.createDataFrame(
         [(u, *s) for u, s in seeds.items()], "user_id string, session_count bigint, total_value double, label string"
     ).createOrReplaceTempView("lab_seed")
@@ -245,7 +245,7 @@ def test_an_ordinary_table_seeds_unannotated_attributes_text_included(spark, ks)
         "SELECT user_id, s.* FROM lab_src GROUP BY KEY user_id WITH STATE labelled(value) AS s ORDER BY ts "
         "INITIAL STATE FROM lab_seed"
     ).collect()
-    start = {"a": (5, 10.0, "ab"), "b": (1, 0.5, "5"), "c": (2, 1.0, "cd")}
+    start = {"a": (5, 10.0, "ab"), "b": (1, 0.5, "two words"), "c": (2, 1.0, "cd")}
     expected = []
     for user, value in [("a", 1.5), ("b", 2.0), ("c", 1.0), ("d", 4.0)]:
         n, total, label = start.get(user, (0, 0.0, ""))
