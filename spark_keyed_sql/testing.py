@@ -200,15 +200,15 @@ class KeyedTester:
             self.broadcast(name, rows)
 
     def broadcast(self, name: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Broadcast rows of input ``name`` (each a dict; its first column is the key unless
-        ``broadcast_key=`` names it), applied before the next ``run`` as a batch's are: in order
+        """Broadcast rows of input ``name`` (each a dict; its first column that is not the
+        ``event_time`` or an ``order_by`` column is the key unless ``broadcast_key=`` names it),
+        applied before the next ``run`` as a batch's are: in order
         of ``event_time`` (versioned), then the ``order_by`` columns they have (in their
         directions), then their values; an ``on_broadcast`` hook runs for each."""
         rows = [_row(r) for r in rows]
         b = self._broadcasts.get(name)
         if b is None and rows:  # the input's columns, key and time: from its first rows
             names = list(rows[0])
-            key = [k for k in (self._broadcast_key or []) if k in names] or names[:1]
             if self._broadcast_key and not set(self._broadcast_key) & set(names):
                 raise KeyedSQLError(
                     f"KeyedTester({self.spec.name}): broadcast input {name!r} has none of the broadcast_key "
@@ -216,6 +216,11 @@ class KeyedTester:
                 )
             time = self._event_time if self._event_time in names else None
             order = tuple(o for o in self._order if o.column in names)  # (the order_by columns it has)
+            # as in SQL: by default its first column that is not the event time or an order_by column
+            skip = {time, *(o.column for o in order)}
+            key = [k for k in (self._broadcast_key or []) if k in names] or [
+                next((n for n in names if n not in skip), names[0])
+            ]
             b = self._broadcasts[name] = BroadcastInput(name, 0, tuple((n, n) for n in names), tuple(key), time, order)
         if b is None:
             self._broadcast_state.declare(name, versioned=False)  # (no rows yet: an empty mapping)
