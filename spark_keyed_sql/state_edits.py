@@ -90,6 +90,8 @@ def _sql_value(v: Any, where: str) -> str:
     import decimal
     import math
 
+    if type(v).__module__ == "numpy" and hasattr(v, "item"):  # a numpy scalar: its Python value
+        v = v.item()
     if isinstance(v, str):
         return v
     if v is None:
