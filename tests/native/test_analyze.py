@@ -265,3 +265,22 @@ class C(StatefulFunction):
     d = _plan(tmp_path, src, "n double", {"v": "bigint"})
     assert isinstance(d, Declined), d
     assert expected in str(d), str(d)
+
+
+def test_a_floor_division_past_32_digits_is_declined(tmp_path):
+    """Spark types the DECIMAL(38,0) quotient DECIMAL(38,6): past 32 digits it overflows (an error
+    under ANSI, NULL otherwise), so the planner declines such a // rather than give either."""
+    src = """
+class C(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, row):
+        self.n += 1
+        return {"q": (row["v"] * 1152921504606846976) // 3}
+"""
+    d = _plan(tmp_path, src, "q double", {"v": "bigint"})
+    assert isinstance(d, Declined) and "a floor division of an integer that may pass 32 digits" in str(d), d
+    ok = _plan(tmp_path, src.replace("1152921504606846976", "1073741824"), "q double", {"v": "bigint"})
+    assert isinstance(ok, NativePlan), ok

@@ -612,25 +612,24 @@ class FloorDiv(__import__("spark_keyed_sql").StatefulFunction):  # // at the edg
 
     def execute(self, row):
         self.n += 1
-        return {"neg": row["amount"] // -1, "by": 10 // row["amount"], "half": (row["amount"] * 4) // 2}
+        return {"neg": row["amount"] // -1, "by": 10 // row["amount"], "eighth": (row["amount"] * 4) // 8}
 
 
 def test_floor_division_past_64_bits_as_python_computes_it(ks_auto, spark):
-    """-2**63 // -1 is 2**63 and 10 // -2**63 is -1 in Python; the native plan's ``div`` wrapped
-    to BIGINT (-2**63, and 1 or an overflow)."""
+    """-2**63 // -1 is 2**63, 10 // -2**63 is -1 and (2**63 - 1) * 4 // 8 is 2**62 - 1 in Python;
+    the native plan's ``div`` wrapped to BIGINT (-2**63, and 1 or an overflow)."""
     edge = -(2**63)
     rows = [
         {"user_id": "k", "ts": T0 + dt.timedelta(seconds=i), "value": 0.0, "amount": a}
         for i, a in enumerate([edge, 2**63 - 1, -7, 3])
     ]
     _view(spark, rows, "native_ev_div")
-    ks_auto.register("native_floordiv", FloorDiv, returns="neg double, by double, half double")
+    # (bigint where the answer fits, exact past 2**53; neg's 2**63 only fits a double)
+    ks_auto.register("native_floordiv", FloorDiv, returns="neg double, by bigint, eighth bigint")
     q = (
-        "SELECT user_id, ts, neg, by, half FROM native_ev_div GROUP BY KEY user_id WITH STATE "
+        "SELECT user_id, ts, neg, by, eighth FROM native_ev_div GROUP BY KEY user_id WITH STATE "
         "native_floordiv(amount) ORDER BY ts OPTIONS (native = true)"
     )
     assert "native:    yes" in ks_auto.explain(q)
-    expected = [
-        (k, t, float(n), float(b), float(h)) for k, t, n, b, h in oracle(FloorDiv, rows, "user_id", "ts", ["amount"])
-    ]
+    expected = [(k, t, float(n), b, e) for k, t, n, b, e in oracle(FloorDiv, rows, "user_id", "ts", ["amount"])]
     assert canon(ks_auto.sql(q).collect()) == canon(expected)
