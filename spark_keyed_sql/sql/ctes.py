@@ -25,7 +25,10 @@ def ctes_visible_from(node: exp.Expression) -> exp.With | None:
             if id(cte) in inside:
                 break
             ctes.append(cte.copy())
-    return exp.With(expressions=_unshadowed(ctes)) if ctes else None
+    if not ctes:
+        return None
+    recursive = any(w.args.get("recursive") for w in chain)  # (WITH RECURSIVE: its CTEs may read themselves)
+    return exp.With(expressions=_unshadowed(ctes), recursive=recursive or None)
 
 
 def _unshadowed(ctes: list[exp.CTE]) -> list[exp.CTE]:

@@ -60,6 +60,16 @@ _PARTS_GIVEN_TWICE = {
 # GROUP BY <one of these> <more words> in a statement with WITH STATE: KEY misspelt
 _KEY_TYPOS = {"KEYS", "KEYED", "KY", "KYE", "KEJ", "KEU"}
 
+# the words that end a within-key ORDER BY: what follows it in WITH STATE's clause, and after
+# (each word -> what must come next for it to be the clause, not a column; empty: anything)
+_WITHIN_KEY_ORDER_ENDS: dict[str, frozenset] = {
+    "EVENT": frozenset({"TIME"}),
+    "TTL": frozenset({TokenType.STRING, TokenType.INTERVAL}),
+    "INITIAL": frozenset({"STATE"}),
+    "OPTIONS": frozenset({TokenType.L_PAREN}),
+    "HAVING": frozenset(),
+    "LIMIT": frozenset(),
+}
 # a WITH STATE clause's words that start a part of it, and the part in full: one left unfinished
 # ("... ORDER" at the end) is named as such instead of failing as an unexpected token
 _UNFINISHED_PARTS = {
@@ -216,11 +226,24 @@ class KeyedSpark(Spark):
             self._parse_keyed_options(group)
             return group
 
+        @staticmethod
+        def _starts_clause(word, nxt) -> bool:
+            """``word`` (then ``nxt``) starts what follows a within-key ORDER BY, not a column:
+            EVENT TIME, TTL <interval>, INITIAL STATE, OPTIONS (, HAVING, ORDER BY, LIMIT."""
+            if word.token_type == TokenType.ORDER_BY:
+                return True
+            follows = _WITHIN_KEY_ORDER_ENDS.get(word.text.upper())
+            if follows is None:
+                return False
+            return not follows or (nxt is not None and (nxt.text.upper() in follows or nxt.token_type in follows))
+
         def _parse_within_key_order(self) -> exp.Expression | None:
             """One term of the within-key ORDER BY; after a comma a term must follow (sqlglot's
             list drops a trailing comma, which would end the order where the user meant more)."""
             after_comma = self._prev is not None and self._prev.token_type == TokenType.COMMA
-            term = self._parse_ordered()
+            # (a clause word after the comma would be read as a term: OPTIONS (...) as a call)
+            clause = self._curr is not None and self._starts_clause(self._curr, self._next)
+            term = None if after_comma and clause else self._parse_ordered()
             if term is None and after_comma:
                 self.raise_error("Expected an expression after ',' in the within-key ORDER BY", token=self._prev)
             return term

@@ -130,14 +130,23 @@ def _unterminated(text: str) -> tuple[int, str] | None:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if text.startswith("--", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:
+        if text.startswith("--", i):  # to the end of the line; a backslash before it continues it
+            j = i + 2
+            while j < n and text[j] != "\n":
+                j += 2 if text.startswith("\\\n", j) else 1
+            i = j + 1
+        elif text.startswith("/*", i):  # Spark's bracketed comments nest
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            if depth:
                 return i, "comment"
-            i = end + 2
+            i = j
         elif c in "'\"`":
             j = i + 1
             while j < n:

@@ -9,7 +9,8 @@ import sqlglot
 from sqlglot import exp
 
 from spark_keyed_sql.sql import KeyedGroup, parse_statement, render
-from spark_keyed_sql.sql.rewriter import _Planner, _split_hint
+from spark_keyed_sql.sql.ctes import ctes_visible_from
+from spark_keyed_sql.sql.rewriter import _split_hint
 
 
 def _keyed(sql: str) -> exp.Select:
@@ -18,7 +19,7 @@ def _keyed(sql: str) -> exp.Select:
 
 def _ctes(sql: str) -> dict[str, str]:
     """name -> the SQL of the CTE's body, as the source's one WITH has them."""
-    w = _Planner._ctes_visible_from(_keyed(sql))
+    w = ctes_visible_from(_keyed(sql))
     return {c.alias_or_name: render(c.this) for c in w.expressions}
 
 
@@ -62,3 +63,12 @@ def test_join_hints_go_to_the_source_and_partitioning_hints_to_the_result():
     joins, result = _split_hint(sel)
     assert [h.name.upper() for h in joins.expressions] == ["SHUFFLE_MERGE", "BROADCAST"]
     assert [render(h).split("(")[0].upper() for h in result.expressions] == ["COALESCE", "REPARTITION"]
+
+
+def test_with_recursive_stays_recursive_when_gathered():
+    """(the gathered WITH dropped RECURSIVE, so a CTE reading itself no longer resolved)"""
+    sql = (
+        "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
+        "SELECT * FROM r GROUP BY KEY n WITH STATE f(n)"
+    )
+    assert render(ctes_visible_from(_keyed(sql))).startswith("WITH RECURSIVE r AS (")
