@@ -85,30 +85,29 @@ def state_edit_of(
 
 def _sql_value(v: Any, where: str) -> str:
     """A ``set=`` value as SQL: a string is an SQL expression (``"total_value * 2"``, ``"'text'"``);
-    None, a bool, a number, a datetime / date or a Decimal is that value."""
+    None, a bool, a number, a datetime / date or a Decimal is that value (the literals a native
+    plan writes for its constants, where it has them)."""
     import datetime as dt
     import decimal
-    import math
+
+    from .engines.native.ir import Const
+    from .engines.native.render import literal
 
     if type(v).__module__ == "numpy" and hasattr(v, "item"):  # a numpy scalar: its Python value
         v = v.item()
     if isinstance(v, str):
         return v
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:  # the instant (state holds the UTC wall clock)
+        v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
     if v is None:
         return "NULL"
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return f"CAST('{v}' AS DOUBLE)" if math.isnan(v) or math.isinf(v) else f"{v!r}D"
+    kinds = ((bool, "bool"), (int, "int"), (float, "float"), (dt.datetime, "datetime"))  # (bool before int)
+    ty = next((name for kind, name in kinds if isinstance(v, kind)), None)
+    if ty is not None:
+        return literal(Const(ty, False, v))
     if isinstance(v, decimal.Decimal):
         return f"{v}BD"
-    if isinstance(v, dt.datetime):
-        if v.tzinfo is not None:
-            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return f"TIMESTAMP '{v.isoformat(sep=' ')}+00:00'"  # (naive: UTC, as in state)
-    if isinstance(v, dt.date):
+    if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
         return f"DATE '{v.isoformat()}'"
     raise CheckpointError(
         f"{where}: {type(v).__name__} {v!r} is not a value set= takes (a string is an SQL expression; "
