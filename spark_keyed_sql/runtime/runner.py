@@ -418,20 +418,15 @@ class KeyedRunner(KeyLifecycle):
         that read_state shows (or a plain value); typed attributes take their typed value."""
         assert self.layout is not None
         if self.layout.is_encoded(name) and isinstance(v, str):
-            # a str attribute (its __init__ value, just set) also takes plain text: 'ab' as well
-            # as read_state's '"ab"' (text that is JSON, '5' or '"ab"', reads as JSON: every
-            # read_state value seeds back as it was)
-            text_attribute = isinstance(self.instance.__dict__.get(name), str)
             try:
-                decoded = loads(v)
+                return loads(v)  # (text that is JSON reads as JSON: every read_state value seeds back)
             except ValueError as exc:
-                if text_attribute:
-                    return v
+                if isinstance(self.instance.__dict__.get(name), str):  # a str attribute (its __init__
+                    return v  # value, just set) also takes text that is no JSON: 'ab' as well as '"ab"'
                 raise KeyedSQLError(
                     f"initial state column '{name}' for '{self.spec.name}' must hold the attribute's JSON "
                     f"encoding (as read_state shows it), got {short_repr(v, 300)}: {exc}"
                 ) from None
-            return decoded
         return v
 
     def initial_state(self, key: Any, state_row: dict, binding: KeyBinding) -> None:
