@@ -23,6 +23,60 @@ from ..state.encoding import loads
 
 __all__ = ["assigned_values", "check_statement", "first_line", "key_text"]
 
+_ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"  # datetime.fromisoformat reads it on every Python
+_INTEGRAL = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def _json_native(t: T.DataType) -> bool:
+    """Whether ``to_json`` writes a value of ``t`` as the JSON of the Python value it reads as
+    (lists, dicts with text keys, text, numbers, bools)."""
+    if isinstance(t, (T.StringType, T.FloatType, T.DoubleType, *_INTEGRAL)):
+        return True
+    if isinstance(t, T.ArrayType):
+        return _json_native(t.elementType)
+    if isinstance(t, T.MapType):
+        return isinstance(t.keyType, T.StringType) and _json_native(t.valueType)
+    if isinstance(t, T.StructType):
+        return all(_json_native(f.dataType) and not f.name.startswith("$") for f in t.fields)
+    return False
+
+
+def _stored_json(value: Column, vtype: T.DataType) -> Column | None:
+    """``value`` (of type ``vtype``, not a string) as an untyped attribute stores the Python
+    value it reads as (state/encoding.py): a number or a bool as JSON, a timestamp as
+    ``{"$datetime": <its UTC wall clock>}``, a date, a decimal, bytes tagged; None for a type
+    with no such form (an interval, a map keyed by other than text)."""
+
+    def tagged(tag: str, body: Column) -> Column:
+        return F.when(value.isNotNull(), F.to_json(F.struct(body.alias(tag))))
+
+    def text(tag: str, body: str) -> Column:
+        return F.lit(f'{{"{tag}": "{body}"}}')
+
+    if isinstance(vtype, (T.NullType, *_INTEGRAL)):
+        return value.cast("string")
+    if isinstance(vtype, (T.FloatType, T.DoubleType)):
+        return (
+            F.when(F.isnan(value), text("$float", "nan"))
+            .when(value == F.lit(float("inf")), text("$float", "inf"))
+            .when(value == F.lit(float("-inf")), text("$float", "-inf"))
+            .otherwise(value.cast("double").cast("string"))
+        )
+    if isinstance(vtype, T.DecimalType):
+        return tagged("$decimal", value.cast("string"))
+    if isinstance(vtype, T.TimestampType):  # the instant's UTC wall clock: naive datetimes in state are UTC
+        utc = F.convert_timezone(F.current_timezone(), F.lit("UTC"), value.cast("timestamp_ntz"))
+        return tagged("$datetime", F.date_format(utc, _ISO))
+    if isinstance(vtype, T.TimestampNTZType):
+        return tagged("$datetime", F.date_format(value, _ISO))
+    if isinstance(vtype, T.DateType):
+        return tagged("$date", F.date_format(value, "yyyy-MM-dd"))
+    if isinstance(vtype, T.BinaryType):
+        return tagged("$bytes", F.base64(value))
+    if isinstance(vtype, (T.ArrayType, T.MapType, T.StructType)) and _json_native(vtype):
+        return F.to_json(value)
+    return None
+
 
 def first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -107,17 +161,8 @@ def assigned_values(
             vtype = flagged.select(value.alias("v")).schema["v"].dataType
         except (AnalysisException, ParseException) as exc:
             raise CheckpointError(f"{what}: SET {column} = {text}: {first_line(exc)}") from None
-        checked = F.expr(f"try_cast(({text}) AS {target.simpleString()})")
-        lost = value.isNotNull() & checked.isNull()
-        if vtype != target and isinstance(target, T.AtomicType) and isinstance(vtype, T.AtomicType):
-            lost = lost | (value.isNotNull() & ~checked.cast(vtype).eqNullSafe(value))  # e.g. 1.5 into an int
-        bad = flagged.where(F.col(match) & lost).select(*map(named, keys), value.alias("v")).limit(1).collect()
-        if bad:
-            raise CheckpointError(
-                f"{what}: SET {column} = {text}: column '{name}' is {target.simpleString()} and cannot hold "
-                f"{bad[0]['v']!r} (key {key_text(op, bad[0], keys)}); nothing was written"
-            )
-        if internal in attributes and isinstance(target, T.StringType):
+        encoded = internal in attributes and isinstance(target, T.StringType)
+        if encoded:
             if layout is None:
                 if spec is None:
                     raise CheckpointError(
@@ -126,15 +171,36 @@ def assigned_values(
                         "knows which, and run it again"
                     )
                 layout = AttributeLayout(spec.instantiate())
-            if layout.is_encoded(name):
-                for r in flagged.where(F.col(match)).select(*map(named, keys), checked.alias("v")).collect():
-                    try:
-                        if r["v"] is not None:
-                            loads(r["v"])
-                    except (ValueError, TypeError, KeyError) as exc:
-                        raise CheckpointError(
-                            f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding "
-                            f"and {r['v']!r} (key {key_text(op, r, keys)}) is not one ({exc}); nothing was written"
-                        ) from None
+            encoded = layout.is_encoded(name)
+        if encoded and not isinstance(vtype, T.StringType):
+            # a value, not text: stored as the Python value it reads as (a timestamp as a datetime)
+            checked = _stored_json(value, vtype)
+            if checked is None:
+                raise CheckpointError(
+                    f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding, which has no "
+                    f"form for a {vtype.simpleString()} value; give JSON text (to_json(...)) or a value of another "
+                    "type; nothing was written"
+                )
+        else:
+            checked = F.expr(f"try_cast(({text}) AS {target.simpleString()})")
+            lost = value.isNotNull() & checked.isNull()
+            if vtype != target and isinstance(target, T.AtomicType) and isinstance(vtype, T.AtomicType):
+                lost = lost | (value.isNotNull() & ~checked.cast(vtype).eqNullSafe(value))  # e.g. 1.5 into an int
+            bad = flagged.where(F.col(match) & lost).select(*map(named, keys), value.alias("v")).limit(1).collect()
+            if bad:
+                raise CheckpointError(
+                    f"{what}: SET {column} = {text}: column '{name}' is {target.simpleString()} and cannot hold "
+                    f"{bad[0]['v']!r} (key {key_text(op, bad[0], keys)}); nothing was written"
+                )
+        if encoded:
+            for r in flagged.where(F.col(match)).select(*map(named, keys), checked.alias("v")).collect():
+                try:
+                    if r["v"] is not None:
+                        loads(r["v"])
+                except (ValueError, TypeError, KeyError) as exc:
+                    raise CheckpointError(
+                        f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding "
+                        f"and {r['v']!r} (key {key_text(op, r, keys)}) is not one ({exc}); nothing was written"
+                    ) from None
         out[internal] = checked
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from decimal import Decimal
 
 import pytest
 
@@ -268,6 +269,71 @@ def test_update_state_takes_python_values_as_well_as_sql_text(spark, kb, tmp_pat
     assert _state(kb, cp) == expected
     with pytest.raises(KeyedSQLError, match=r"set= value of 'total': list \[1\] is not a value set= takes"):
         kb.update_state(cp, set={"total": [1]}, where="true")
+
+
+class Untyped(StatefulFunction):
+    """Attributes without annotations: kept in their JSON encoding (a datetime, a Decimal, a
+    list as such)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.last = None
+        self.paid = None
+        self.seen = []
+
+    def execute(self, e):
+        gap = None if self.last is None else (e["ts"] - self.last).total_seconds()
+        self.last = e["ts"]
+        self.paid = (self.paid or Decimal(0)) + Decimal(str(e["value"]))
+        self.seen = [*self.seen, int(e["value"])][-3:]
+        return {"gap": gap, "paid": str(self.paid), "seen": len(self.seen)}
+
+
+def test_update_state_sets_values_into_untyped_attributes_as_the_python_values_they_read_as(spark, tmp_path):
+    """A datetime, a Decimal and a list into attributes kept as JSON: stored as the
+    Python value (they were refused as 'not JSON', a Decimal came back a float), whatever the
+    session's time zone; the next run reads them as such."""
+    ks = KeyedSQL(spark, engine="bulk")
+    ks.register("erase_untyped", Untyped, returns="gap double, paid string, seen int")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = (
+        f"SELECT user_id, s.* FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE erase_untyped(ts, value) AS s "
+        "ORDER BY ts"
+    )
+    t0 = dt.datetime(2024, 3, 1, 12)
+    WHERE_A, WHERE_B = "user_id = 'a'", "user_id = 'b'"
+
+    def write(rows):
+        spark.createDataFrame(rows, "user_id string, ts timestamp, value double").write.mode("append").parquet(src)
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        spark.conf.set("spark.sql.session.timeZone", "America/New_York")  # a user's session, not UTC
+        write([("a", t0, 1.0), ("b", t0, 2.0), ("a", t0 + dt.timedelta(minutes=1), 3.0)])
+        ks.run(sql, checkpoint=cp, output=out)
+        new_last = dt.datetime(2024, 3, 2, 23, 30, 0, 250)  # naive: UTC, as state holds it
+        ks.update_state(cp, set={"last": new_last, "paid": Decimal("10.05"), "seen": "array(7, 8)"}, where=WHERE_A)
+        ks.update_state(
+            cp, set={"last": "TIMESTAMP '2024-03-02 07:00:00'", "paid": "CAST(0.5 AS DECIMAL(4, 2))"}, where=WHERE_B
+        )
+        with pytest.raises(
+            KeyedSQLError,
+            match=r"attribute 'last' is stored as its JSON encoding, which has no form for a interval day value",
+        ):
+            ks.update_state(cp, set={"last": "INTERVAL '1' DAY"}, where="true")
+        state = {r.user_id: r for r in ks.read_state(cp).collect()}
+        assert json.loads(state["a"].seen) == [7, 8]
+        write([("a", dt.datetime(2024, 3, 3), 1.0), ("b", dt.datetime(2024, 3, 3), 1.0)])
+        ks.run(sql, checkpoint=cp, output=out)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    got = {(r.user_id, r.gap, r.paid, r.seen) for r in spark.read.parquet(out).collect() if r.gap and r.gap > 600}
+    # the oracle: the values set, read as Python values (07:00 New York is 12:00 UTC)
+    b_last = dt.datetime(2024, 3, 2, 12)
+    assert got == {
+        ("a", (dt.datetime(2024, 3, 3) - new_last).total_seconds(), str(Decimal("10.05") + Decimal("1.0")), 3),
+        ("b", (dt.datetime(2024, 3, 3) - b_last).total_seconds(), str(Decimal("0.50") + Decimal("1.0")), 2),
+    }
 
 
 def test_an_update_the_type_cannot_hold_is_refused_naming_column_and_key_before_writing(spark, kb, tmp_path):
