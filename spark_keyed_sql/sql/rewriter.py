@@ -311,7 +311,9 @@ class _Planner:
         keyed_source.set("expressions", projections)
         initial_df, initial_source = None, None
         if group.args.get("initial_state") is not None:
-            initial_df = self._initial_state(group.args["initial_state"], call, keys, source)
+            initial_df = self._initial_state(
+                group.args["initial_state"], call, keys, source, group.args.get("broadcast") or []
+            )
             initial_source = render(group.args["initial_state"])
         plan = KeyedPlan(
             call.spec,
@@ -486,9 +488,11 @@ class _Planner:
         call: Call,
         key_columns: list[str],
         keyed: Source,
+        broadcasts: list[tuple] = (),
     ) -> DataFrame:
         """INITIAL STATE FROM's rows, read as a batch (a CTE of the statement may be the seed),
-        their key columns in the source's key types."""
+        their key columns in the source's key types. ``broadcasts``: the call's broadcast inputs
+        (name, index, columns, key, ...), for a seed of broadcast state given here by mistake."""
         key_names, fname = call.key_names, call.fname
         q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
         if keyed.ctes is not None:
@@ -504,8 +508,16 @@ class _Planner:
         lower = {c.lower(): c for c in df.columns}
         missing = [k for k in key_names if k.lower() not in lower]
         if missing:
+            meant = [b[0] for b in broadcasts if all(k.lower() in lower for k in b[3]) or "broadcast" in lower]
+            hint = (
+                f"; it looks like the state of broadcast input {meant[0]!r}, which initial_broadcast => TABLE(...) "
+                "seeds (initial_state seeds the per-key state)"
+                if meant
+                else ""
+            )
             raise KeyedQueryError(
-                f"INITIAL STATE FROM for {fname}: key column(s) {missing} missing (columns: {', '.join(df.columns)})"
+                f"INITIAL STATE FROM for {fname}: key column(s) {missing} missing "
+                f"(columns: {', '.join(df.columns)}){hint}"
             )
         key_types = [f.dataType for f in keyed.df.select(*[F.expr(render(k)) for k in call.key_exprs]).schema]
         seed_types = {f.name: f.dataType for f in df.schema.fields}
