@@ -66,6 +66,7 @@ def local_session(
     log_level: str = "ERROR",
     quiet: bool = True,
     conf: Mapping[str, str] | None = None,
+    java_options: str = "",
 ) -> SparkSession:
     """Start (or reuse) a quiet local SparkSession; a clear error if Java is missing.
 
@@ -73,7 +74,8 @@ def local_session(
     it is already set), a few shuffle partitions suit a laptop's data, there are no stage
     progress bars, and (``quiet``) Spark's start-up and known-harmless log lines are not shown.
     ``conf``: more Spark settings for a new session, e.g. ``spark.hadoop.*`` for a checkpoint
-    store (they must be given when the session starts)."""
+    store (they must be given when the session starts); ``java_options``: more options for the
+    driver's JVM (a new session only)."""
     require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
@@ -81,7 +83,7 @@ def local_session(
         builder = builder.config("spark.sql.warehouse.dir", warehouse)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    java_options = "-Duser.timezone=UTC"
+    java_options = f"-Duser.timezone=UTC {java_options}".strip()
     if quiet:
         java_options += f" -Dlog4j2.configurationFile={_log4j_config()}"
     spark = (

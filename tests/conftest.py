@@ -120,7 +120,15 @@ def spark(tmp_path_factory, viewfs_root):
     conf = mount_conf(viewfs_root)
     if os.environ.get("KS_NATIVE") == "0":  # make test-python-path: every keyed step on the Python path
         conf["spark.keyedsql.native"] = "false"
-    s = local_session("spark-keyed-sql tests", warehouse=str(tmp_path_factory.mktemp("warehouse")), conf=conf)
+    # the JIT's first tier only: a test's work is small and short-lived, and the optimising
+    # compiler's threads took CPU the two workers on 2 cores need (two test files together,
+    # 2026-12-01: 314 s -> 269 s); benchmarks start their own sessions without it
+    s = local_session(
+        "spark-keyed-sql tests",
+        warehouse=str(tmp_path_factory.mktemp("warehouse")),
+        conf=conf,
+        java_options="-XX:TieredStopAtLevel=1",
+    )
     yield s
     s.stop()
 

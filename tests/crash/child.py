@@ -39,7 +39,10 @@ def _stream_view(spark, src: str) -> str:
 
 def main(engine: str, src: str, cp: str, out: str, mode: str = "run", inputs: str = "1") -> None:
     spark = local_session(
-        "crash child", shuffle_partitions=2, conf=child_conf(os.environ.get(VIEWFS_ENV), os.environ.get(CACHE_ENV))
+        "crash child",
+        shuffle_partitions=2,
+        conf=child_conf(os.environ.get(VIEWFS_ENV), os.environ.get(CACHE_ENV)),
+        java_options="-XX:TieredStopAtLevel=1",  # as the suite's session (tests/conftest.py)
     )
     ks = KeyedSQL(spark)
     ks.register("running_total", RunningTotal, returns="n bigint, total double")

@@ -329,7 +329,7 @@ sys.path[:0] = [{tests!r}, {os.path.join(tests, "sql")!r}]
 from spark_keyed_sql import KeyedSQL
 from spark_keyed_sql.local import local_session
 from test_broadcast import Spend
-ks = KeyedSQL(local_session("killed"), engine="bulk")
+ks = KeyedSQL(local_session("killed", java_options="-XX:TieredStopAtLevel=1"), engine="bulk")
 ks.register("bc_spend", Spend)
 ks.run({sql!r}, checkpoint={cp!r}, output={out!r})
 """

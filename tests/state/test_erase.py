@@ -648,7 +648,7 @@ sys.path[:0] = [{TESTS!r}, {os.path.join(TESTS, "state")!r}]
 from spark_keyed_sql import KeyedSQL
 from spark_keyed_sql.local import local_session
 from test_erase import Notes
-ks = KeyedSQL(local_session("erase child"), engine="bulk")
+ks = KeyedSQL(local_session("erase child", java_options="-XX:TieredStopAtLevel=1"), engine="bulk")
 ks.register("erase_notes", Notes, returns="n int, total double")
 ks.delete_state({cp!r}, where="user_id = '{ERASED}'")
 """
