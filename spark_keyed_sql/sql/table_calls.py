@@ -525,13 +525,36 @@ def expand_table_calls(
     return tree
 
 
+def _named_by(item: exp.Expression, ctes: exp.With) -> exp.With | None:
+    """The CTEs of ``ctes`` that ``item`` reads, itself or through another of them (a copy; all
+    of them under WITH RECURSIVE): Spark is asked only about what the input is made of."""
+    if ctes.args.get("recursive"):
+        return ctes.copy()
+    needed = {t.name.lower() for t in item.find_all(exp.Table) if not t.db}
+    kept = []
+    for cte in reversed(ctes.expressions):
+        if cte.alias_or_name.lower() in needed:
+            kept.append(cte.copy())
+            needed |= {t.name.lower() for t in cte.this.find_all(exp.Table) if not t.db}
+    return exp.With(expressions=kept[::-1]) if kept else None
+
+
 def source_schema(spark: Any) -> Schema:
     """``schema`` for ``expand_table_calls``: a FROM item's columns as Spark resolves them."""
 
     def schema(item: exp.Expression, ctes: exp.With | None = None) -> list[tuple[str, str]]:
         q = exp.select("*").from_(item.copy())
+        ctes = _named_by(item, ctes) if ctes is not None else None
         if ctes is not None:
-            q.set("with_", ctes.copy())
+            q.set("with_", ctes)
+        if next(q.find_all(KeyedGroup), None) is not None:  # (an inner call, already expanded)
+            raise KeyedQueryError(
+                "a table argument of a table-function call reads another keyed call's output (a CTE or "
+                "subquery over a table-function call or GROUP BY KEY); the table-function form takes a table, "
+                "view or plain query: write this call as SELECT ... FROM <that CTE> GROUP BY KEY ... WITH STATE "
+                "...(...), or make the inner result a view first",
+                *position(item),
+            )
         sql = render(q)
         try:
             fields = spark.sql(sql).schema.fields

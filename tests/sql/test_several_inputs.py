@@ -631,6 +631,21 @@ def test_table_arguments_may_name_the_statements_ctes(ks_auto, two_views):
         "SELECT member_id, page FROM joined"
     ).collect()
     assert [tuple(r) for r in got] == [("m1", "p2")]
+    # a CTE over a keyed call beside the one an argument names: only what the input reads is
+    # looked up (Spark was shown the other's expanded GROUP BY KEY: a parse error at 'STATE')
+    got = ks_auto.sql(
+        f"WITH j AS (SELECT * FROM {fn}(TABLE(si_v), key => 'member_id')), v AS (SELECT * FROM si_v)\n"
+        f"SELECT member_id, page FROM {fn}(TABLE(v), key => 'member_id') UNION ALL SELECT member_id, page FROM j"
+    ).collect()
+    assert sorted(tuple(r) for r in got) == [("m1", "p2")] * 2
+    # an argument reading another call's output: said at its line:column, with what to write instead
+    with pytest.raises(
+        KeyedSQLError, match=r"^line 2, column 45: a table argument .* reads another keyed call's output"
+    ):
+        ks_auto.sql(
+            f"WITH j AS (SELECT * FROM {fn}(TABLE(si_v), key => 'member_id'))\n"
+            f"SELECT member_id FROM {fn}(TABLE(j), key => 'member_id')"
+        )
 
 
 class InputInTimer(StatefulFunction):
