@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
 
     futures = {name: builder.submit(build, name, s, p) for name, s, p in jobs}
     results = []
-    for name, spark, python in jobs:
+    for name, spark, _python in jobs:
         t0 = time.time()
         log = logs[name]
         try:
@@ -89,7 +89,8 @@ def main(argv: list[str]) -> int:
             code = _run(py, ["--noconftest", "tests/smoke/test_without_pyspark.py"], log)
         else:
             tests = ["tests/smoke/test_smoke.py", "tests/test_readme.py"]
-            # the lowest-bounds job: the wheel beside the oldest stack it claims (the newest
+            # the lowest-bounds job: the wheel beside the oldest PySpark, pandas, pyarrow and NumPy it
+            # claims (test_packaging pins those four; the newest
             # Spark's is the reference pair's full run; the oldest pair's newest pandas the same
             # wheel again, 80 s CI did not have)
             if name == LOWEST:

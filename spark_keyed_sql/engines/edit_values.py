@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..api.errors import StateEncodingError
 from ..compat.names import named
 from ..compat.query_context import quiet_query_context_logs
 from ..runtime.spec import FunctionSpec
@@ -29,26 +30,38 @@ _INTEGRAL = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 def _json_native(t: T.DataType) -> bool:
     """Whether ``to_json`` writes a value of ``t`` as the JSON of the Python value it reads as
-    (lists, dicts with text keys, text, numbers, bools)."""
-    if isinstance(t, (T.StringType, T.FloatType, T.DoubleType, *_INTEGRAL)):
+    (lists, dicts with text keys, text, numbers, bools; ``array()``'s and ``map()``'s void)."""
+    if isinstance(t, (T.NullType, T.StringType, T.FloatType, T.DoubleType, *_INTEGRAL)):
         return True
     if isinstance(t, T.ArrayType):
         return _json_native(t.elementType)
     if isinstance(t, T.MapType):
-        return isinstance(t.keyType, T.StringType) and _json_native(t.valueType)
+        return isinstance(t.keyType, (T.StringType, T.NullType)) and _json_native(t.valueType)
     if isinstance(t, T.StructType):
         return all(_json_native(f.dataType) and not f.name.startswith("$") for f in t.fields)
     return False
+
+
+def _has_floats(t: T.DataType) -> bool:
+    if isinstance(t, (T.FloatType, T.DoubleType)):
+        return True
+    if isinstance(t, T.ArrayType):
+        return _has_floats(t.elementType)
+    if isinstance(t, T.MapType):
+        return _has_floats(t.valueType)
+    return isinstance(t, T.StructType) and any(_has_floats(f.dataType) for f in t.fields)
 
 
 def _stored_json(value: Column, vtype: T.DataType) -> Column | None:
     """``value`` (of type ``vtype``, not a string) as an untyped attribute stores the Python
     value it reads as (state/encoding.py): a number or a bool as JSON, a timestamp as
     ``{"$datetime": <its UTC wall clock>}``, a date, a decimal, bytes tagged; None for a type
-    with no such form (an interval, a map keyed by other than text)."""
+    with no such form (an interval, a map keyed by other than text). Times are written by
+    ``to_json`` in UTC, never through the session's time zone (a wall clock a DST change
+    repeats or skips stays as it is)."""
 
-    def tagged(tag: str, body: Column) -> Column:
-        return F.when(value.isNotNull(), F.to_json(F.struct(body.alias(tag))))
+    def tagged(tag: str, body: Column, options: dict[str, str] | None = None) -> Column:
+        return F.when(value.isNotNull(), F.to_json(F.struct(body.alias(tag)), options))
 
     def text(tag: str, body: str) -> Column:
         return F.lit(f'{{"{tag}": "{body}"}}')
@@ -65,16 +78,15 @@ def _stored_json(value: Column, vtype: T.DataType) -> Column | None:
     if isinstance(vtype, T.DecimalType):
         return tagged("$decimal", value.cast("string"))
     if isinstance(vtype, T.TimestampType):  # the instant's UTC wall clock: naive datetimes in state are UTC
-        utc = F.convert_timezone(F.current_timezone(), F.lit("UTC"), value.cast("timestamp_ntz"))
-        return tagged("$datetime", F.date_format(utc, _ISO))
+        return tagged("$datetime", value, {"timestampFormat": _ISO, "timeZone": "UTC"})
     if isinstance(vtype, T.TimestampNTZType):
-        return tagged("$datetime", F.date_format(value, _ISO))
+        return tagged("$datetime", value, {"timestampNTZFormat": _ISO})
     if isinstance(vtype, T.DateType):
-        return tagged("$date", F.date_format(value, "yyyy-MM-dd"))
+        return tagged("$date", value, {"dateFormat": "yyyy-MM-dd"})
     if isinstance(vtype, T.BinaryType):
         return tagged("$bytes", F.base64(value))
     if isinstance(vtype, (T.ArrayType, T.MapType, T.StructType)) and _json_native(vtype):
-        return F.to_json(value)
+        return F.to_json(value, {"ignoreNullFields": "false"})  # (a struct's NULL field is a None, kept)
     return None
 
 
@@ -192,12 +204,23 @@ def assigned_values(
                     f"{what}: SET {column} = {text}: column '{name}' is {target.simpleString()} and cannot hold "
                     f"{bad[0]['v']!r} (key {key_text(op, bad[0], keys)}); nothing was written"
                 )
+        if encoded and _has_floats(vtype) and not isinstance(vtype, (T.FloatType, T.DoubleType)):
+            # to_json writes NaN and infinities inside a collection as text ("NaN"): they would read as str
+            odd = F.col("v").rlike('"(NaN|Infinity|-Infinity)"')
+            rows = flagged.where(F.col(match)).select(*map(named, keys), checked.alias("v"))
+            bad = rows.where(odd).limit(1).collect()
+            if bad:
+                raise CheckpointError(
+                    f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding, which "
+                    f"holds no NaN or infinity inside a {vtype.simpleString()} (key {key_text(op, bad[0], keys)}); "
+                    "nothing was written"
+                )
         if encoded:
             for r in flagged.where(F.col(match)).select(*map(named, keys), checked.alias("v")).collect():
                 try:
                     if r["v"] is not None:
                         loads(r["v"])
-                except (ValueError, TypeError, KeyError) as exc:
+                except (ValueError, TypeError, KeyError, StateEncodingError) as exc:
                     raise CheckpointError(
                         f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding "
                         f"and {r['v']!r} (key {key_text(op, r, keys)}) is not one ({exc}); nothing was written"

@@ -290,9 +290,9 @@ class Untyped(StatefulFunction):
 
 
 def test_update_state_sets_values_into_untyped_attributes_as_the_python_values_they_read_as(spark, tmp_path):
-    """A datetime, a Decimal and a list into attributes kept as JSON: stored as the
-    Python value (they were refused as 'not JSON', a Decimal came back a float), whatever the
-    session's time zone; the next run reads them as such."""
+    """A datetime, a Decimal and lists into attributes kept as JSON: stored as the Python values
+    (a datetime was refused as 'not JSON', a Decimal came back a float), whatever the session's
+    time zone — at a wall clock its DST change repeats too; the next run reads them as such."""
     ks = KeyedSQL(spark, engine="bulk")
     ks.register("erase_untyped", Untyped, returns="gap double, paid string, seen int")
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
@@ -300,39 +300,49 @@ def test_update_state_sets_values_into_untyped_attributes_as_the_python_values_t
         f"SELECT user_id, s.* FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE erase_untyped(ts, value) AS s "
         "ORDER BY ts"
     )
-    t0 = dt.datetime(2024, 3, 1, 12)
-    WHERE_A, WHERE_B = "user_id = 'a'", "user_id = 'b'"
+    t0 = dt.datetime(2024, 11, 1, 12)
+    where_a, where_b = "user_id = 'a'", "user_id = 'b'"
 
     def write(rows):
         spark.createDataFrame(rows, "user_id string, ts timestamp, value double").write.mode("append").parquet(src)
+
+    def seen(user):
+        return {r.user_id: json.loads(r.seen) for r in ks.read_state(cp).collect()}[user]
 
     zone = spark.conf.get("spark.sql.session.timeZone")
     try:
         spark.conf.set("spark.sql.session.timeZone", "America/New_York")  # a user's session, not UTC
         write([("a", t0, 1.0), ("b", t0, 2.0), ("a", t0 + dt.timedelta(minutes=1), 3.0)])
         ks.run(sql, checkpoint=cp, output=out)
-        new_last = dt.datetime(2024, 3, 2, 23, 30, 0, 250)  # naive: UTC, as state holds it
-        ks.update_state(cp, set={"last": new_last, "paid": Decimal("10.05"), "seen": "array(7, 8)"}, where=WHERE_A)
+        # naive: UTC, as state holds it; 01:30 EST in New York, the second 01:30 of 2024-11-03
+        new_last = dt.datetime(2024, 11, 3, 6, 30, 0, 250)
+        ks.update_state(cp, set={"last": new_last, "paid": Decimal("10.05"), "seen": "array(7, 8)"}, where=where_a)
+        assert seen("a") == [7, 8]
+        ks.update_state(cp, set={"seen": "named_struct('x', 1, 'y', CAST(NULL AS INT))"}, where=where_b)
+        assert seen("b") == {"x": 1, "y": None}  # (to_json left a NULL field out)
+        with pytest.raises(KeyedSQLError, match=r"holds no NaN or infinity inside a array<double> \(key user_id='b'\)"):
+            ks.update_state(cp, set={"seen": "array(1.5D, CAST('NaN' AS DOUBLE))"}, where=where_b)
         ks.update_state(
-            cp, set={"last": "TIMESTAMP '2024-03-02 07:00:00'", "paid": "CAST(0.5 AS DECIMAL(4, 2))"}, where=WHERE_B
+            cp,
+            set={"last": "TIMESTAMP '2024-11-02 07:00:00'", "paid": "CAST(0.5 AS DECIMAL(4, 2))", "seen": "array()"},
+            where=where_b,
         )
+        assert seen("b") == []  # (refused as array<void> by the first version of this)
         with pytest.raises(
             KeyedSQLError,
             match=r"attribute 'last' is stored as its JSON encoding, which has no form for a interval day value",
         ):
             ks.update_state(cp, set={"last": "INTERVAL '1' DAY"}, where="true")
-        state = {r.user_id: r for r in ks.read_state(cp).collect()}
-        assert json.loads(state["a"].seen) == [7, 8]
-        write([("a", dt.datetime(2024, 3, 3), 1.0), ("b", dt.datetime(2024, 3, 3), 1.0)])
+        write([("a", dt.datetime(2024, 11, 4), 1.0), ("b", dt.datetime(2024, 11, 4), 1.0)])
         ks.run(sql, checkpoint=cp, output=out)
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
     got = {(r.user_id, r.gap, r.paid, r.seen) for r in spark.read.parquet(out).collect() if r.gap and r.gap > 600}
-    # the oracle: the values set, read as Python values (07:00 New York is 12:00 UTC)
-    b_last = dt.datetime(2024, 3, 2, 12)
+    # the oracle: the values set, read as Python values (07:00 in New York on 2024-11-02, EDT, is 11:00 UTC)
+    b_last = dt.datetime(2024, 11, 2, 11)
     assert got == {
-        ("a", (dt.datetime(2024, 3, 3) - new_last).total_seconds(), str(Decimal("10.05") + Decimal("1.0")), 3),
-        ("b", (dt.datetime(2024, 3, 3) - b_last).total_seconds(), str(Decimal("0.50") + Decimal("1.0")), 2),
+        ("a", (dt.datetime(2024, 11, 4) - new_last).total_seconds(), str(Decimal("10.05") + Decimal("1.0")), 3),
+        ("b", (dt.datetime(2024, 11, 4) - b_last).total_seconds(), str(Decimal("0.50") + Decimal("1.0")), 1),
     }
 
 
