@@ -529,9 +529,15 @@ LATER = [
 ]
 
 
-# (max, every run): in the slow tier; CI's time budget
+# (max, every run) and (min, every run): in the slow tier, CI's time budget (min's policy: test_watermarks,
+# and test_ad_click_join_incremental_state_changes_and_migration holds tws's min watermark)
 @pytest.mark.parametrize(
-    "policy, every_run", [("min", True), pytest.param("max", True, marks=pytest.mark.slow), ("max", False)]
+    "policy, every_run",
+    [
+        pytest.param("min", True, marks=pytest.mark.slow),
+        pytest.param("max", True, marks=pytest.mark.slow),
+        ("max", False),
+    ],
 )
 def test_one_watermark_over_inputs_by_sparks_rule(spark, ks, tmp_path, policy, every_run):
     """A lagging input's rows are late only by the watermark Spark's rule chooses over the

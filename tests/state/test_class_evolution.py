@@ -211,6 +211,9 @@ def test_an_incompatible_type_change_is_refused_at_start_and_the_checkpoint_kept
     assert _rows(spark, out) == sorted(expected)
 
 
+# (slow tier, CI's budget: the ks.run test of the same state carries it, the layout check is
+# the same for ks.start; restarts of each engine: test_streaming_sql, test_viewfs)
+@pytest.mark.slow
 def test_attributes_by_name_across_ks_start_restarted(spark, ks, tmp_path):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     out1, out2, _ = shop_oracle(FIRST, SECOND)
@@ -442,6 +445,9 @@ def test_typed_state_incompatible_change_is_refused_at_start(spark, ks, tmp_path
     assert _rows(spark, out) == sorted(first + [r for r in again if r[0] in {x[0] for x in T_SECOND}])
 
 
+# (slow tier, CI's budget: the ks.run test of the same state carries it, the layout check is
+# the same for ks.start; restarts of each engine: test_streaming_sql, test_viewfs)
+@pytest.mark.slow
 def test_typed_state_by_name_across_ks_start_restarted(spark, ks, tmp_path):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     out1, out2 = tally_oracle(T_FIRST, T_SECOND)

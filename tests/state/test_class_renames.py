@@ -253,6 +253,9 @@ def test_renamed_attributes_carry_their_values_across_ks_run_and_stay_after_the_
     }
 
 
+# (slow tier, CI's budget: the ks.run test of the same state carries it, the layout check is
+# the same for ks.start; restarts of each engine: test_streaming_sql, test_viewfs)
+@pytest.mark.slow
 def test_renamed_attributes_across_ks_start_restarted(spark, ks, tmp_path):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     (o1, o2), _ = cart_oracle([B1, B2], [1, 2])
@@ -433,6 +436,9 @@ def test_renamed_state_variables_carry_their_values_across_ks_run(spark, ks, tmp
     }
 
 
+# (slow tier, CI's budget: the ks.run test of the same state carries it, the layout check is
+# the same for ks.start; restarts of each engine: test_streaming_sql, test_viewfs)
+@pytest.mark.slow
 def test_renamed_state_variables_across_ks_start_restarted(spark, ks, tmp_path):
     src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
     (o1, o2), _ = counts_oracle([B1, B2], [1, 2])
