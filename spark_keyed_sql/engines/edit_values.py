@@ -7,6 +7,7 @@ Nothing is written here: an engine writes the values its own way."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
@@ -26,6 +27,7 @@ __all__ = ["assigned_values", "check_statement", "first_line", "key_text"]
 
 _ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"  # datetime.fromisoformat reads it on every Python
 _INTEGRAL = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_NON_FINITE_TEXT = re.compile(r'"(NaN|Infinity|-Infinity)"')
 
 
 def _json_native(t: T.DataType) -> bool:
@@ -204,19 +206,16 @@ def assigned_values(
                     f"{what}: SET {column} = {text}: column '{name}' is {target.simpleString()} and cannot hold "
                     f"{bad[0]['v']!r} (key {key_text(op, bad[0], keys)}); nothing was written"
                 )
-        if encoded and _has_floats(vtype) and not isinstance(vtype, (T.FloatType, T.DoubleType)):
-            # to_json writes NaN and infinities inside a collection as text ("NaN"): they would read as str
-            odd = F.col("v").rlike('"(NaN|Infinity|-Infinity)"')
-            rows = flagged.where(F.col(match)).select(*map(named, keys), checked.alias("v"))
-            bad = rows.where(odd).limit(1).collect()
-            if bad:
-                raise CheckpointError(
-                    f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding, which "
-                    f"holds no NaN or infinity inside a {vtype.simpleString()} (key {key_text(op, bad[0], keys)}); "
-                    "nothing was written"
-                )
         if encoded:
+            # to_json writes NaN and infinities inside a collection as text ("NaN"): they would read as str
+            floats_inside = _has_floats(vtype) and not isinstance(vtype, (T.FloatType, T.DoubleType))
             for r in flagged.where(F.col(match)).select(*map(named, keys), checked.alias("v")).collect():
+                if floats_inside and r["v"] is not None and _NON_FINITE_TEXT.search(r["v"]):
+                    raise CheckpointError(
+                        f"{what}: SET {column} = {text}: attribute '{name}' is stored as its JSON encoding, which "
+                        f"holds no NaN or infinity inside a {vtype.simpleString()} (key {key_text(op, r, keys)}); "
+                        "nothing was written"
+                    )
                 try:
                     if r["v"] is not None:
                         loads(r["v"])
