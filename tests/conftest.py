@@ -112,6 +112,7 @@ def viewfs_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory, viewfs_root):
+    from jvm_options import TEST_JAVA_OPTIONS
     from viewfs import mount_conf
 
     from spark_keyed_sql.local import local_session
@@ -120,14 +121,11 @@ def spark(tmp_path_factory, viewfs_root):
     conf = mount_conf(viewfs_root)
     if os.environ.get("KS_NATIVE") == "0":  # make test-python-path: every keyed step on the Python path
         conf["spark.keyedsql.native"] = "false"
-    # the JIT's first tier only: a test's work is small and short-lived, and the optimising
-    # compiler's threads took CPU the two workers on 2 cores need (two test files together,
-    # 2026-12-01: 314 s -> 269 s); benchmarks start their own sessions without it
     s = local_session(
         "spark-keyed-sql tests",
         warehouse=str(tmp_path_factory.mktemp("warehouse")),
         conf=conf,
-        java_options="-XX:TieredStopAtLevel=1",
+        java_options=TEST_JAVA_OPTIONS,
     )
     yield s
     s.stop()

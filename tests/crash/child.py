@@ -8,10 +8,12 @@ import os
 import sys
 
 os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())  # before Spark starts: workers inherit it
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # (crash's modules, and the tests' jvm_options)
 
 from crash_functions import RunningTotal, RunningTotalBySeq, RunningTotalNative  # noqa: E402
 from harness import CACHE_ENV, VIEWFS_ENV, child_conf  # noqa: E402
+from jvm_options import TEST_JAVA_OPTIONS  # noqa: E402
 
 from spark_keyed_sql import KeyedSQL  # noqa: E402
 from spark_keyed_sql.local import local_session  # noqa: E402
@@ -42,7 +44,7 @@ def main(engine: str, src: str, cp: str, out: str, mode: str = "run", inputs: st
         "crash child",
         shuffle_partitions=2,
         conf=child_conf(os.environ.get(VIEWFS_ENV), os.environ.get(CACHE_ENV)),
-        java_options="-XX:TieredStopAtLevel=1",  # as the suite's session (tests/conftest.py)
+        java_options=TEST_JAVA_OPTIONS,
     )
     ks = KeyedSQL(spark)
     ks.register("running_total", RunningTotal, returns="n bigint, total double")

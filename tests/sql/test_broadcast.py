@@ -328,8 +328,9 @@ os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())
 sys.path[:0] = [{tests!r}, {os.path.join(tests, "sql")!r}]
 from spark_keyed_sql import KeyedSQL
 from spark_keyed_sql.local import local_session
+from jvm_options import TEST_JAVA_OPTIONS
 from test_broadcast import Spend
-ks = KeyedSQL(local_session("killed", java_options="-XX:TieredStopAtLevel=1"), engine="bulk")
+ks = KeyedSQL(local_session("killed", java_options=TEST_JAVA_OPTIONS), engine="bulk")
 ks.register("bc_spend", Spend)
 ks.run({sql!r}, checkpoint={cp!r}, output={out!r})
 """

@@ -658,8 +658,9 @@ os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())
 sys.path[:0] = [{TESTS!r}, {os.path.join(TESTS, "state")!r}]
 from spark_keyed_sql import KeyedSQL
 from spark_keyed_sql.local import local_session
+from jvm_options import TEST_JAVA_OPTIONS
 from test_erase import Notes
-ks = KeyedSQL(local_session("erase child", java_options="-XX:TieredStopAtLevel=1"), engine="bulk")
+ks = KeyedSQL(local_session("erase child", java_options=TEST_JAVA_OPTIONS), engine="bulk")
 ks.register("erase_notes", Notes, returns="n int, total double")
 ks.delete_state({cp!r}, where="user_id = '{ERASED}'")
 """

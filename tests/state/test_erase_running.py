@@ -167,8 +167,9 @@ os.environ["SPARK_KEYED_SQL_CRASH_PID"] = str(os.getpid())
 sys.path[:0] = [{TESTS!r}, {os.path.join(TESTS, "state")!r}]
 from spark_keyed_sql import KeyedSQL
 from spark_keyed_sql.local import local_session
+from jvm_options import TEST_JAVA_OPTIONS
 from test_erase import Notes, SQL
-spark = local_session("erase child", java_options="-XX:TieredStopAtLevel=1")
+spark = local_session("erase child", java_options=TEST_JAVA_OPTIONS)
 spark.conf.set("spark.keyedsql.editPollInterval", "1 second")
 ks = KeyedSQL(spark, engine="bulk")
 ks.register("erase_notes", Notes, returns="n int, total double")
