@@ -89,10 +89,10 @@ def main(argv: list[str]) -> int:
             code = _run(py, ["--noconftest", "tests/smoke/test_without_pyspark.py"], log)
         else:
             tests = ["tests/smoke/test_smoke.py", "tests/test_readme.py"]
-            # the lowest-bounds job: the wheel beside the oldest PySpark, pandas, pyarrow and NumPy it
-            # claims (test_packaging pins those four; the newest
-            # Spark's is the reference pair's full run; the oldest pair's newest pandas the same
-            # wheel again, 80 s CI did not have)
+            # the lowest-bounds job only: the wheel beside the oldest PySpark, pandas, pyarrow and
+            # NumPy it claims (test_packaging pins those four). The newest Spark's wheel is the
+            # reference pair's full run; the oldest pair's job would install the same wheel again
+            # (80 s of CI's budget)
             if name == LOWEST:
                 tests.append("tests/test_packaging.py")
             code = _run(py, ["-m", "not slow and not cluster", *tests], log)

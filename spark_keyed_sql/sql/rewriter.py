@@ -508,7 +508,7 @@ class _Planner:
         lower = {c.lower(): c for c in df.columns}
         missing = [k for k in key_names if k.lower() not in lower]
         if missing:
-            meant = [b[0] for b in broadcasts if all(k.lower() in lower for k in b[3])]  # (b[3]: its key)
+            meant = [name for name, _, _, key, *_ in broadcasts if all(k.lower() in lower for k in key)]
             hint = (
                 f"; it looks like the state of broadcast input {meant[0]!r}, which initial_broadcast => TABLE(...) "
                 "seeds (initial_state seeds the per-key state)"
