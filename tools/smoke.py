@@ -2,8 +2,8 @@
 other Spark minor, a fresh venv from the package index (pip's cache makes a second build cheap),
 installed as a user installs (``pip install pyspark==X.Y.Z``, then this package with no other
 pin: pip brings the newest pandas / pyarrow / NumPy they allow, pandas 3 on Python 3.11+),
-runs the README's Quick start as pasted and tests/smoke/test_smoke.py; the oldest pair once
-more with every dependency at its lower bound (``lowest_pins``: what pyproject.toml claims it
+runs the README's Quick start as pasted and tests/smoke/test_smoke.py; the oldest pair (Spark
+3.5, Python 3.10) with every dependency at its lower bound (``lowest_pins``: what pyproject.toml claims it
 runs on), which also installs the built wheel alone and runs its demo (tests/test_packaging.py;
 the reference pair's full run does on the newest Spark); and a venv with no PySpark at all runs
 KeyedTester (tests/smoke/test_without_pyspark.py).
@@ -90,9 +90,8 @@ def main(argv: list[str]) -> int:
         else:
             tests = ["tests/smoke/test_smoke.py", "tests/test_readme.py"]
             # the lowest-bounds job only: the wheel beside the oldest PySpark, pandas, pyarrow and
-            # NumPy it claims (test_packaging pins those four). The newest Spark's wheel is the
-            # reference pair's full run; the oldest pair's job would install the same wheel again
-            # (80 s of CI's budget)
+            # NumPy it claims (test_packaging pins those four); the newest Spark's wheel is the
+            # reference pair's full run
             if name == LOWEST:
                 tests.append("tests/test_packaging.py")
             code = _run(py, ["-m", "not slow and not cluster", *tests], log)
