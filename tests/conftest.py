@@ -75,17 +75,33 @@ def _module_rank(nodeid: str) -> int:
 
 def pytest_collection_modifyitems(config, items):
     """Tests on a path the running Spark lacks (an engine, the table function of plain
-    spark.sql) or marked ``spark_feature("<Feature name>")`` are skipped, saying why; the
-    longest modules run first."""
+    spark.sql) or marked ``spark_feature("<Feature name>")`` are skipped, saying why; a case
+    named in its test's ``slow_on("<id>", ...)`` (its id as pytest shows it, e.g. ``tws-numpy``
+    for the ``ks`` engine and one parameter) is in the slow tier; the longest modules run first.
+    (A conftest's hook runs after the fixture manager's regrouping, which would undo the sort,
+    and before the mark plugin's, whose ``-m`` then deselects the slow_on cases.)"""
+    named_slow: dict[tuple[str, str], set[str]] = {}  # (module, test) -> the ids its slow_on names
+    seen: dict[tuple[str, str], set[str]] = {}
     for item in items:
-        reasons = [_lacks(Feature[m.args[0]], item.name) for m in item.iter_markers("spark_feature")]
         callspec = getattr(item, "callspec", None)
+        slow_on = {i for m in item.iter_markers("slow_on") for i in m.args}
+        if callspec is not None and slow_on:
+            test = (item.nodeid.split("::", 1)[0], item.originalname)
+            named_slow.setdefault(test, set()).update(slow_on)
+            seen.setdefault(test, set()).add(callspec.id)
+            if callspec.id in slow_on:
+                item.add_marker(pytest.mark.slow)
+        reasons = [_lacks(Feature[m.args[0]], item.name) for m in item.iter_markers("spark_feature")]
         if callspec is not None:
             reasons += [spark_lacks(v) for v in callspec.params.values() if isinstance(v, str)]
         why = next((r for r in reasons if r), None)
         if why:
             item.add_marker(pytest.mark.skip(reason=why))
     items.sort(key=lambda item: _module_rank(item.nodeid))  # stable: each module's own order kept
+    if not any("[" in a for a in config.args):  # (all of a test's cases collected: no case picked by id)
+        unknown = [f"{m}::{t}: {sorted(ids - seen[m, t])}" for (m, t), ids in named_slow.items() if ids - seen[m, t]]
+        if unknown:
+            raise pytest.UsageError(f"slow_on names no case of its test: {'; '.join(sorted(unknown))}")
 
 
 def pytest_collection_finish(session):

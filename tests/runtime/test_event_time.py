@@ -49,6 +49,9 @@ def ev(user, minutes):
     return {"user_id": user, "value": 1.0, "amount": 1.0, "merchant": "m", "ts": T0 + dt.timedelta(minutes=minutes)}
 
 
+# CI runs the TIMESTAMP_NTZ event time on both engines (the same sessions, plus the wall
+# clock read as UTC); the plain TIMESTAMP, every other event-time test's, in the slow tier
+@pytest.mark.slow_on("bulk-timestamp", "tws-timestamp")
 @pytest.mark.parametrize("ts_type", ["timestamp", "timestamp_ntz"])
 def test_sessions_close_after_inactivity(spark, ks, tmp_path, ts_type):
     """Also with the event time a TIMESTAMP_NTZ column (what pandas' naive datetimes written to

@@ -203,6 +203,8 @@ def test_table_function_rows_hold_the_same(spark, ks_auto, key_rows_src, fmt):
     assert dict(tuple(r) for r in out.collect()) == _oracle(key_rows_src, fmt, ["k", "seq", *NAMES], spark=spark)
 
 
+# CI: each format on one engine (every format on both in the one-shot tests above)
+@pytest.mark.slow_on("bulk-numpy", "tws-records")
 @pytest.mark.parametrize("fmt", ["numpy", "records"])
 def test_incremental_runs_hand_the_same_rows(spark, ks, tmp_path, fmt):
     """ks.run over files (micro-batches with state): each key's rows of each run."""

@@ -202,6 +202,8 @@ def _write(spark, rows, schema, path):
         spark.createDataFrame(rows, schema).coalesce(1).write.mode("append").parquet(path)
 
 
+# CI runs each function once (tws: enrich_views; bulk: match_views, count_both); the rest in the slow tier
+@pytest.mark.slow_on("bulk-enrich_views", "tws-match_views", "tws-count_both")
 @pytest.mark.parametrize("name", ["enrich_views", "match_views", "count_both"])
 def test_incremental_runs_each_input_tracked_on_its_own(spark, ks, tmp_path, name):
     """ks.run twice over two Parquet directories; the second run has new files in one input

@@ -331,6 +331,8 @@ def _fail_then_go_back(spark, ks, tmp_path, broken=None):
     return state
 
 
+# CI: each way of breaking on one engine; the other two cases in the slow tier
+@pytest.mark.slow_on("bulk-raises", "tws-converter raises")
 @pytest.mark.parametrize("broken", ["raises", "converter raises"])
 def test_a_run_that_fails_before_committing_leaves_the_checkpoint_to_the_class_before(spark, ks, tmp_path, broken):
     """The record of the layout is written when a run starts; until a batch commits, the

@@ -67,6 +67,8 @@ def oracle(a, b, bonus_after_a=0):
     return sorted(out)
 
 
+# CI: more partitions on tws, fewer on bulk; the other two cases in the slow tier
+@pytest.mark.slow_on("bulk-8", "tws-2")
 @pytest.mark.parametrize("partitions", [8, 2])  # the session runs 4: twice and half as many
 def test_migrate_partitions_continues_from_same_position(spark, ks, first_run, partitions):
     d, a, b = first_run
