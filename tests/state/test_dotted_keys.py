@@ -45,16 +45,27 @@ def _oracle(batches, start=None, erased_after=None, erased=()):
     return state, out
 
 
-@pytest.fixture
-def history(spark, ks, tmp_path):
+def _history(spark, ks, d):
     """Two ks.run batches into a checkpoint keyed by `u.id`."""
     ks.register("dot_tally", RunningTotalNative, returns="n bigint, total double")
-    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    src, cp, out = str(d / "in"), str(d / "cp"), str(d / "out")
     batches = [_rows(0), _rows(1)]
     for rows in batches:
         _write(spark, src, rows)
         ks.run(SQL.format(src=src), checkpoint=cp, output=out)
     return src, cp, out, batches
+
+
+@pytest.fixture
+def history(spark, ks, tmp_path):
+    """A history of the test's own, which it may change (DELETE, UPDATE, more runs)."""
+    return _history(spark, ks, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def read_only_history(spark, ks, tmp_path_factory):
+    """One history per engine for the tests that only read its checkpoint (CI's time budget)."""
+    return _history(spark, ks, tmp_path_factory.mktemp(f"dotted-{ks.default_engine}"))
 
 
 def _write(spark, src, rows):
@@ -73,8 +84,8 @@ def _needs_edits(spark, ks):
             pytest.skip("DELETE / UPDATE on engine 'tws' needs Spark 4.2+ (its state rewriter)")
 
 
-def test_run_read_state_and_the_change_feed(spark, ks, history):
-    src, cp, out, batches = history
+def test_run_read_state_and_the_change_feed(spark, ks, read_only_history):
+    src, cp, out, batches = read_only_history
     state, rows = _oracle(batches)
     assert _state(ks, cp) == state
     assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == sorted(rows)
@@ -105,8 +116,8 @@ def test_update_sets_the_matched_keys(spark, ks, history):
     assert _state(ks, cp) == {k: (n, t * 2 if k != "k1" else t) for k, (n, t) in state.items()}
 
 
-def test_migrate_and_its_dry_run(spark, ks, history, tmp_path):
-    src, cp, out, batches = history
+def test_migrate_and_its_dry_run(spark, ks, read_only_history, tmp_path):
+    src, cp, out, batches = read_only_history
     state = _oracle(batches)[0]
     sample = ks.migrate_state(cp, str(tmp_path / "dry"), dry_run=True)
     assert sorted(r[KEY] for r in sample.collect()) == sorted(state)
@@ -114,8 +125,8 @@ def test_migrate_and_its_dry_run(spark, ks, history, tmp_path):
     assert _state(ks, str(tmp_path / "cp2")) == state
 
 
-def test_initial_state_from_a_read_state_table(spark, ks, history, tmp_path):
-    src, cp, out, batches = history
+def test_initial_state_from_a_read_state_table(spark, ks, read_only_history, tmp_path):
+    src, cp, out, batches = read_only_history
     saved = _oracle(batches)[0]
     ks.read_state(cp).createOrReplaceTempView("dot_saved")
     more = _rows(2)
