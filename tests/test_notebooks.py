@@ -55,16 +55,20 @@ def comparable(cell) -> list[tuple[str, str]]:
 
 def _execute(path: Path):
     nbformat = pytest.importorskip("nbformat")
+    from jvm_options import TEST_JAVA_OPTIONS
     from nbclient import NotebookClient
 
     book = nbformat.read(str(path), as_version=4)
+    # the kernel's JVMs (Spark's launcher and driver) with the tests' options; the java
+    # launcher's note that it picked them up goes to stderr, which is not compared
+    env = {**os.environ, "JDK_JAVA_OPTIONS": TEST_JAVA_OPTIONS}
     NotebookClient(
         book,
         timeout=600,
         kernel_name="python3",
         record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
+    ).execute(env=env)
     return nbformat, book
 
 
