@@ -28,6 +28,7 @@ __all__ = ["assigned_values", "check_statement", "first_line", "key_text"]
 _ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"  # datetime.fromisoformat reads it on every Python
 _INTEGRAL = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _NON_FINITE_TEXT = re.compile(r'"(NaN|Infinity|-Infinity)"')
+_EPOCH_NTZ = "TIMESTAMP_NTZ '1970-01-01 00:00:00'"
 
 
 def _json_native(t: T.DataType) -> bool:
@@ -90,6 +91,23 @@ def _stored_json(value: Column, vtype: T.DataType) -> Column | None:
     if isinstance(vtype, (T.ArrayType, T.MapType, T.StructType)) and _json_native(vtype):
         return F.to_json(value, {"ignoreNullFields": "false"})  # (a struct's NULL field is a None, kept)
     return None
+
+
+def _crossed_at_utc(text: str, vtype: T.DataType, target: T.DataType) -> str:
+    """``text`` (of type ``vtype``) for a column of ``target``: a timestamp set into a column of
+    the other kind (``timestamp`` <-> ``timestamp_ntz``) crosses at UTC, as the function itself
+    sees it (an instant is its UTC wall clock there), never at the session's time zone (Spark's
+    cast, and the functions that coerce one kind into the other): an instant's microseconds
+    since the epoch added to the epoch's wall clock; a wall clock's fields read as UTC's (so a
+    wall clock a DST change repeats or skips stays right; Spark 3.5's ``timestampadd`` takes no
+    bigint)."""
+    if isinstance(vtype, T.TimestampType) and isinstance(target, T.TimestampNTZType):
+        return f"{_EPOCH_NTZ} + make_dt_interval(0, 0, 0, CAST(unix_micros(({text})) AS DECIMAL(20, 0)) / 1000000)"
+    if isinstance(vtype, T.TimestampNTZType) and isinstance(target, T.TimestampType):
+        x = f"({text})"
+        fields = ", ".join(f"{f}({x})" for f in ("year", "month", "day", "hour", "minute"))
+        return f"make_timestamp({fields}, extract(SECOND FROM {x}), 'UTC')"
+    return text
 
 
 def first_line(exc: Exception) -> str:
@@ -196,7 +214,10 @@ def assigned_values(
                     "type; nothing was written"
                 )
         else:
-            checked = F.expr(f"try_cast(({text}) AS {target.simpleString()})")
+            crossed = _crossed_at_utc(text, vtype, target)
+            if crossed != text:
+                value, vtype = F.expr(crossed), target
+            checked = F.expr(f"try_cast(({crossed}) AS {target.simpleString()})")
             lost = value.isNotNull() & checked.isNull()
             if vtype != target and isinstance(target, T.AtomicType) and isinstance(vtype, T.AtomicType):
                 lost = lost | (value.isNotNull() & ~checked.cast(vtype).eqNullSafe(value))  # e.g. 1.5 into an int

@@ -8,6 +8,7 @@ applied by restarting it around the edit (the user's handle going on), or by the
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import os
 
@@ -557,8 +558,16 @@ def _tally_oracle(events, state, key=lambda r: r["user_id"]):
     return out
 
 
-@pytest.mark.parametrize("engine", ["bulk", "tws"])
-@pytest.mark.parametrize("keyed", [True, False])
+# CI: keyed on tws, unkeyed on bulk; the other two pairs in the slow tier (CI's time budget)
+@pytest.mark.parametrize(
+    "engine, keyed",
+    [
+        ("tws", True),
+        ("bulk", False),
+        pytest.param("tws", False, marks=pytest.mark.slow),
+        pytest.param("bulk", True, marks=pytest.mark.slow),
+    ],
+)
 def test_update_sets_a_list_where_the_key_had_none_beside_a_value_set_to_null(spark, engine, keyed, request, tmp_path):
     """SET last = NULL (its row, the key's only one, removed) and items = array(...) (a list the
     key never had): the key keeps the new list; keyed and unkeyed (one group: WITH STATE without
@@ -634,3 +643,60 @@ def test_update_of_a_value_variable_holding_an_array_keeps_it_a_value(spark, eng
     for u, evs in by_key_in_ts_order(second).items():
         want[u] = want[u] + [e["merchant"] for e in evs]
     assert {r.user_id: r.tags for r in kt.read_state(cp).collect()} == want
+
+
+class _LastAt(KeyedProcessor):
+    """The key's newest row time kept twice: a wall clock (timestamp_ntz) and an instant."""
+
+    wall = ValueState("timestamp_ntz")
+    at = ValueState("timestamp")
+    returns = "since_wall double, since_at double"
+
+    def process(self, key, rows):
+        ts = rows["ts"].max().to_pydatetime()
+        wall, at = self.wall.get(), self.at.get()
+        self.wall.update(ts)
+        self.at.update(ts)
+        yield {
+            "since_wall": None if wall is None else (ts - wall).total_seconds(),
+            "since_at": None if at is None else (ts - at).total_seconds(),
+        }
+
+
+@pytest.mark.slow_on("tws")  # (CI: bulk; the values are checked by the code both engines share)
+@pytest.mark.parametrize("engine", ["bulk", "tws"])
+def test_a_timestamp_set_into_the_other_kind_of_timestamp_crosses_at_utc_not_the_sessions_zone(
+    spark, engine, request, tmp_path
+):
+    """In a New York session: a Python datetime (an instant, UTC) set into a timestamp_ntz variable
+    holds its UTC wall clock, and a TIMESTAMP_NTZ set into a timestamp variable is that wall clock
+    in UTC — as the function sees timestamps — never moved by the session's zone: Spark's cast put
+    a summer wall clock four hours off, and refused the wall clock the DST change of 2024-11-03
+    repeats (the value did not survive the round trip through New York's zone)."""
+    kt = request.getfixturevalue("kt") if engine == "tws" else KeyedSQL(spark, engine="bulk")
+    kt.register("last_at", _LastAt)
+    d = tmp_path
+    first, second = make_events(3, 2, seed=52), make_events(3, 1, seed=53, start_second=400 * 86400)
+    sql = f"SELECT user_id, s.* FROM parquet.`{d}/in` GROUP BY KEY user_id WITH STATE last_at(ts) AS s"
+    write_parquet(spark, first, str(d / "in"))
+    cp = str(d / "cp")
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    user = sorted({e["user_id"] for e in first})[0]
+    wall = dt.datetime(2024, 11, 3, 6, 30, 0, 250)  # 01:30 EST in New York, its second 01:30 that day
+    at = dt.datetime(2024, 7, 1, 12, 0, 0, 250)  # (EDT in New York: the offset 1970's January had not)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+        audit = kt.update_state(
+            cp, set={"wall": wall, "at": f"TIMESTAMP_NTZ '{at.isoformat(sep=' ')}'"}, where=f"user_id = '{user}'"
+        )
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert audit["keys_matched"] == 1
+    assert {r.user_id: r.wall for r in kt.read_state(cp).collect()}[user] == wall  # (a wall clock reads as itself)
+    write_parquet(spark, second, str(d / "in"))
+    kt.run(sql, checkpoint=cp, output=str(d / "out"))
+    rows = spark.read.parquet(str(d / "out")).collect()
+    got = {r.user_id: (r.since_wall, r.since_at) for r in rows if r.since_wall is not None}  # (the second run's)
+    newest = {u: max(e["ts"] for e in evs) for u, evs in by_key_in_ts_order(second).items()}
+    assert got[user] == ((newest[user] - wall).total_seconds(), (newest[user] - at).total_seconds())
