@@ -364,7 +364,10 @@ class BroadcastState:
         applied = 0
         self._proxies.clear()
         for b in inputs:
-            table = self.tables.setdefault(b.name, _Table(b.time is not None))
+            table = self.tables.get(b.name)
+            if table is None or (not table.versions and table.versioned != (b.time is not None)):
+                # (an input declared before its first rows told whether it has the event-time column)
+                table = self.tables[b.name] = _Table(b.time is not None)
             self.columns[b.name] = {
                 "key": list(b.key),
                 "value": b.value_columns,

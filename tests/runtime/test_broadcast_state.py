@@ -148,3 +148,23 @@ def test_a_tester_broadcast_key_the_input_lacks_is_refused_naming_it():
         KeyedSQLError, match=r"broadcast input 'rates' has none of the broadcast_key column\(s\) currency"
     ):
         KeyedTester(W, broadcast={"rates": [{"c": "USD", "rate": 1.0}]}, broadcast_key="currency")
+
+
+def test_a_tester_input_declared_empty_is_versioned_by_its_first_rows():
+    """broadcast={"rates": []} at construction, rows later through .broadcast(): an event reads the
+    rate as of its own time, as when the rows come at construction (it read the newest: the
+    empty input was taken for an unversioned one)."""
+    from spark_keyed_sql import KeyedTester, StatefulFunction
+
+    class Convert(StatefulFunction):
+        def execute(self, e):
+            return {"rate": self.ctx.broadcast("rates").get("USD")}
+
+    t7, t8, t9 = (dt.datetime(2026, 1, 1, h) for h in (7, 8, 9))
+    rates = [{"currency": "USD", "rate": 1.0, "ts": t7}, {"currency": "USD", "rate": 2.0, "ts": t9}]
+    want = [{"rate": 1.0}]  # as of 08:00: the 07:00 rate
+    late = KeyedTester(Convert, event_time="ts", broadcast={"rates": []})
+    late.broadcast("rates", rates)
+    early = KeyedTester(Convert, event_time="ts", broadcast={"rates": rates})
+    for tester in (late, early):
+        assert tester.run([{"ts": t8}], key="u1") == want
