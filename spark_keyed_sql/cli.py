@@ -46,7 +46,9 @@ def split_statements(text: str) -> list[str]:
 
 def statement_spans(text: str) -> list[tuple[str, int, int]]:
     """``split_statements`` with where each statement starts in the file: (statement, line,
-    column), both 1-based, so an error inside a statement can name the file's line."""
+    column), both 1-based, so an error inside a statement can name the file's line; the
+    statement without the comment lines before it (``-- udf:`` lines are read from the whole
+    file), so its line 1 is that line."""
     from sqlglot.tokens import TokenType
 
     from .sql.dialect import KeyedSpark
@@ -71,7 +73,7 @@ def statement_spans(text: str) -> list[tuple[str, int, int]]:
             begin = nl + 1 + (len(text[nl + 1 :]) - len(text[nl + 1 :].lstrip()))
         line = text.count("\n", 0, begin) + 1
         col = begin - (text.rfind("\n", 0, begin) + 1) + 1
-        out.append((piece.strip(), line, col))
+        out.append((text[begin : offset + len(piece)].strip(), line, col))  # (its line 1 is the file's `line`)
     return out
 
 

@@ -31,6 +31,27 @@ def test_statement_spans_give_file_lines():
         assert (line, col) == _position(text, first), stmt
 
 
+def test_a_syntax_error_below_comment_lines_names_the_files_line(spark, tmp_path, capsys):
+    """The statement's own leading comments (a ``-- udf:`` line, a header) are not counted twice:
+    the error named the line below the right one for each comment line above the statement."""
+    sql = tmp_path / "q.sql"
+    text = textwrap.dedent(
+        """\
+        -- the sessions query
+        -- (a header of two lines)
+        SELECT user_id, c.n
+        FROM VALUES ('u1', 1.0D) AS ev(user_id, value)
+        GROUP BY KEY user_id
+        WITH STATE counter(value AS c ORDER BY value
+        """
+    )
+    sql.write_text(text)
+    rc, _, err = _run(capsys, "explain", str(sql))
+    line, _ = _position(text, "WITH STATE counter")
+    assert rc == 2
+    assert err.startswith(f"error: {sql}, line {line}, column "), err
+
+
 def test_missing_csv_is_one_line_naming_the_path(spark, tmp_path, capsys):
     missing = tmp_path / "nope.csv"
     sql = tmp_path / "q.sql"
