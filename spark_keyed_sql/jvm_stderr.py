@@ -3,8 +3,10 @@
 A query on engine ``tws`` starts pyspark's driver-side transformWithState worker once per query
 run, and that worker ``print``s five lines (and a blank line after each) that the JVM copies to
 its standard error, past log4j, so no log level hides them. The CLI starts its JVM with a pipe
-as that standard error and passes everything through but those lines (what the JVM writes once
-the CLI has exited, while it shuts down, is not shown).
+as that standard error and passes everything through but those lines and the JVM's own notice
+of the incubator module Spark 4 loads ("WARNING: Using incubator modules: jdk.incubator.vector",
+printed before anything else, so a failure's one ``error:`` line was not the first line); what
+the JVM writes once the CLI has exited, while it shuts down, is not shown.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contextlib import contextmanager
 __all__ = ["CHATTER", "drain", "filtered_jvm_stderr", "is_chatter"]
 
 CHATTER = "Streaming TransformWithStateInPandas Python worker"
+_JVM_NOTICE = b"WARNING: Using incubator modules:"
 
 _pumps: list[threading.Thread] = []
 
@@ -48,6 +51,8 @@ def _pump(read_fd: int, write_fd: int) -> None:
                 *lines, pending = pending.split(b"\n")
                 out = []
                 for line in lines:
+                    if line.startswith(_JVM_NOTICE):
+                        continue
                     if is_chatter(line):
                         skip_blank = True
                         continue

@@ -1,4 +1,5 @@
-"""The CLI's JVM standard error: everything passes but the tws driver worker's print lines."""
+"""The CLI's JVM standard error: everything passes but the tws driver worker's print lines and
+the JVM's incubator-module notice."""
 
 import os
 import subprocess
@@ -24,6 +25,7 @@ def test_only_the_workers_lines_and_their_blank_lines_are_left_out():
     jvm = textwrap.dedent(
         f"""
         import sys
+        sys.stderr.write("WARNING: Using incubator modules: jdk.incubator.vector\\n")
         sys.stderr.write("WARN one\\n")
         print("Starting {CHATTER}.\\n", file=sys.stderr)
         sys.stderr.write("\\n\\nERROR two\\n")
@@ -33,12 +35,15 @@ def test_only_the_workers_lines_and_their_blank_lines_are_left_out():
     )
     run = subprocess.run([sys.executable, "-c", code, jvm], capture_output=True, timeout=60, env=dict(os.environ))
     assert run.returncode == 0, run.stderr
-    # oracle: what the child wrote, without what the worker's two prints wrote (a line, a blank one)
+    # oracle: what the child wrote, without the JVM's notice and what the worker's two prints
+    # wrote (a line, a blank one)
     written = (
+        "WARNING: Using incubator modules: jdk.incubator.vector\n"
         f"WARN one\nStarting {CHATTER}.\n\n\n\nERROR two\n"
         f"{CHATTER} Starting execution of UDF: f.\n\ntail without newline"
     )
-    expected = written.replace(f"Starting {CHATTER}.\n\n", "").replace(
+    expected = written.replace("WARNING: Using incubator modules: jdk.incubator.vector\n", "")
+    expected = expected.replace(f"Starting {CHATTER}.\n\n", "").replace(
         f"{CHATTER} Starting execution of UDF: f.\n\n", ""
     )
     assert run.stderr.decode().replace("mine after\n", "") == expected
