@@ -202,14 +202,8 @@ def assert_sessions_state(ks, cp, oracle):
 # CI runs four of the six classes: Counter's typed numbers are what Sessions' are (and the
 # generated classes below cover them), Sessions runs on streams in the catch-up and ks.start
 # tests below; both alternate in the slow tier (CI's time budget)
-_SLOW_CASES = {"Counter", "Sessions"}
-
-
-@pytest.mark.parametrize(
-    "case",
-    [pytest.param(c, marks=pytest.mark.slow if c[0].__name__ in _SLOW_CASES else ()) for c in CASES],
-    ids=[c[0].__name__ for c in CASES],
-)
+@pytest.mark.slow_on("Counter", "Sessions")
+@pytest.mark.parametrize("case", CASES, ids=[c[0].__name__ for c in CASES])
 def test_increments_alternate_native_and_python_on_one_checkpoint(ks_auto, spark, tmp_path, case):
     cls, returns, args, outs, attrs = case
     name = f"nstream_{cls.__name__.lower()}_{next(_names)}"
