@@ -9,6 +9,9 @@ cast is lossless) and commits it at the source's last committed batch. Spark's o
 files (offsets, commits, sources, metadata) are copied first, so the new checkpoint's next
 batch is the source checkpoint's next batch: nothing re-read, nothing skipped.
 
+With no transform, the state goes as a restart of the target class carries it (declared renames
+and converters; into the same function, state the class no longer has dropped).
+
 ``dry_run=True`` runs the same reads and checks and, instead of writing, returns the state of a
 sample of keys before and after side by side (what the target engine would write, as
 ``read_state`` would show it): nothing is created at the destination.
@@ -24,18 +27,30 @@ from dataclasses import replace
 from typing import Any
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .api.errors import UnknownFunctionError
 from .compat.exceptions import first_line
+from .compat.names import named
 from .engines import LEGACY_ENGINE, get_engine, migration_target
 from .runtime.columns import quote
 from .runtime.spec import FunctionSpec
 from .sql.parse import without_trailing_semicolons
 from .sql.sources import view_name
-from .state.checkpoint import CheckpointError, CheckpointMeta, MigrationError, read_metadata, write_metadata
+from .state.checkpoint import (
+    CheckpointError,
+    CheckpointMeta,
+    MigrationError,
+    OperatorRecord,
+    read_metadata,
+    write_metadata,
+)
+from .state.evolution import StoredField, fields_of_record, value_converter, widens
 from .state.filesystems import filesystem
 from .state.fs import join
+from .streaming.checkpoints import function_record
 from .streaming.queries import checkpoint_lease
 
 __all__ = ["MigrationError", "SPARK_POSITION_FILES", "migrate_checkpoint", "migrate_state"]
@@ -164,7 +179,9 @@ def migrate_state(
                 f"(engine '{op.engine_or(LEGACY_ENGINE)}') are not readable as a table; let them fire first, or "
                 "bootstrap a new query with INITIAL STATE FROM"
             )
-        with _transformed(spark, old, transform, where) as state:
+        target_op = function_record(target, target.name, op.keys, migration_target().name, op.initial_state)
+        carried = old if _has_transform(transform) else _as_the_class_carries(old, op, target_op, target, where)
+        with _transformed(spark, carried, transform, where) as state:
             lower = {c.lower() for c in state.columns}
             missing_keys = [k for k in op.keys if k.lower() not in lower]
             if missing_keys:
@@ -199,13 +216,9 @@ def migrate_state(
                 written = engine.layout.write(
                     spark, dst, op, target, state, timers, position, partitions, where, copy_positions
                 )
-                new_op = replace(
-                    op,
-                    function=target.name,
-                    engine=engine.name,
-                    partitions=partitions,
-                    class_name=f"{target.cls.__module__}.{target.cls.__qualname__}",
-                )
+                # the target class's layout: the state was written in it (a record keeping the
+                # source's would have the next run refuse a type the transform changed)
+                new_op = replace(target_op, partitions=partitions)
                 write_metadata(dst, [new_op if o is op else o for o in ops], spark)
             except BaseException:
                 _remove_partial(fs, dst, made, where)
@@ -223,6 +236,69 @@ def migrate_state(
                 "spark_batch": position.spark_batch,
                 "partitions": written["partitions"],
             }
+
+
+def _has_transform(transform: Any) -> bool:
+    return not (transform is None or (isinstance(transform, str) and not transform.strip()))
+
+
+def _as_the_class_carries(
+    state: DataFrame, op: OperatorRecord, target_op: OperatorRecord, target: FunctionSpec, where: str
+) -> DataFrame:
+    """With no ``transform``: ``state`` (``read_state``'s columns, as ``op`` records them) as a
+    restart of the target class carries it (``state/evolution.py``): a declared rename takes its
+    former name's column, a declared converter converts a type change that is not a widening,
+    and, into the same function, a state column its class no longer has is dropped (logged;
+    into another function it is refused, by the target's layout, as a transform's extra column
+    is: likely the wrong function). Types are cast (checked) later,
+    by the target engine's layout, as for a transform's output."""
+    renames, converters = target.renames, target.converters
+    old_attrs, old_vars = fields_of_record(op)
+    new_attrs, new_vars = fields_of_record(target_op)
+    was = {f.name.lower(): f for f in old_attrs + old_vars}
+    now = {f.name.lower(): f for f in new_attrs + new_vars}
+    columns = {c.lower(): c for c in state.columns}
+    keys = {k.lower() for k in op.keys}
+    out, dropped = [], []
+    taken = {old.lower() for new, old in renames.items() if new.lower() not in columns and old.lower() in columns}
+    for c in state.columns:
+        low = c.lower()
+        if low in keys:
+            out.append(named(c))
+        elif low in now and low not in taken:
+            out.append(_converted(named(c), was.get(low), now[low], converters, target.name))
+        elif low not in taken and target.name == op.function:
+            dropped.append(c)
+        elif low not in taken:
+            out.append(named(c))  # (refused by name when written)
+    for new, old in renames.items():
+        if old.lower() in taken and new.lower() in now:
+            out.append(
+                _converted(
+                    named(columns[old.lower()]), was.get(old.lower()), now[new.lower()], converters, target.name
+                ).alias(new)
+            )
+    if dropped:
+        log.warning("%s: %s has no state %s; their values are not migrated", where, target.cls.__name__, dropped)
+    return state.select(*out)
+
+
+def _converted(
+    col: Column, was: StoredField | None, now: StoredField, converters: dict[str, Any], function: str
+) -> Column:
+    """``col`` through the class's converter of ``now`` when its stored type changed other
+    than by widening (the cast that follows does a widening), else as it is."""
+    fn = converters.get(now.name)
+    if fn is None or was is None or (was.encoded and now.encoded):
+        return col.alias(now.name)
+    if was.kind == now.kind and was.encoded == now.encoded and widens(was.type, now.type):
+        return col.alias(now.name)
+    stored_type = T.StringType() if now.encoded else now.type
+    if now.kind == "list":
+        stored_type = T.ArrayType(stored_type)
+    elif now.kind == "map":
+        stored_type = T.MapType(now.key_type or T.StringType(), stored_type)
+    return F.udf(value_converter(function, was, now, fn), stored_type)(col).alias(now.name)
 
 
 @contextmanager
@@ -307,7 +383,7 @@ def _transformed(spark: SparkSession, state: DataFrame, transform: Any, where: s
     """``transform`` run over the state, which it names ``state``: a CTE of that name over a view
     of this call's own (dropped after), so a user's table or view called ``state`` is neither read
     nor replaced."""
-    if transform is None or (isinstance(transform, str) and not transform.strip()):
+    if not _has_transform(transform):
         yield state
         return
     if callable(transform):  # a DataFrame -> DataFrame function: the state in, the new state out

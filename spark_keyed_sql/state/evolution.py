@@ -331,7 +331,7 @@ def value_converter(
     old_t, new_t = parse_type(was.type.simpleString()), parse_type(now.type.simpleString())
     where = f"{function}: converter of '{now.name}'"
 
-    def one(v: Any) -> Any:
+    def one(v):  # (no hints: pyspark would take hints for a pandas UDF's)
         if v is None:
             return None
         user = loads(v) if was.encoded else to_user(v, old_t)

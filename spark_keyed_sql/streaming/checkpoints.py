@@ -31,7 +31,7 @@ from ..state.evolution import Evolution, StateEvolutionError, absent_attributes,
 from ..state.filesystems import filesystem
 from ..state.fs import join
 
-__all__ = ["checkpoint_in_sql", "engine_of", "prepare_checkpoint"]
+__all__ = ["checkpoint_in_sql", "engine_of", "function_record", "prepare_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -128,12 +128,26 @@ def _with_stored(entries: tuple, stored: dict[str, str]) -> tuple:
 
 def operator_record(step: KeyedStep, spec: FunctionSpec) -> OperatorRecord:
     """One keyed step as the checkpoint's metadata records it."""
+    return function_record(
+        spec, step.function, tuple(step.key_names), step.engine.name, _seed_record(step.initial_source)
+    )
+
+
+def function_record(
+    spec: FunctionSpec,
+    function: str,
+    keys: tuple[str, ...],
+    engine: str,
+    initial_state: dict[str, Any] | None = None,
+) -> OperatorRecord:
+    """``spec``'s class as a checkpoint records it under ``function`` (its state's layout: the
+    attributes with their types and ``__init__`` values, the typed variables)."""
     layout = AttributeLayout(spec.instantiate()) if spec.kind is FunctionKind.FUNCTION else None
     return OperatorRecord(
-        function=step.function,
+        function=function,
         class_name=f"{spec.cls.__module__}.{spec.cls.__qualname__}",
         kind=spec.kind.value,
-        keys=tuple(step.key_names),
+        keys=keys,
         returns=spec.returns.field_ddl() if spec.returns else None,
         attributes=tuple(
             {"name": n, "type": layout.column_type(n).ddl(), "encoded": layout.is_encoded(n)} | _initial(v)
@@ -147,8 +161,8 @@ def operator_record(step: KeyedStep, spec: FunctionSpec) -> OperatorRecord:
             for n, d in spec.descriptors.items()
         ),
         ttl_ms=spec.ttl_ms,
-        engine=step.engine.name,
-        initial_state=_seed_record(step.initial_source),
+        engine=engine,
+        initial_state=initial_state,
     )
 
 

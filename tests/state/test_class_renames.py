@@ -462,3 +462,83 @@ def test_a_converter_changes_a_map_states_value_type(spark, ks, tmp_path):
     ks.register("counts", CountsConverted)
     ks.run(_counts_sql(src), checkpoint=cp, output=out)
     assert _rows(spark, out) == sorted(o1 + o2)
+
+
+# ---------------------------------------------------------------- migrate_state with no transform
+
+
+class CartSettled(CartConverted):
+    """CartConverted once its state is migrated: the declarations gone, the types its own."""
+
+    __state_renamed__ = {}
+    __state_converters__ = {}
+
+
+class CountsSettled(CountsConverted):
+    __state_renamed__ = {}
+    __state_converters__ = {}
+    seen = ValueState("int", default=0)
+    by_label = MapState("string", "string")
+
+
+def _cart_state(s, version):
+    """A Cart oracle state as read_state shows it (un-annotated attributes as their JSON)."""
+    if version == 1:
+        return {"total": s["total"], "seen": s["seen"], "visits": s["visits"]}
+    return {"note": s["note"], "history": s["seen"], "visits": f"#{s['visits']}", "amount_sum": s["total"]}
+
+
+def _counts_state(s, version):
+    if version == 1:
+        return {"n": s["n"], "tags": s["tags"], "per_tag": s["per_tag"]}
+    return {"seen": s["n"], "labels": s["tags"], "by_label": {t: "x" * c for t, c in s["per_tag"].items()}}
+
+
+UNANNOTATED = {"total", "seen", "note", "history", "amount_sum"}  # Cart's: read as their JSON
+
+
+def _user_view(struct):
+    """A read_state struct as plain values: JSON text decoded, lists and maps as Python's."""
+    if struct is None:
+        return None
+    out = {}
+    for name, v in struct.asDict().items():
+        v = json.loads(v) if name in UNANNOTATED and isinstance(v, str) else v  # (Counts has an int "seen")
+        out[name] = list(v) if isinstance(v, (list, tuple)) else dict(v) if isinstance(v, dict) else v
+    return out
+
+
+SHAPES = {
+    # class before, the changed class (renames + converter), the class after migration, SQL, oracle
+    "attributes": (CartV1, CartConverted, CartSettled, _cart_sql, cart_oracle, _cart_state, "out string"),
+    "typed": (CountsV1, CountsConverted, CountsSettled, _counts_sql, counts_oracle, _counts_state, None),
+}
+
+
+@pytest.mark.slow_on("tws-typed")
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_migrate_with_no_transform_carries_a_class_change_as_a_restart_does(spark, ks, tmp_path, shape):
+    """A changed class (renames, a converter, an added attribute) migrated with no transform:
+    the dry run shows each key's state before and as the class carries it, the migration writes
+    that, and the migrated checkpoint runs on with the class's declarations gone (its record
+    holds the class's layout, not the source's)."""
+    v1, changed, settled, sql, oracle, as_read, returns = SHAPES[shape]
+    register = {"returns": returns} if returns else {}
+    fn = "cart" if shape == "attributes" else "counts"
+    src, cp, cp2 = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "cp2")
+    (o1,), after_b1 = oracle([B1], [1])
+    (_, o2), _ = oracle([B1, B2], [1, "c"])
+    _append(spark, B1, src)
+    ks.register(fn, v1, **register)
+    ks.run(sql(src), checkpoint=cp, output=str(tmp_path / "out"))
+    ks.register(fn, changed, **register)
+    dry = ks.migrate_state(cp, cp2, dry_run=True)
+    assert [(r.k, _user_view(r.old), _user_view(r.new)) for r in dry.collect()] == [
+        (k, as_read(s, 1), as_read(s, "c")) for k, s in sorted(after_b1.items())
+    ]
+    assert not (tmp_path / "cp2").exists()
+    assert ks.migrate_state(cp, cp2)["keys"] == len(after_b1)
+    _append(spark, B2, src)
+    ks.register(fn, settled, **register)
+    ks.run(sql(src) + " OPTIONS (engine = 'bulk')", checkpoint=cp2, output=str(tmp_path / "out2"))
+    assert _rows(spark, str(tmp_path / "out2")) == sorted(o2)

@@ -39,6 +39,20 @@ class TallyV2(StatefulFunction):
         return {"count": self.count, "bonus": self.bonus}
 
 
+class TallyMarks(StatefulFunction):
+    """TallyV1's count kept as tally marks: a type change (bigint -> string) no cast carries."""
+
+    count: str
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.count = ""
+
+    def execute(self, e):
+        self.count += "|"
+        return {"count": float(len(self.count)), "bonus": 1}
+
+
 RETURNS = "count double, bonus bigint"
 SQL = "SELECT user_id, count, bonus FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE {fn}(merchant) ORDER BY ts"
 AFTER = SQL + " OPTIONS (engine = 'bulk')"  # a migrated checkpoint runs on the bulk engine
@@ -49,6 +63,7 @@ def first_run(spark, ks, tmp_path_factory):
     d = tmp_path_factory.mktemp("mig")
     ks.register("mig_tally", TallyV1, returns=RETURNS)
     ks.register("mig_tally_v2", TallyV2, returns=RETURNS)
+    ks.register("mig_marks", TallyMarks, returns=RETURNS)
     a, b = make_events(40, 2, seed=41), make_events(40, 2, seed=42, start_second=90_000)
     write_parquet(spark, a, str(d / "in"))
     ks.run(SQL.format(src=d / "in", fn="mig_tally"), checkpoint=str(d / "cp"), output=str(d / "out_a"))
@@ -233,3 +248,20 @@ def test_a_migration_waits_for_no_running_query_it_is_refused_while_one_runs(spa
     finally:
         q.stop()
     assert ks.migrate_state(cp, str(tmp_path / "dst"))["keys"] == 5
+
+
+# (the record is written the same from either engine's source: one in CI)
+@pytest.mark.slow_on("tws")
+def test_migrated_checkpoint_runs_on_with_the_type_the_transform_gave(spark, ks, first_run):
+    """The fix a refused type change names (a transform into a new checkpoint) is one the next
+    run takes: the migrated checkpoint records the target class's layout, not the source's."""
+    d, a, b = first_run
+    dst = str(d / "cp_marks")
+    marks = "SELECT user_id, repeat('|', count) AS count FROM state"
+    ks.migrate_state(str(d / "cp"), dst, to_function="mig_marks", transform=marks)
+    ks.run(AFTER.format(src=d / "in", fn="mig_marks"), checkpoint=dst, output=str(d / "out_marks"))
+    got = [tuple(r) for r in spark.read.parquet(str(d / "out_a")).collect()]
+    got += [tuple(r) for r in spark.read.parquet(str(d / "out_marks")).collect()]
+    assert sorted(got) == oracle(a, b, bonus_after_a=1)
+    counts = {u: len(e) for u, e in by_key_in_ts_order(a + b).items()}
+    assert {r.user_id: r["count"] for r in ks.read_state(dst).collect()} == {u: "|" * n for u, n in counts.items()}
