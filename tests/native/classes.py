@@ -10,7 +10,7 @@ from sage_patterns import UserSessionFunction  # the SAGE seed's class, verbatim
 
 from spark_keyed_sql import StatefulFunction
 
-__all__ = ["Counter", "UserSessionFunction", "Sessionizer", "RunningMax", "BigSpends", "GAP"]
+__all__ = ["Counter", "UserSessionFunction", "Sessionizer", "RunningMax", "RunningMaxOfFloats", "BigSpends", "GAP"]
 
 GAP = dt.timedelta(minutes=30)
 
@@ -58,6 +58,21 @@ class RunningMax(StatefulFunction):  # the largest value so far and when it was 
             self.best = row["amount"]
             self.best_at = row["ts"]
         return {"best": self.best, "best_at": self.best_at}
+
+
+class RunningMaxOfFloats(StatefulFunction):  # the same over floats: NULLs skipped, a NaN taken first stays
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.max_v, self.max_at, self.seen = None, None, 0
+
+    def execute(self, row):
+        v = row["value"]
+        self.seen += 1
+        if v is not None:
+            if self.max_v is None or v > self.max_v:
+                self.max_v = v
+                self.max_at = row["ts"]
+        return {"max_v": self.max_v, "max_at": self.max_at, "seen": self.seen}
 
 
 class BigSpends(StatefulFunction):  # a conditional counter and sum, and a flag on the previous row

@@ -15,6 +15,7 @@ import os
 import random
 import sys
 import textwrap
+from decimal import Decimal
 
 import pytest
 
@@ -82,7 +83,8 @@ def canon(rows):
     return sorted(tuple(norm(v) for v in r) for r in rows)
 
 
-def events(n=120, seed=47, nulls=False):
+def events(n=120, seed=47, nulls=False, nans=False):
+    """``nans``: a key whose first value is NaN, NaNs later in others, and NULL values."""
     r = random.Random(seed)
     keys = ["u1", "u2", "u3", None]
     out = []
@@ -91,6 +93,8 @@ def events(n=120, seed=47, nulls=False):
         amount = r.randrange(-50, 200)
         if nulls and i == n // 2:
             value = None
+        if nans and (i % 9 == 4 or i < 8):
+            value = r.choice([math.nan, None])
         out.append(
             {
                 "user_id": r.choice(keys),
@@ -116,6 +120,7 @@ CASES = [
     (C.UserSessionFunction, "session_count bigint, total_value double", ["value"], ["session_count", "total_value"]),
     (C.Sessionizer, "session bigint, events bigint", ["ts"], ["session", "events"]),
     (C.RunningMax, "best bigint, best_at timestamp", ["amount", "ts"], ["best", "best_at"]),
+    (C.RunningMaxOfFloats, "max_v double, max_at timestamp, seen bigint", ["value", "ts"], ["max_v", "max_at", "seen"]),
     (
         C.BigSpends,
         "big bigint, big_total bigint, twice boolean, low bigint",
@@ -130,7 +135,13 @@ def test_the_named_classes_plan_natively_and_match_plain_python(ks_auto, spark, 
     cls, returns, args, outs = case
     name = f"native_{cls.__name__.lower()}_{next(_names)}"
     ks_auto.register(name, cls, returns=returns)
-    rows = events()
+    rows = events(nans=cls is C.RunningMaxOfFloats)
+    if cls is C.RunningMaxOfFloats:  # the data has what the class must get right: a key whose first value is NaN
+        firsts = {}
+        for r in sorted(rows, key=lambda r: r["ts"]):
+            if r["value"] is not None:
+                firsts.setdefault(r["user_id"], r["value"])
+        assert any(math.isnan(v) for v in firsts.values()) and not all(math.isnan(v) for v in firsts.values())
     _view(spark, rows)
     q = (
         f"SELECT user_id, ts, {', '.join(outs)} FROM native_ev GROUP BY KEY user_id "
@@ -209,6 +220,19 @@ def test_integers_past_64_bits_as_python_holds_them(ks_auto, spark):
             ks_auto.sql(q_path).collect()
         text = str(raised.value)
         assert text.startswith(said) and text.endswith(f"column 'total': {second} does not fit BIGINT"), text
+    # into a decimal column wide enough for any sum of bigints: exact, as Python's Decimal(int)
+    ks_auto.register("native_sum64_dec", Sum64, returns="total decimal(38,0)")
+    q = q.replace("native_sum64_l", "native_sum64_dec")
+    assert "native:    yes" in ks_auto.explain(q)
+    exact = sorted((k, t, Decimal(v)) for k, t, v in expected)
+    assert sorted((r.user_id, r.ts, r.total) for r in ks_auto.sql(q).collect()) == exact
+    python_path = q.replace("native = true", "native = false")
+    assert sorted((r.user_id, r.ts, r.total) for r in ks_auto.sql(python_path).collect()) == exact
+    # one too narrow for some sums the class can give: declined, saying so (Python's path runs it)
+    ks_auto.register("native_sum64_dec20", Sum64, returns="total decimal(20,0)")
+    q = q.replace("native_sum64_dec", "native_sum64_dec20")
+    assert "is DECIMAL(20,0): the int execute gives it may not fit its 20 digits" in ks_auto.explain(q)
+    assert sorted((r.user_id, r.ts, r.total) for r in ks_auto.sql(q).collect()) == exact
 
 
 DUE_IN = dt.timedelta(days=2)
@@ -341,8 +365,16 @@ def _stmt(draw, depth=0):
         return [f"self.{attr} = max(self.{attr}, {e})"]
     if kind == 3:
         return ["self.c += y"]
-    if kind == 4:
-        return ["if self.m is None or x > self.m:", "    self.m = x", "    self.at = row['ts']"]
+    if kind == 4:  # a running max / min from None, of ints, of floats (NaN taken first stays), guarded
+        return draw(
+            st.sampled_from(
+                [
+                    ["if self.m is None or x > self.m:", "    self.m = x", "    self.at = row['ts']"],
+                    ["if self.f is None or y > self.f:", "    self.f = y"],
+                    ["if x > 0:", "    if self.f is None or y < self.f:", "        self.f = y", "        self.at = ts"],
+                ]
+            )
+        )
     if kind == 5:
         return [f"if {draw(st.sampled_from(CONDS))}:", f"    self.{attr} = 0"]
     if kind == 6:
@@ -369,18 +401,21 @@ def programs(draw):
                 self.b = {b}
                 self.c = 0.0
                 self.m = None
+                self.f = None
                 self.at = None
 
             def execute(self, row):
                 x = row["x"]
                 y = row["y"]
                 z = row["z"]
+                ts = row["ts"]
         {body}
-                return {{"a": self.a, "b": self.b, "c": self.c, "m": self.m, "at": self.at, "o": {out}}}
+                return {{"a": self.a, "b": self.b, "c": self.c, "m": self.m, "f": self.f, "at": self.at, "o": {out}}}
         """
     ).format(a=inits[0], b=inits[1], body="\n".join("        " + s for s in stmts), out=out)
 
 
+GEN_RETURNS = "a bigint, b bigint, c double, m bigint, f double, at timestamp, o bigint"  # Gen's
 floats = st.one_of(st.floats(-1e6, 1e6), st.sampled_from([-0.0, 0.0, math.nan, math.inf]))
 
 
@@ -415,12 +450,12 @@ def test_generated_classes_agree_with_plain_python(ks_auto, spark, tmp_path_fact
     # one name for every example: each registration replaces the last in Spark's function registry
     # (a name each kept thousands of Python UDTFs there: the JVM's heap ran out in `make fuzz`)
     name = "native_gen"
-    ks_auto.register(name, module.Gen, returns="a bigint, b bigint, c double, m bigint, at timestamp, o bigint")
+    ks_auto.register(name, module.Gen, returns=GEN_RETURNS)
     rows = [{"k": k, "x": x, "y": y, "z": z, "ts": T0 + dt.timedelta(seconds=i)} for i, (k, x, y, z) in enumerate(data)]
     spark.createDataFrame(
         [(r["k"], r["x"], r["y"], r["z"], r["ts"]) for r in rows], "k string, x bigint, y double, z int, ts timestamp"
     ).createOrReplaceTempView("native_gen")
-    q = f"SELECT k, ts, a, b, c, m, at, o FROM native_gen GROUP BY KEY k WITH STATE {name}(x, y, z, ts) ORDER BY ts"
+    q = f"SELECT k, ts, a, b, c, m, f, at, o FROM native_gen GROUP BY KEY k WITH STATE {name}(x, y, z, ts) ORDER BY ts"
     q += " OPTIONS (native = true)"
     from spark_keyed_sql.sql import statement  # what the planner made of it
 

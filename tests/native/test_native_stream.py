@@ -233,6 +233,42 @@ def test_increments_alternate_native_and_python_on_one_checkpoint(ks_auto, spark
             assert times == {k: f'{{"$datetime":"{i.last_ts.isoformat()}"}}' for k, i in oracle.keys.items()}
 
 
+def test_a_float_running_max_from_none_across_increments_keeps_what_python_keeps(ks_auto, spark, tmp_path):
+    """RunningMaxOfFloats (``if self.max_v is None or v > self.max_v``) on increments that store
+    each start a plan must read: None (no number yet), a NaN taken first (it stays), a number
+    (a NaN after it is never taken); native, native, then Python on one checkpoint."""
+    name = f"nstream_fmax_{next(_names)}"
+    outs = ["max_v", "max_at", "seen"]
+    ks_auto.register(name, C.RunningMaxOfFloats, returns="max_v double, max_at timestamp, seen bigint")
+    src, cp, out = (str(tmp_path / d) for d in ("in", "cp", "out"))
+    q = (
+        f"SELECT user_id, ts, {', '.join(outs)} FROM parquet.`{src}` GROUP BY KEY user_id "
+        f"WITH STATE {name}(value, ts) ORDER BY ts OPTIONS (engine = 'bulk', native = {{native}})"
+    )
+    nan = math.nan
+    values = [  # per increment, per key: the values in time order
+        {"a": [None, nan, 1.0], "b": [None], "c": [2.0, nan], None: [-1.0]},
+        {"a": [5.0], "b": [None, nan, 3.0], "c": [nan, 1.0, 4.0], "d": [None]},
+        {"a": [None, 9.0], "b": [8.0], "c": [3.0, nan], "d": [-0.0, nan], None: [nan, -2.0]},
+    ]
+    oracle, expected, n = Oracle(C.RunningMaxOfFloats, ["value", "ts"]), [], 0
+    for i, (increment_values, native) in enumerate(zip(values, ["true", "true", "false"])):
+        rows = []
+        for k, vs in increment_values.items():
+            for v in vs:
+                rows.append({"user_id": k, "ts": T0 + dt.timedelta(minutes=n), "value": v, "amount": 0, "note": "x"})
+                n += 1
+        append_rows(spark, rows, src)
+        expected += oracle.increment(rows)
+        summary = ks_auto.run(q.format(native=native), checkpoint=cp, output=out)
+        assert [m["native"] for m in summary["metrics"]] == [native == "true"]
+        got = spark.read.parquet(out).select("user_id", "ts", *outs).collect()
+        assert canon(got) == canon(expected), f"after increment {i}"
+        stored = ks_auto.read_state(cp).collect()
+        state = {r["user_id"]: tuple(from_json(r[a]) for a in outs) for r in stored}
+        assert canon([(k, *v) for k, v in state.items()]) == canon([(k, *v) for k, v in oracle.state(outs).items()])
+
+
 def from_json(text):
     """A stored JSON value as Python holds it: tagged datetimes, non-finite floats and dicts with
     keys other than strings (``{"$datetime": iso}``, ``{"$float": "nan"}``, ``{"$dict": [[k,
@@ -337,7 +373,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.native.test_native import programs  # noqa: E402
+from tests.native.test_native import GEN_RETURNS, programs  # noqa: E402
 
 
 def _for_streams(source: str, annotate: bool) -> str:
@@ -389,7 +425,7 @@ def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tm
     sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     name = "nstream_gen"  # one name, replaced by each example (test_native.py says why)
-    ks_auto.register(name, module.Gen, returns="a bigint, b bigint, c double, m bigint, at timestamp, o bigint")
+    ks_auto.register(name, module.Gen, returns=GEN_RETURNS)
     src, cp, out = (str(work / d) for d in ("in", "cp", "out"))
     rows = [
         {"user_id": k, "x": x, "y": y, "z": z, "ts": T0 + dt.timedelta(seconds=i)}
@@ -399,7 +435,7 @@ def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tm
     cols = ("user_id", "x", "y", "z", "ts")
     spark.createDataFrame([tuple(r[c] for c in cols) for r in rows[:1]], schema).write.parquet(src + "_probe")
     q = (
-        "SELECT user_id, ts, a, b, c, m, at, o FROM parquet.`{src}` GROUP BY KEY user_id "
+        "SELECT user_id, ts, a, b, c, m, f, at, o FROM parquet.`{src}` GROUP BY KEY user_id "
         f"WITH STATE {name}(x, y, z, ts) ORDER BY ts OPTIONS (engine = 'bulk', native = {{native}})"
     )
     made = ks_auto._plan(q.format(src=src + "_probe", native="true"), statement.RunMode.STREAM, cp + "_probe")[0]
@@ -421,9 +457,9 @@ def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tm
             assert f"{type(exc).__name__}: {exc}" in str(raised.value)
             return
         ks_auto.run(q.format(src=src, native=native), checkpoint=cp, output=out)
-        got = spark.read.parquet(out).select("user_id", "ts", "a", "b", "c", "m", "at", "o").collect()
+        got = spark.read.parquet(out).select("user_id", "ts", "a", "b", "c", "m", "f", "at", "o").collect()
         assert canon(got) == canon(expected)
-    attrs = ["a", "b", "c", "m", "at"]
+    attrs = ["a", "b", "c", "m", "f", "at"]
     state = {
         r["user_id"]: tuple(from_json(r[a]) if isinstance(r[a], str) else r[a] for a in attrs)
         for r in ks_auto.read_state(cp).collect()

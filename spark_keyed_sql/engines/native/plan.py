@@ -9,11 +9,12 @@ EXPLAIN KEYED prints); ``apply`` runs the same chain on the source DataFrame.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...api.types import AtomicType
+from ...api.types import AtomicType, DecimalType
 from ...runtime.columns import quote
 from ...runtime.plan import KeyedPlan
 from ...state.snapshots import HAS_ATTRS
@@ -29,6 +30,7 @@ _OWN = re.compile(r"`(__ksn_[a-z]+\d+)`")
 SEQ = "__ksn_seq"
 LAST = "__ksn_last0"  # a stream step: the key's last row of the batch (its values are the new state)
 _OUT_INT = {"bigint": 63, "int": 31, "smallint": 15, "tinyint": 7}
+NAN = "CAST('NaN' AS DOUBLE)"
 
 
 @dataclass
@@ -365,13 +367,28 @@ class _Builder:
         if v.ty == "float":
             eligible = f"({eligible} AND NOT coalesce(isnan({self.r.sql(v)}), FALSE))"
         prev_w = self.window("ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING")
-        wagg = f"{agg}(CASE WHEN {eligible} THEN {self.value_sql(v, a)} END) OVER {prev_w}"
+        v_sql = self.value_sql(v, a)
+        wagg = f"{agg}(CASE WHEN {eligible} THEN {v_sql} END) OVER {prev_w}"
         pcol = f"__ksn_prev{self.names[a]}"
+        fresh = wagg
+        if rec.none_first and v.ty == "float":
+            # Python takes the first value as it is: a NaN taken first stays (every `v > NaN`
+            # is False); after a number, NaNs are never taken (the max of the others)
+            guarded = f"CASE WHEN {self.r.sql(rec.guard) if rec.guard is not None else 'TRUE'} THEN {v_sql} END"
+            first = f"first_value({guarded}, TRUE) OVER {prev_w}"
+            fresh = f"CASE WHEN coalesce(isnan({first}), FALSE) THEN {NAN} ELSE {wagg} END"
         if init.value is None and self.state_layout is None:
-            prev = wagg
+            prev = fresh
         else:
             best = "greatest" if agg == "max" else "least"
-            prev = f"CASE WHEN ({wagg}) IS NULL THEN {self.init_sql(a)} ELSE {best}({self.init_sql(a)}, {wagg}) END"
+            start = self.init_sql(a)
+            prev = f"CASE WHEN ({wagg}) IS NULL THEN {start} ELSE {best}({start}, {wagg}) END"
+            if v.ty == "float":  # a stored start: None takes the first value, a NaN stays
+                prev = (
+                    f"CASE WHEN {start} IS NULL THEN {fresh} WHEN isnan({start}) THEN {NAN} ELSE {prev} END"
+                    if rec.none_first
+                    else f"CASE WHEN coalesce(isnan({start}), FALSE) THEN {NAN} ELSE {prev} END"
+                )
         self.define(pcol, prev)
         # the row's condition with the attribute's previous value read from the running extremum
         saved = self.r.old
@@ -497,6 +514,14 @@ class _Builder:
             return f"CAST({s} AS {t.ddl()})"
         if name in ("double",) and e.ty in ("int", "float"):
             return self.r.as_type(e, "float")
+        if isinstance(t, DecimalType) and e.ty == "int":
+            # Python's Decimal(int): exact; planned where every value the class can give fits
+            digits = t.precision - t.scale
+            if self.bits(e) <= math.floor(digits * math.log2(10)):
+                return f"CAST({self.r.sql(e)} AS {t.ddl()})"
+            raise Declined(
+                f"returns column '{f.name}' is {t.ddl()}: the int execute gives it may not fit its {digits} digits"
+            )
         if (name, e.ty) in (
             ("boolean", "bool"),
             ("string", "str"),

@@ -103,6 +103,7 @@ def classify(attr: str, update: Expr, ty: str) -> Recurrence:
 
 def _extreme(attr: str, update: Expr, ty: str) -> Recurrence | None:
     """``If(cond, v, old)`` where ``cond`` is ``[guard and] [old is None or] v OP old``."""
+    update = _guards_merged(update, attr)
     if not isinstance(update, If):
         return None
     cond, then, other = update.cond, update.then, update.other
@@ -117,21 +118,20 @@ def _extreme(attr: str, update: Expr, ty: str) -> Recurrence | None:
     if not (isinstance(other, Old) and other.attr == attr) or _contains(then, attr):
         return None
     guard = None
-    if isinstance(cond, BoolOp) and cond.op == "and" and len(cond.values) == 2:
-        g, rest = cond.values
-        if _contains(g, attr):
-            g, rest = rest, g
-        if _contains(g, attr):
+    if isinstance(cond, BoolOp) and cond.op == "and":
+        parts = _conjuncts(cond)
+        free = [p for p in parts if not _contains(p, attr)]
+        reads = [p for p in parts if _contains(p, attr)]
+        if len(reads) != 1:
             return None
-        guard, cond = g, rest
+        guard = free[0] if len(free) == 1 else BoolOp("bool", False, "and", tuple(free))
+        cond = reads[0]
     none_first = False
     if isinstance(cond, BoolOp) and cond.op == "or" and len(cond.values) == 2:
         first, rest = cond.values
         if not (isinstance(first, IsNull) and isinstance(first.operand, Old) and first.operand.attr == attr):
             return None
-        if ty == "float":
-            return None  # a NaN taken as the first value would stick: not planned
-        none_first, cond = True, rest
+        none_first, cond = True, rest  # (a float's NaN taken first sticks: planned with it)
     if not isinstance(cond, Cmp) or cond.op in ("==", "!="):
         return None
     a, b, op = cond.left, cond.right, cond.op
@@ -140,6 +140,29 @@ def _extreme(attr: str, update: Expr, ty: str) -> Recurrence | None:
     if not (isinstance(b, Old) and b.attr == attr) or a != then:
         return None
     return Recurrence(attr, "extreme", update, value=then, op=op, guard=guard, none_first=none_first)
+
+
+def _guards_merged(update: Expr, attr: str) -> Expr:
+    """``If(g, If(c, v, old), old)`` (``if g: if c: x = v``) as ``If(g and c, v, old)``, for a
+    ``g`` free of the attribute: a guard written as an enclosing ``if``."""
+    while (
+        isinstance(update, If)
+        and isinstance(update.other, Old)
+        and update.other.attr == attr
+        and isinstance(update.then, If)
+        and update.then.other == update.other
+        and not _contains(update.cond, attr)
+    ):
+        inner = update.then
+        cond = BoolOp("bool", False, "and", (update.cond, inner.cond))
+        update = If(update.ty, update.nullable, cond, inner.then, inner.other)
+    return update
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, BoolOp) and e.op == "and":
+        return [p for v in e.values for p in _conjuncts(v)]
+    return [e]
 
 
 def _flip(cond: Cmp, attr: str, value: Expr) -> Expr | None:
