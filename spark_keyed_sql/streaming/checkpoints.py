@@ -106,9 +106,10 @@ def _continued(
         if converted:
             raise StateEvolutionError(
                 f"{new.function}: {converted} changed type with a converter; engine '{new.engine}' keeps its state "
-                f"where Spark wrote it and converts in place only by widening. Run this checkpoint's query once on the "
-                f"bulk engine after ks.migrate_state({checkpoint!r}, <new checkpoint>, function='{new.function}'), "
-                "or keep the stored type. Nothing was written to the checkpoint"
+                f"where Spark wrote it and converts in place only by widening. With the class registered as it is "
+                f"now, ks.migrate_state({checkpoint!r}, <new checkpoint>, function='{new.function}') writes the state "
+                "through its converter into a new checkpoint (engine bulk; dry_run=True shows it first): run the query "
+                "there. Or keep the stored type. Nothing was written to the checkpoint"
             )
         attributes = _with_stored(attributes, stored_names(was, [a["name"] for a in attributes], renames, False))
         variables = _with_stored(variables, stored_names(was, [v["name"] for v in variables], renames, True))
