@@ -84,7 +84,9 @@ class KeyedSpark(Spark):
     class Tokenizer(Spark.Tokenizer):
         # EXPLAIN is a COMMAND keyword (rest of the text swallowed) in sqlglot; make it a plain word so
         # EXPLAIN KEYED <query> is parsed, and plain EXPLAIN falls back to a Command below.
-        KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"}
+        # STREAM: Spark 4.1+'s `FROM STREAM t` / `FROM STREAM(t)` (a table read as a stream), as
+        # sqlglot's Databricks dialect has it (Spark's took `STREAM t` for a table STREAM aliased t)
+        KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"} | {"STREAM": TokenType.STREAM}
 
     class Parser(Spark.Parser):
         QUERY_MODIFIER_PARSERS = {
@@ -95,6 +97,18 @@ class KeyedSpark(Spark):
             **Spark.Parser.STATEMENT_PARSERS,
             TokenType.DESCRIBE: Spark.Parser.STATEMENT_PARSERS[TokenType.DESCRIBE],
         }
+
+        def _parse_stream(self) -> exp.Stream | None:
+            """``STREAM(t) [AS] a`` as ``STREAM t AS a``: one form to render, the one every Spark
+            with the keyword reads (sqlglot takes the parenthesised name for a subquery)."""
+            stream = super()._parse_stream()
+            inner = stream.this if stream is not None else None
+            if isinstance(inner, exp.Subquery) and isinstance(inner.this, exp.Table):
+                table = inner.this
+                if inner.args.get("alias") is not None:
+                    table.set("alias", inner.args["alias"])
+                stream.set("this", table)
+            return stream
 
         # ---------------------------------------------------------- GROUP BY KEY
         def _is_group_by_key(self) -> bool:

@@ -161,6 +161,9 @@ class Sources:
         (``max_files_per_trigger`` caps the files each micro-batch takes). A name a ``WITH``
         of the source defines is its CTE, not a table: what the CTE reads is streamed instead."""
         ctes = {cte.alias_or_name.lower() for cte in base.find_all(exp.CTE)}
+        for stream in list(base.find_all(exp.Stream)):  # `FROM STREAM t`: streamed here like any table
+            if isinstance(stream.this, exp.Table):
+                stream.replace(stream.this)
         for table in list(base.find_all(exp.Table)):
             if not table.db and not table.catalog and table.name.lower() in ctes:
                 continue
@@ -188,7 +191,8 @@ class Sources:
                 alias = table.args.get("alias") or exp.TableAlias(this=_q(table.name))
             else:
                 view = view_name("stream")
-                self.spark.readStream.table(table.sql(dialect="spark")).createOrReplaceTempView(view)
+                name = exp.Table(this=table.this, db=table.args.get("db"), catalog=table.args.get("catalog"))
+                self.spark.readStream.table(name.sql(dialect="spark")).createOrReplaceTempView(view)  # (no alias)
                 alias = table.args.get("alias") or exp.TableAlias(this=_q(table.name))
             table.replace(exp.Table(this=_q(view), alias=alias))
 

@@ -54,6 +54,22 @@ def test_round_trip(sql):
     assert render(tree) == sql
 
 
+@pytest.mark.parametrize(
+    "written, rendered",
+    [
+        ("SELECT * FROM STREAM(events) GROUP BY KEY u WITH STATE f(v)", "STREAM events"),
+        ("SELECT * FROM STREAM (db.events) e GROUP BY KEY u WITH STATE f(v)", "STREAM db.events AS e"),
+        ("SELECT * FROM STREAM(events) AS e GROUP BY KEY u WITH STATE f(v)", "STREAM events AS e"),
+    ],
+)
+def test_a_stream_read_in_parentheses_renders_as_the_plain_form(written, rendered):
+    """Spark 4.1+'s ``FROM STREAM(t)``: the name read as a stream (not a subquery), rendered
+    in the one form every Spark with the keyword reads."""
+    tree = parse_statement(written)
+    (stream,) = list(tree.find_all(exp.Stream))
+    assert isinstance(stream.this, exp.Table) and f"FROM {rendered} GROUP BY KEY" in render(tree)
+
+
 @pytest.mark.parametrize("sql, message, position", ERRORS)
 def test_syntax_errors(sql, message, position):
     sql = sql.replace("\\n", "\n")
