@@ -80,6 +80,13 @@ _UNFINISHED_PARTS = {
 }
 
 
+def _literal_interval(e: exp.Expression) -> bool:
+    """An interval of literal amounts (``INTERVAL 1 HOUR 30 MINUTES`` is sqlglot's sum of two)."""
+    if isinstance(e, exp.Add):
+        return _literal_interval(e.this) and _literal_interval(e.expression)
+    return isinstance(e, exp.Interval) and isinstance(e.this, exp.Literal)
+
+
 class KeyedSpark(Spark):
     class Tokenizer(Spark.Tokenizer):
         # EXPLAIN is a COMMAND keyword (rest of the text swallowed) in sqlglot; make it a plain word so
@@ -346,9 +353,12 @@ class KeyedSpark(Spark):
         def _parse_interval_value(self) -> exp.Expression:
             if self._curr and self._curr.token_type == TokenType.STRING:
                 return self._parse_primary()
+            start = self._curr
             interval = self._parse_interval()
             if interval is None:
                 self.raise_error("Expected an interval: INTERVAL 10 MINUTES or '10 minutes'")
+            if not _literal_interval(interval):  # (`INTERVAL INTERVAL '10' MINUTES`, ...)
+                self.raise_error("Expected an interval of a literal amount: INTERVAL 10 MINUTES or '10 minutes'", start)
             return interval
 
         def _parse_initial_state_source(self) -> exp.Expression:
