@@ -267,7 +267,7 @@ def _as_the_class_carries(
             out.append(named(c))
         elif low in now and low not in taken:
             out.append(_converted(named(c), was.get(low), now[low], converters, target.name))
-        elif low not in taken and target.name == op.function:
+        elif low not in taken and target.name.lower() == op.function.lower():  # (SQL names: any case)
             dropped.append(c)
         elif low not in taken:
             out.append(named(c))  # (refused by name when written)
@@ -291,8 +291,15 @@ def _converted(
     fn = converters.get(now.name)
     if fn is None or was is None or (was.encoded and now.encoded):
         return col.alias(now.name)
-    if was.kind == now.kind and was.encoded == now.encoded and widens(was.type, now.type):
+    keys_ok = was.key_type is None or now.key_type is None or widens(was.key_type, now.key_type)
+    if was.kind == now.kind and was.encoded == now.encoded and keys_ok and widens(was.type, now.type):
         return col.alias(now.name)
+    if was.kind != now.kind or not keys_ok:  # (a restart refuses these too: state/evolution.compare)
+        raise MigrationError(
+            f"{function}: '{now.name}' is stored as {was.describe()} and the class declares {now.describe()}; its "
+            "converter converts the values of one kind of state, not a ValueState into a ListState or a map's keys. "
+            "Rewrite it with transform= (SQL over the state as read_state shows it)"
+        )
     stored_type = T.StringType() if now.encoded else now.type
     if now.kind == "list":
         stored_type = T.ArrayType(stored_type)

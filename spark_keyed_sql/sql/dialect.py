@@ -105,9 +105,14 @@ class KeyedSpark(Spark):
             TokenType.DESCRIBE: Spark.Parser.STATEMENT_PARSERS[TokenType.DESCRIBE],
         }
 
+        FUNC_TOKENS = {*Spark.Parser.FUNC_TOKENS, TokenType.STREAM}  # a function named stream(...)
+
         def _parse_stream(self) -> exp.Stream | None:
             """``STREAM(t) [AS] a`` as ``STREAM t AS a``: one form to render, the one every Spark
-            with the keyword reads (sqlglot takes the parenthesised name for a subquery)."""
+            with the keyword reads (sqlglot takes the parenthesised name for a subquery).
+            ``stream.t`` is a table of a database named stream."""
+            if self._next is not None and self._next.token_type == TokenType.DOT:
+                return None
             stream = super()._parse_stream()
             inner = stream.this if stream is not None else None
             if isinstance(inner, exp.Subquery) and isinstance(inner.this, exp.Table):

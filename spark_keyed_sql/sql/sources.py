@@ -167,6 +167,7 @@ class Sources:
         for table in list(base.find_all(exp.Table)):
             if not table.db and not table.catalog and table.name.lower() in ctes:
                 continue
+            _refuse_what_a_stream_cannot_read(table)
             fmt = table.db.lower() if table.db else ""
             if fmt in ("parquet", "json", "csv", "orc") and not table.catalog:
                 path = table.name
@@ -213,6 +214,30 @@ class Sources:
             return any(t.name.lower() == name.lower() and t.isTemporary for t in self.spark.catalog.listTables())
         except Exception:  # noqa: BLE001 - catalog listing failures just mean "not a temp view"
             return False
+
+
+# a table's clauses a streaming read has no counterpart for (the stream reads the whole table
+# as it grows): refused by name rather than left out
+_NOT_STREAMED = {
+    "version": "time travel (VERSION / TIMESTAMP AS OF)",
+    "system_time": "time travel",
+    "when": "time travel",
+    "changes": "CHANGES",
+    "sample": "TABLESAMPLE",
+    "partition": "a PARTITION (...) of the table",
+    "pivots": "PIVOT",
+}
+
+
+def _refuse_what_a_stream_cannot_read(table: exp.Table) -> None:
+    for arg, what in _NOT_STREAMED.items():
+        if table.args.get(arg):
+            raise KeyedQueryError(
+                f"{what} on {table.sql(dialect='spark')}: ks.run and ks.start read their source as a stream, "
+                "the whole table as it grows, and a streaming read takes no such clause; filter the rows in WHERE, "
+                "or read a fixed version of the table with ks.sql",
+                *position(table),
+            )
 
 
 def file_source(df: DataFrame) -> tuple[str, dict[str, str], str] | None:

@@ -70,6 +70,22 @@ def test_a_stream_read_in_parentheses_renders_as_the_plain_form(written, rendere
     assert isinstance(stream.this, exp.Table) and f"FROM {rendered} GROUP BY KEY" in render(tree)
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM stream.events GROUP BY KEY user_id WITH STATE f(value)",
+        "SELECT * FROM cat.stream.events",
+        "SELECT stream(value) AS s, stream FROM events",
+        "SELECT * FROM stream",
+        "WITH stream AS (SELECT 1 AS a) SELECT * FROM stream",
+    ],
+)
+def test_stream_as_a_name_stays_a_name(sql):
+    """With STREAM a keyword, a database, function, column or CTE named stream is still one."""
+    tree = parse_statement(sql)
+    assert not list(tree.find_all(exp.Stream)) and render(tree) == sql
+
+
 @pytest.mark.parametrize("sql, message, position", ERRORS)
 def test_syntax_errors(sql, message, position):
     sql = sql.replace("\\n", "\n")

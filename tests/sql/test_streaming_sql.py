@@ -105,20 +105,12 @@ def test_run_incremental_exactly_once(spark, ks, tmp_path):
     assert got == oracle(files[0] + files[1] + files[2])
 
 
-SPARK_41 = pytest.mark.skipif(
-    tuple(int(x) for x in __import__("pyspark").__version__.split(".")[:2]) < (4, 1),
-    reason="FROM STREAM <table>: Spark 4.1's syntax",
-)
-
-
-@pytest.mark.parametrize(
-    "spelling",
-    ["{t} AS e", pytest.param("STREAM {t}", marks=SPARK_41), pytest.param("STREAM({t}) AS e", marks=SPARK_41)],
-)
+@pytest.mark.parametrize("spelling", ["{t} AS e", "STREAM {t}", "STREAM({t}) AS e"])
 def test_run_reads_a_catalog_table_as_a_stream(spark, ks_auto, tmp_path, spelling):
-    """A catalog table, aliased, and Spark 4.1+'s ``FROM STREAM t`` / ``FROM STREAM(t)``: read
-    as a stream, each ``ks.run`` taking the rows appended since the last (an alias had been
-    taken into the table's name; sqlglot had read ``STREAM t`` as a table named STREAM)."""
+    """A catalog table, aliased, and Spark 4.1's ``FROM STREAM t`` / ``FROM STREAM(t)`` (taken
+    by ks.run / ks.start on every Spark: the table is streamed as any is): read as a stream, each
+    ``ks.run`` taking the rows appended since the last (an alias had been taken into the table's
+    name; sqlglot had read ``STREAM t`` as a table named STREAM)."""
     table = f"stream_kw_{len(spelling)}"
     ks_auto.register("running_sum", RunningSum, returns="n bigint, total double")
     cols = ("user_id", "value", "amount", "merchant", "ts")
@@ -141,6 +133,21 @@ def test_run_reads_a_catalog_table_as_a_stream(spark, ks_auto, tmp_path, spellin
         spark.sql(f"DROP TABLE IF EXISTS {table}")
     got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
     assert got == oracle(files[0] + files[1])
+
+
+@pytest.mark.parametrize(
+    "clause, what",
+    [("VERSION AS OF 3", "time travel"), ("TABLESAMPLE (10 PERCENT)", "TABLESAMPLE")],
+)
+def test_run_refuses_a_table_clause_a_streaming_read_cannot_take(spark, ks_auto, tmp_path, clause, what):
+    """Such a clause on the source of ks.run is refused by name at its line:column (it had been
+    left out: the whole table streamed)."""
+    ks_auto.register("running_sum", RunningSum, returns="n bigint, total double")
+    sql = f"SELECT user_id, s.n\nFROM stream_clause_t {clause} GROUP BY KEY user_id WITH STATE running_sum(value) AS s"
+    with pytest.raises(KeyedQueryError, match=rf"{what}.* read their source as a stream") as refused:
+        ks_auto.run(sql, checkpoint=str(tmp_path / "cp"), output=str(tmp_path / "out"))
+    assert (refused.value.line, refused.value.col) == (2, 6)
+    assert not (tmp_path / "out").exists()
 
 
 def test_run_over_a_batch_view_of_files(spark, ks, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import types as T
 
-from spark_keyed_sql import KeyedProcessor, ListState, MapState, StatefulFunction, ValueState
+from spark_keyed_sql import KeyedProcessor, ListState, MapState, MigrationError, StatefulFunction, ValueState
 from spark_keyed_sql.api.errors import RegistrationError
 from spark_keyed_sql.state.evolution import StateEvolutionError, StoredField, compare
 
@@ -542,3 +542,26 @@ def test_migrate_with_no_transform_carries_a_class_change_as_a_restart_does(spar
     ks.register(fn, settled, **register)
     ks.run(sql(src) + " OPTIONS (engine = 'bulk')", checkpoint=cp2, output=str(tmp_path / "out2"))
     assert _rows(spark, str(tmp_path / "out2")) == sorted(o2)
+
+
+class CountsKindChanged(CountsV1):
+    """CountsV1 whose ``n`` became a ListState, with a converter: not a conversion of values."""
+
+    n = ListState("int")
+    __state_converters__ = {"n": lambda v: [v]}
+
+
+# (the check is the engine-independent record's: one engine in CI)
+@pytest.mark.slow_on("tws")
+def test_migrate_refuses_a_converter_across_a_change_of_state_kind(spark, ks, tmp_path):
+    src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
+    _append(spark, B1, src)
+    ks.register("counts", CountsV1)
+    ks.run(_counts_sql(src), checkpoint=cp, output=str(tmp_path / "out"))
+    ks.register("counts", CountsKindChanged)
+    for dry_run in (True, False):
+        with pytest.raises(
+            MigrationError, match=r"'n' is stored as ValueState<int> and the class declares ListState<int>"
+        ):
+            ks.migrate_state(cp, str(tmp_path / "cp2"), dry_run=dry_run)
+    assert not (tmp_path / "cp2").exists()

@@ -1,6 +1,8 @@
 """ks.migrate_state: a new checkpoint with other partitions, a renamed function or an evolved
 state schema continues from the same input position (nothing re-read, nothing skipped)."""
 
+import json
+
 import pytest
 from data import by_key_in_ts_order, make_events, write_parquet
 
@@ -51,6 +53,20 @@ class TallyMarks(StatefulFunction):
     def execute(self, e):
         self.count += "|"
         return {"count": float(len(self.count)), "bonus": 1}
+
+
+class TallyCountOnly(StatefulFunction):
+    """TallyV1 without its merchants (a state attribute the class no longer has)."""
+
+    count: int
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.count = 0
+
+    def execute(self, e):
+        self.count += 1
+        return {"count": float(self.count), "bonus": 2}
 
 
 RETURNS = "count double, bonus bigint"
@@ -265,3 +281,31 @@ def test_migrated_checkpoint_runs_on_with_the_type_the_transform_gave(spark, ks,
     assert sorted(got) == oracle(a, b, bonus_after_a=1)
     counts = {u: len(e) for u, e in by_key_in_ts_order(a + b).items()}
     assert {r.user_id: r["count"] for r in ks.read_state(dst).collect()} == {u: "|" * n for u, n in counts.items()}
+
+
+# (the drop is the engine-independent record's: one engine in CI)
+@pytest.mark.slow_on("tws")
+def test_migrate_with_no_transform_drops_what_the_class_no_longer_has(spark, ks, first_run):
+    """The function named in another case in its SQL (Mig_Drop) than registered (mig_drop):
+    the same function, so its class's dropped attribute is dropped, as a restart drops it."""
+    d, a, b = first_run
+    cp, dst = str(d / "cp_drop"), str(d / "cp_drop2")
+    ks.register("mig_drop", TallyV1, returns=RETURNS)
+    ks.run(
+        SQL.format(src=d / "in", fn="Mig_Drop"),
+        checkpoint=cp,
+        output=str(d / "out_drop"),
+    )
+    ks.register("mig_drop", TallyCountOnly, returns=RETURNS)
+    dry = {
+        r.user_id: (r.old.asDict(), r.new.asDict()) for r in ks.migrate_state(cp, dst, dry_run=True, sample=5).collect()
+    }
+    counts = {u: len(e) for u, e in by_key_in_ts_order(a + b).items()}
+    merchants = {u: sorted({e["merchant"] for e in evs}) for u, evs in by_key_in_ts_order(a + b).items()}
+    assert len(dry) == 5
+    for user, (old, new) in dry.items():
+        assert new == {"count": counts[user]}
+        assert old["count"] == counts[user] and sorted(json.loads(old["merchants"])["$set"]) == merchants[user]
+    assert ks.migrate_state(cp, dst)["keys"] == len(counts)
+    assert {r.user_id: r["count"] for r in ks.read_state(dst).collect()} == counts
+    assert ks.read_state(dst).columns == ["user_id", "count", "batch_id"]
