@@ -310,11 +310,14 @@ class _Planner:
         keyed_source = source.select.copy()
         keyed_source.set("expressions", projections)
         initial_df, initial_source = None, None
-        if group.args.get("initial_state") is not None:
-            initial_df = self._initial_state(
-                group.args["initial_state"], call, keys, source, group.args.get("broadcast") or []
-            )
-            initial_source = render(group.args["initial_state"])
+        initial, broadcast_seed = group.args.get("initial_state"), group.args.get("initial_broadcast")
+        if initial is not None and broadcast_seed is None and self._seeds_broadcast(initial, call, source, group):
+            # DESIGN: broadcast state is "seedable with INITIAL STATE": a seed with a broadcast
+            # input's key and not the call's is that input's (as initial_broadcast => would give it)
+            initial, broadcast_seed = None, initial
+        if initial is not None:
+            initial_df = self._initial_state(initial, call, keys, source, group.args.get("broadcast") or [])
+            initial_source = render(initial)
         plan = KeyedPlan(
             call.spec,
             keys,
@@ -349,9 +352,10 @@ class _Planner:
                     for name, index, m, key, time, order in broadcast
                 ]
                 plan.broadcast_column = plan.input_column
-                if group.args.get("initial_broadcast") is not None:
+                if broadcast_seed is not None:
+                    arg = "initial_broadcast" if group.args.get("initial_broadcast") is not None else "initial_state"
                     plan.broadcast_seed = self._broadcast_seed(
-                        group.args["initial_broadcast"], plan.broadcasts, call.where, source.ctes
+                        broadcast_seed, plan.broadcasts, call.where, source.ctes, arg
                     )
             if len(plan.inputs) == 1:  # one keyed input beside broadcast ones: its events as one input's
                 only = plan.inputs[0]
@@ -443,8 +447,35 @@ class _Planner:
             )
         return mode.capitalize()
 
+    def _seed_columns(self, source: exp.Expression, ctes: exp.With | None) -> list[str] | None:
+        """A seed table's columns (None when Spark cannot read it: the seed's own reader says why)."""
+        from pyspark.errors import AnalysisException, ParseException
+
+        q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
+        if ctes is not None:
+            q.set("with_", ctes.copy())
+        try:
+            return self.spark.sql(render(q)).columns
+        except (AnalysisException, ParseException):
+            return None
+
+    def _seeds_broadcast(self, seed: exp.Expression, call: Call, keyed: Source, group: exp.Expression) -> bool:
+        """Is ``initial_state``'s table a broadcast input's state (its key columns and not the call's)?"""
+        broadcasts = group.args.get("broadcast") or []
+        if not broadcasts:
+            return False
+        columns = self._seed_columns(seed, keyed.ctes)
+        if columns is None:
+            return False
+        return bool(_broadcast_meant(columns, call.key_names, broadcasts))
+
     def _broadcast_seed(
-        self, source: exp.Expression, inputs: list[BroadcastInput], where: str, ctes: exp.With | None
+        self,
+        source: exp.Expression,
+        inputs: list[BroadcastInput],
+        where: str,
+        ctes: exp.With | None,
+        arg: str = "initial_broadcast",
     ) -> dict[str, list[dict[str, Any]]]:
         """``initial_broadcast => TABLE(...)``'s rows, per broadcast input, by its column names:
         a read_state(..., broadcast=...) table seeds as is (``valid_from`` is the time column;
@@ -458,7 +489,7 @@ class _Planner:
         several = len(inputs) > 1
         if several and "broadcast" not in lower:
             raise KeyedQueryError(
-                f"initial_broadcast of {where}: with several broadcast inputs ({', '.join(b.name for b in inputs)}) "
+                f"{arg} of {where}: with several broadcast inputs ({', '.join(b.name for b in inputs)}) "
                 f"the table needs a column 'broadcast' naming each row's input (columns: {', '.join(df.columns)})"
             )
         limit = broadcast_limit(self.spark)
@@ -467,7 +498,7 @@ class _Planner:
             missing = [k for k in b.key if k.lower() not in lower]
             if missing:
                 raise KeyedQueryError(
-                    f"initial_broadcast of {where}: broadcast input '{b.name}' is keyed by {', '.join(b.key)}; the "
+                    f"{arg} of {where}: broadcast input '{b.name}' is keyed by {', '.join(b.key)}; the "
                     f"table lacks {', '.join(missing)} (columns: {', '.join(df.columns)})"
                 )
             cols = []
@@ -479,7 +510,7 @@ class _Planner:
                 else:
                     cols.append(F.lit(None).alias(n))
             rows = df.filter(named(lower["broadcast"]) == b.name) if several else df
-            seed[b.name] = collect_rows(rows.select(*cols), limit, f"initial_broadcast of {where} for '{b.name}'")
+            seed[b.name] = collect_rows(rows.select(*cols), limit, f"{arg} of {where} for '{b.name}'")
         return seed
 
     def _initial_state(
@@ -508,7 +539,7 @@ class _Planner:
         lower = {c.lower(): c for c in df.columns}
         missing = [k for k in key_names if k.lower() not in lower]
         if missing:
-            meant = [name for name, _, _, key, *_ in broadcasts if all(k.lower() in lower for k in key)]
+            meant = _broadcast_meant(df.columns, key_names, broadcasts)
             hint = (
                 f"; it looks like the state of broadcast input {meant[0]!r}, which initial_broadcast => TABLE(...) "
                 "seeds (initial_state seeds the per-key state)"
@@ -633,3 +664,12 @@ def plan_statement(
     except (AnalysisException, ParseException) as exc:
         # the source part of the statement is Spark SQL: Spark's own complaint, as ours
         raise KeyedQueryError(f"Spark cannot run the statement's source part: {spark_hint(exc)}") from None
+
+
+def _broadcast_meant(columns: list[str], key_names: list[str], broadcasts: list[tuple]) -> list[str]:
+    """The broadcast inputs (name, index, columns, key, ...) whose key a seed's ``columns`` hold,
+    when they lack one of the call's ``key_names`` (a seed of broadcast state, not of keyed)."""
+    lower = {c.lower() for c in columns}
+    if all(k.lower() in lower for k in key_names):
+        return []
+    return [name for name, _, _, key, *_ in broadcasts if all(k.lower() in lower for k in key)]

@@ -564,18 +564,15 @@ def test_initial_broadcast_seeds_the_state_and_migrate_state_carries_it(spark, k
         extra=", initial_broadcast => TABLE(bc_saved_rates)",
     )
     kb.run(seeded, checkpoint=cp_seeded, output=str(tmp_path / "out_seeded"))
-    # the saved broadcast state given as initial_state (DESIGN: "seedable with INITIAL STATE"):
-    # the error names the argument that seeds it
-    mistaken = _query(
-        f"parquet.`{p2_dir}`", f"parquet.`{r2_dir}`", versioned=True, extra=", initial_state => TABLE(bc_saved_rates)"
-    )
-    with pytest.raises(
-        KeyedSQLError,
-        match=r"key column\(s\) \['user_id'\] missing .*broadcast input 'rates', which initial_broadcast => TABLE",
-    ):
-        kb.sql(mistaken)
     expected = _spend_oracle([(later, rates)], True)
     assert _rows(spark.read.parquet(str(tmp_path / "out_seeded"))) == expected
+    # the same saved state given as initial_state (DESIGN: broadcast state is "seedable with
+    # INITIAL STATE"): its columns are the broadcast input's key, not the call's: it seeds that input
+    as_initial_state = _query(
+        f"parquet.`{p2_dir}`", f"parquet.`{r2_dir}`", versioned=True, extra=", initial_state => TABLE(bc_saved_rates)"
+    )
+    kb.run(as_initial_state, checkpoint=str(tmp_path / "cp_seeded2"), output=str(tmp_path / "out_seeded2"))
+    assert _rows(spark.read.parquet(str(tmp_path / "out_seeded2"))) == expected
     # migrate: the broadcast state goes with the keyed state
     kb.migrate_state(cp, cp_migrated)
 
