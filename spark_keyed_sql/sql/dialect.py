@@ -80,6 +80,10 @@ _UNFINISHED_PARTS = {
 }
 
 
+# sqlglot 30.0.0 (the lowest pin) has no STREAM token: STREAM stays a name there, as before
+_STREAM = getattr(TokenType, "STREAM", None)
+
+
 def _literal_interval(e: exp.Expression) -> bool:
     """An interval of literal amounts (``INTERVAL 1 HOUR 30 MINUTES`` is sqlglot's sum of two)."""
     if isinstance(e, exp.Add):
@@ -93,7 +97,9 @@ class KeyedSpark(Spark):
         # EXPLAIN KEYED <query> is parsed, and plain EXPLAIN falls back to a Command below.
         # STREAM: Spark 4.1+'s `FROM STREAM t` / `FROM STREAM(t)` (a table read as a stream), as
         # sqlglot's Databricks dialect has it (Spark's took `STREAM t` for a table STREAM aliased t)
-        KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"} | {"STREAM": TokenType.STREAM}
+        KEYWORDS = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"} | (
+            {"STREAM": _STREAM} if _STREAM is not None else {}
+        )
 
     class Parser(Spark.Parser):
         QUERY_MODIFIER_PARSERS = {
@@ -105,7 +111,7 @@ class KeyedSpark(Spark):
             TokenType.DESCRIBE: Spark.Parser.STATEMENT_PARSERS[TokenType.DESCRIBE],
         }
 
-        FUNC_TOKENS = {*Spark.Parser.FUNC_TOKENS, TokenType.STREAM}  # a function named stream(...)
+        FUNC_TOKENS = {*Spark.Parser.FUNC_TOKENS, *([_STREAM] if _STREAM is not None else [])}  # stream(...)
 
         def _parse_stream(self) -> exp.Stream | None:
             """``STREAM(t) [AS] a`` as ``STREAM t AS a``: one form to render, the one every Spark
