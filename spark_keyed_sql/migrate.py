@@ -261,15 +261,18 @@ def _as_the_class_carries(
     keys = {k.lower() for k in op.keys}
     out, dropped = [], []
     taken = {old.lower() for new, old in renames.items() if new.lower() not in columns and old.lower() in columns}
+    same_function = target.name.lower() == op.function.lower()  # (SQL names: any case)
     for c in state.columns:
         low = c.lower()
         if low in keys:
             out.append(named(c))
-        elif low in now and low not in taken:
+        elif low in taken:
+            continue  # (its values go under the new name, below)
+        elif low in now:
             out.append(_converted(named(c), was.get(low), now[low], converters, target.name))
-        elif low not in taken and target.name.lower() == op.function.lower():  # (SQL names: any case)
+        elif same_function:
             dropped.append(c)
-        elif low not in taken:
+        else:
             out.append(named(c))  # (refused by name when written)
     for new, old in renames.items():
         if old.lower() in taken and new.lower() in now:

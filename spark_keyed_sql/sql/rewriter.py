@@ -451,11 +451,8 @@ class _Planner:
         """A seed table's columns (None when Spark cannot read it: the seed's own reader says why)."""
         from pyspark.errors import AnalysisException, ParseException
 
-        q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
-        if ctes is not None:
-            q.set("with_", ctes.copy())
         try:
-            return self.spark.sql(render(q)).columns
+            return self.spark.sql(_seed_sql(source, ctes)).columns
         except (AnalysisException, ParseException):
             return None
 
@@ -481,10 +478,7 @@ class _Planner:
         a read_state(..., broadcast=...) table seeds as is (``valid_from`` is the time column;
         ``batch_id`` is dropped); with several broadcast inputs a ``broadcast`` column names each
         row's. Applied before the first batch, as the input's own rows are."""
-        q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
-        if ctes is not None:
-            q.set("with_", ctes.copy())
-        df = self.spark.sql(render(q))
+        df = self.spark.sql(_seed_sql(source, ctes))
         lower = {c.lower(): c for c in df.columns}
         several = len(inputs) > 1
         if several and "broadcast" not in lower:
@@ -525,13 +519,10 @@ class _Planner:
         their key columns in the source's key types. ``broadcasts``: the call's broadcast inputs
         (name, index, columns, key, ...), for a seed of broadcast state given here by mistake."""
         key_names, fname = call.key_names, call.fname
-        q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
-        if keyed.ctes is not None:
-            q.set("with_", keyed.ctes.copy())
         from pyspark.errors import AnalysisException, ParseException
 
         try:
-            df = self.spark.sql(render(q))
+            df = self.spark.sql(_seed_sql(source, keyed.ctes))
         except (AnalysisException, ParseException) as exc:
             raise KeyedQueryError(
                 f"INITIAL STATE FROM for {fname}: Spark cannot read the seed: {spark_hint(exc)}", *position(source)
@@ -673,3 +664,11 @@ def _broadcast_meant(columns: list[str], key_names: list[str], broadcasts: list[
     if all(k.lower() in lower for k in key_names):
         return []
     return [name for name, _, _, key, *_ in broadcasts if all(k.lower() in lower for k in key)]
+
+
+def _seed_sql(source: exp.Expression, ctes: exp.With | None) -> str:
+    """``SELECT * FROM <seed>`` with the statement's CTEs (a seed may name one of them)."""
+    q = exp.Select(expressions=[exp.Star()]).from_(source.copy())
+    if ctes is not None:
+        q.set("with_", ctes.copy())
+    return render(q)
