@@ -194,7 +194,17 @@ class _Waiting:
                 if got.error is not None:
                     raise CheckpointError(got.error)
                 assert got.audit is not None
-                return dict(got.audit) | {"checkpoint": self.edit.checkpoint}
+                audit = dict(got.audit) | {"checkpoint": self.edit.checkpoint}
+                if not audit.get("keys_matched"):  # DESIGN: "a predicate that matches nothing says so"
+                    log.warning(
+                        "%s of keyed state on %s: WHERE %s matched no key of %s; nothing %s, nothing written",
+                        self.edit.verb,
+                        self.edit.checkpoint,
+                        self.edit.where,
+                        audit.get("function") or "its function",
+                        "erased" if self.edit.kind == "delete" else "updated",
+                    )
+                return audit
             if now - started >= self.wait_s:
                 raise self._pending()
             time.sleep(self.LOOK_S)
