@@ -47,7 +47,7 @@ from .state.checkpoint import (
     read_metadata,
     write_metadata,
 )
-from .state.evolution import StoredField, fields_of_record, value_converter, widens
+from .state.evolution import Change, StoredField, change_of, fields_of_record, value_converter
 from .state.filesystems import filesystem
 from .state.fs import join
 from .streaming.checkpoints import function_record
@@ -292,12 +292,11 @@ def _converted(
     """``col`` through the class's converter of ``now`` when its stored type changed other
     than by widening (the cast that follows does a widening), else as it is."""
     fn = converters.get(now.name)
-    if fn is None or was is None or (was.encoded and now.encoded):
+    change = Change.SAME if fn is None or was is None else change_of(was, now, has_converter=True)
+    if change in (Change.SAME, Change.WIDENED):
         return col.alias(now.name)
-    keys_ok = was.key_type is None or now.key_type is None or widens(was.key_type, now.key_type)
-    if was.kind == now.kind and was.encoded == now.encoded and keys_ok and widens(was.type, now.type):
-        return col.alias(now.name)
-    if was.kind != now.kind or not keys_ok:  # (a restart refuses these too: state/evolution.compare)
+    if change is Change.REFUSED:  # (a restart refuses it too: state/evolution.change_of)
+        assert was is not None
         raise MigrationError(
             f"{function}: '{now.name}' is stored as {was.describe()} and the class declares {now.describe()}; its "
             "converter converts the values of one kind of state, not a ValueState into a ListState or a map's keys. "

@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from pyspark.sql import types as T
@@ -51,10 +52,12 @@ from .operator_record import OperatorRecord
 from .spark_types import to_spark
 
 __all__ = [
+    "Change",
     "Evolution",
     "StateEvolutionError",
     "StoredField",
     "absent_attributes",
+    "change_of",
     "check_layouts",
     "compare",
     "fields_of_record",
@@ -155,6 +158,28 @@ class Evolution:
         return self.renamed.get(name, name)
 
 
+class Change(Enum):
+    """What one stored field becomes in the class's field of the same (or declared former) name."""
+
+    SAME = "same"  # carried as it is (or JSON both ways: what it holds is not its column's type)
+    WIDENED = "widened"  # carried through Spark's cast
+    CONVERTED = "converted"  # through the class's declared converter
+    REFUSED = "refused"  # neither: refused at start (the fix: migrate_state with transform=)
+
+
+def change_of(was: StoredField, now: StoredField, has_converter: bool) -> Change:
+    """The one rule a restart (``compare``) and ``migrate_state`` (carrying a changed class) follow."""
+    if was.encoded and now.encoded:
+        return Change.SAME
+    keys_ok = was.key_type is None or now.key_type is None or widens(was.key_type, now.key_type)
+    if was.kind == now.kind and was.encoded == now.encoded and keys_ok and widens(was.type, now.type):
+        keys_widened = was.key_type is not None and now.key_type is not None and was.key_type != now.key_type
+        return Change.WIDENED if was.type != now.type or keys_widened else Change.SAME
+    if has_converter and was.kind == now.kind and keys_ok:
+        return Change.CONVERTED
+    return Change.REFUSED
+
+
 def compare(
     function: str,
     stored: list[StoredField],
@@ -181,17 +206,12 @@ def compare(
         was = old.get(renamed.get(name, name))
         if was is None:
             continue
-        if was.encoded and f.encoded:
-            continue  # JSON both ways: a change of what it holds is not a change of its column
-        same_kind = was.kind == f.kind and was.encoded == f.encoded
-        keys_ok = was.key_type is None or f.key_type is None or widens(was.key_type, f.key_type)
-        if same_kind and keys_ok and widens(was.type, f.type):
-            keys_widened = was.key_type is not None and f.key_type is not None and was.key_type != f.key_type
-            if was.type != f.type or keys_widened:
-                out.widened[name] = (was.type, f.type)
-            continue
-        if name in converters and was.kind == f.kind and keys_ok:
+        change = change_of(was, f, name in converters)
+        if change is Change.WIDENED:
+            out.widened[name] = (was.type, f.type)
+        elif change is Change.CONVERTED:
             out.converted[name] = (was.type, f.type)
+        if change is not Change.REFUSED:
             continue
         stored_as = f" (stored as '{was.name}')" if was.name != name else ""
         raise StateEvolutionError(
