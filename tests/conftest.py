@@ -114,6 +114,19 @@ def pytest_xdist_node_collection_finished(node, ids):
     progress.count_modules(ids)
 
 
+def pytest_runtest_logreport(report):
+    progress.test_ran(report.nodeid, report.duration)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where the session's time went, by module (the --durations list names tests only)."""
+    lines = progress.module_times()
+    if lines and not hasattr(terminalreporter.config, "workerinput"):
+        terminalreporter.write_sep("=", "longest modules (seconds of their tests, all workers)")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 def pytest_runtest_logstart(nodeid, location):
     """A line when each test module starts (how many tests, time so far); in the long
     cluster / crash modules a line per test as well."""

@@ -8,12 +8,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 
-__all__ = ["install", "note", "count_modules", "test_starts"]
+__all__ = ["count_modules", "install", "module_times", "note", "test_ran", "test_starts"]
 
 _config = None
 _t0 = time.monotonic()
 _sizes: Counter[str] = Counter()
 _started: set[str] = set()
+_seconds: Counter[str] = Counter()  # each module's tests' time (setup, call, teardown), any worker
 
 
 def install(config) -> None:
@@ -55,3 +56,16 @@ def test_starts(nodeid: str, per_test: bool) -> None:
             note(f"{module} ({n} test{'s' if n != 1 else ''})")
     if per_test and verbose <= 0:
         note(f"  {nodeid.split('::', 1)[-1]} ...")
+
+
+def test_ran(nodeid: str, seconds: float) -> None:
+    """One phase (setup / call / teardown) of a test took ``seconds`` (the controller sees every
+    worker's reports)."""
+    _seconds[nodeid.split("::")[0]] += seconds
+
+
+def module_times(top: int = 30) -> list[str]:
+    """The ``top`` modules by their tests' time, longest first, and what they are of the whole:
+    where CI's time goes (CONTRIBUTING.md's time budget)."""
+    total = sum(_seconds.values()) or 1.0
+    return [f"{s:7.1f} s {100 * s / total:5.1f}%  {m}" for m, s in _seconds.most_common(top)]
