@@ -63,11 +63,14 @@ def state_changes(
     ``batch_id``. ``read(b)`` gives batch b's state, ``batches`` the
     oldest and newest batch kept. Without ``from_batch``, from the oldest batch kept (batch 0
     counts as a change from empty state). ``erased_before``: a DELETE / UPDATE erased the
-    history before that batch; a feed reaching across it is refused, saying so."""
+    history before that batch: the whole feed (no ``from_batch``) starts there; a ``from_batch``
+    before it is refused, saying so."""
     min_batch, max_batch = batches
     lo = (min_batch - 1 if min_batch == 0 else min_batch) if from_batch is None else int(from_batch)
     hi = max_batch if to_batch is None else int(to_batch)
-    if erased_before is not None and (lo < erased_before or (from_batch is None and lo >= hi)):
+    if erased_before is not None and from_batch is None:
+        lo = max(lo, erased_before)  # the whole feed kept: from the erase on (empty until a batch follows it)
+    if erased_before is not None and lo < erased_before:
         raise CheckpointError(
             f"checkpoint {checkpoint!r}: the state history before batch {erased_before} was erased (a DELETE / "
             f"UPDATE of keyed_state); the change feed starts after batch {erased_before} "
