@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -282,6 +283,13 @@ def edit_plan(spark: SparkSession, edit: StateEdit) -> str:
     """EXPLAIN KEYED of an edit: what it would erase or change, on which engine; nothing runs."""
     engine = engine_of(spark, edit.checkpoint)
     reason = get_engine(engine).layout.edit_unavailable(spark) if engine else None
+    if edit.function is None and engine:  # the checkpoint's only function, by name
+        try:
+            _, op = pick_operator(read_metadata(edit.checkpoint, spark), None, edit.checkpoint)
+        except KeyedSQLError:  # (several: the edit itself says which to name)
+            op = None
+        if op is not None:
+            edit = replace(edit, function=op.function)
     return explain_edit(edit, engine, reason)
 
 
