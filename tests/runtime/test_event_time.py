@@ -258,3 +258,52 @@ def test_timers_after_events_see_the_stored_state_stream(spark, ks, tmp_path):
     assert state == {
         u: (n, None if last is None else {"$datetime": last.isoformat()}) for u, (n, last) in final.items()
     }
+
+
+class FollowUp(StatefulFunction):
+    """A timer 5 minutes after each event; the timer's row says when it fired."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, e):
+        self.n += 1
+        self.ctx.register_timer(e["ts"] + dt.timedelta(minutes=5))
+
+    def on_timer(self, key, timestamp):
+        return {"fired": timestamp.replace(tzinfo=None), "n": self.n}
+
+
+def test_a_timer_at_exactly_the_watermark_fires_on_every_engine(spark, ks, tmp_path):
+    """Batch 1's event at 0 min sets a timer at 5; batch 2's event at 15 moves the watermark
+    (delay 10 minutes) to exactly 5: that timer fires then (at or before the watermark, the
+    docs' rule, which tws's operator and bulk keep alike), and batch 3's at 16 (watermark 6)
+    fires nothing more than its own events do. The oracle: timers t <= watermark fire."""
+    ks.register("follow_up", FollowUp, returns="fired timestamp, n bigint")
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    sql = (
+        f"SELECT user_id, fired, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE follow_up(ts) "
+        "ORDER BY ts EVENT TIME ts WATERMARK INTERVAL 10 MINUTES"
+    )
+    seen: list = []
+    fired_per_run = []
+    events: list = []
+    for minute in (0, 15, 16):
+        write_parquet(spark, [ev("u1", minute)], src)
+        events.append(minute)
+        ks.run(sql, checkpoint=cp, output=out)
+        rows = sorted((r.fired, r.n) for r in spark.read.parquet(out).collect())
+        new = [r for r in rows if r not in seen]
+        seen = rows
+        fired_per_run.append(new)
+    # the oracle: after each run the watermark is the newest event minus 10 minutes; every
+    # timer (event + 5 minutes) at or before it has fired, with the events counted by then
+    expected, done = [], set()
+    for i in range(len(events)):
+        watermark = max(events[: i + 1]) - 10
+        due = sorted(m + 5 for m in events[: i + 1] if m + 5 <= watermark and m + 5 not in done)
+        done.update(due)
+        expected.append([(T0 + dt.timedelta(minutes=t), i + 1) for t in due])
+    assert fired_per_run == expected
+    assert fired_per_run[1] == [(T0 + dt.timedelta(minutes=5), 2)]  # the boundary itself: fires in run 2
