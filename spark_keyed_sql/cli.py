@@ -384,6 +384,9 @@ def cmd_state_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+NO_MATCH_WARNING = r".* matched no key of "  # the edit's warning when its WHERE matched nothing (state_edits.py)
+
+
 def _print_audit(audit: dict) -> None:
     verb = "erased" if audit["operation"] == "delete" else "updated"
     if not audit["keys_matched"]:
@@ -402,7 +405,10 @@ def cmd_state_delete(args: argparse.Namespace) -> int:
 
     ks = KeyedSQL(_session(args.master))
     register_udfs(ks, udf_specs("", args.udf), os.getcwd())
-    _print_audit(ks.delete_state(args.checkpoint, where=args.where, function=args.function, timeout=args.timeout))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", NO_MATCH_WARNING, UserWarning)  # (_print_audit says it)
+        audit = ks.delete_state(args.checkpoint, where=args.where, function=args.function, timeout=args.timeout)
+    _print_audit(audit)
     return 0
 
 
@@ -417,9 +423,11 @@ def cmd_state_update(args: argparse.Namespace) -> int:
         assignments[column.strip()] = expr.strip()
     ks = KeyedSQL(_session(args.master))
     register_udfs(ks, udf_specs("", args.udf), os.getcwd())
-    audit = ks.update_state(
-        args.checkpoint, set=assignments, where=args.where, function=args.function, timeout=args.timeout
-    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", NO_MATCH_WARNING, UserWarning)  # (_print_audit says it)
+        audit = ks.update_state(
+            args.checkpoint, set=assignments, where=args.where, function=args.function, timeout=args.timeout
+        )
     _print_audit(audit)
     return 0
 

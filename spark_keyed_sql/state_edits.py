@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -197,13 +198,13 @@ class _Waiting:
                 assert got.audit is not None
                 audit = dict(got.audit) | {"checkpoint": self.edit.checkpoint}
                 if not audit.get("keys_matched"):  # DESIGN: "a predicate that matches nothing says so"
-                    log.warning(
-                        "%s of keyed state on %s: WHERE %s matched no key of %s; nothing %s, nothing written",
-                        self.edit.verb,
-                        self.edit.checkpoint,
-                        self.edit.where,
-                        audit.get("function") or "its function",
-                        "erased" if self.edit.kind == "delete" else "updated",
+                    # (a warning, not only the log: the package's logger is quiet until the application sets logging up)
+                    e = self.edit
+                    warnings.warn(
+                        f"{e.verb} of keyed state on {e.checkpoint}: WHERE {e.where} matched no key of "
+                        f"{audit.get('function') or 'its function'}; nothing "
+                        f"{'erased' if e.kind == 'delete' else 'updated'}, nothing written",
+                        stacklevel=4,
                     )
                 return audit
             if now - started >= self.wait_s:
@@ -283,14 +284,15 @@ def edit_plan(spark: SparkSession, edit: StateEdit) -> str:
     """EXPLAIN KEYED of an edit: what it would erase or change, on which engine; nothing runs."""
     engine = engine_of(spark, edit.checkpoint)
     reason = get_engine(engine).layout.edit_unavailable(spark) if engine else None
+    several = False
     if edit.function is None and engine:  # the checkpoint's only function, by name
         try:
             _, op = pick_operator(read_metadata(edit.checkpoint, spark), None, edit.checkpoint)
-        except KeyedSQLError:  # (several: the edit itself says which to name)
-            op = None
+        except KeyedSQLError:  # several, none named (the edit itself is refused, naming them)
+            op, several = None, True
         if op is not None:
             edit = replace(edit, function=op.function)
-    return explain_edit(edit, engine, reason)
+    return explain_edit(edit, engine, reason, several)
 
 
 def edit_result(

@@ -68,9 +68,9 @@ def state_changes(
     min_batch, max_batch = batches
     lo = (min_batch - 1 if min_batch == 0 else min_batch) if from_batch is None else int(from_batch)
     hi = max_batch if to_batch is None else int(to_batch)
-    if erased_before is not None and from_batch is None:
+    if erased_before is not None and from_batch is None and hi >= erased_before:
         lo = max(lo, erased_before)  # the whole feed kept: from the erase on (empty until a batch follows it)
-    if erased_before is not None and lo < erased_before:
+    if erased_before is not None and (lo < erased_before or hi < erased_before):
         raise CheckpointError(
             f"checkpoint {checkpoint!r}: the state history before batch {erased_before} was erased (a DELETE / "
             f"UPDATE of keyed_state); the change feed starts after batch {erased_before} "

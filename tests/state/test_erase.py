@@ -187,6 +187,8 @@ def test_delete_erases_the_key_from_every_file_and_the_query_continues_exactly_o
             kb.read_state(cp, batch_id=older)
     assert kb.read_state_changes(cp).collect() == []  # the whole feed: from the erase on, nothing after it yet
     with pytest.raises(KeyedSQLError, match="history before batch 2 was erased"):
+        kb.read_state_changes(cp, to_batch=1).collect()  # (a feed ending before the erase)
+    with pytest.raises(KeyedSQLError, match="history before batch 2 was erased"):
         kb.read_state_changes(cp, from_batch=0).collect()
     # the feed after the erase's batch, which the message names, is readable at once: no change yet
     empty = kb.read_state_changes(cp, from_batch=2)
@@ -209,14 +211,12 @@ def test_delete_erases_the_key_from_every_file_and_the_query_continues_exactly_o
     assert {r.batch_id for r in changes} == {3}
 
 
-def test_a_predicate_matching_nothing_says_so_and_writes_nothing(spark, kb, tmp_path, caplog):
+def test_a_predicate_matching_nothing_says_so_and_writes_nothing(spark, kb, tmp_path):
     _, cp, _, _ = _checkpoint_with_history(spark, kb, tmp_path)
     before = _all_bytes(cp)
-    with caplog.at_level("WARNING", logger="spark_keyed_sql.state_edits"):
+    with pytest.warns(UserWarning, match=r"WHERE total > 1e9 matched no key of erase_notes; nothing erased"):
         audit = kb.delete_state(cp, where="total > 1e9")
     assert audit["keys_matched"] == 0 and audit["state_rows"] == 0 and audit["batch_id"] is None
-    said = [r.getMessage() for r in caplog.records if r.name == "spark_keyed_sql.state_edits"]
-    assert any("total > 1e9" in m and "matched no key" in m and "nothing erased" in m for m in said), said
     assert audit["files_removed"] == 0 and audit["versions_rewritten"] == 0
     assert _all_bytes(cp) == before
 
