@@ -108,13 +108,14 @@ def state_edit(tree: exp.Expression) -> StateEdit | None:
     )
 
 
-def explain_edit(edit: StateEdit, engine: str | None, unavailable: str | None = None) -> str:
+def explain_edit(edit: StateEdit, engine: str | None, unavailable: str | None = None, several: bool = False) -> str:
     """What EXPLAIN KEYED says of a DELETE / UPDATE of keyed state; ``unavailable``: why this
-    session could not run it."""
+    session could not run it; ``several``: the edit names no function and the checkpoint has several."""
+    unnamed = "(none named, and the checkpoint holds several: name one)" if several else "(its only one)"
     lines = [
         "== Keyed state edit ==",
         f"{edit.verb} the keyed state of checkpoint {edit.checkpoint!r}, function "
-        + (repr(edit.function) if edit.function else "(its only one)"),
+        + (repr(edit.function) if edit.function else unnamed),
         f"    engine:    {repr(engine) if engine else '(no keyed checkpoint there)'}",
         f"    where:     {edit.where}",
     ]

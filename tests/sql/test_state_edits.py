@@ -107,3 +107,10 @@ def test_batch_ids_may_be_written_as_a_string_or_a_long():
         tree = read_statement(f"SELECT * FROM keyed_state('/ck', 'f', {text})", lambda name: False)
         fn = next(t.this for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Anonymous))
         assert state_table_args(fn, "keyed_state") == ["/ck", "f", 3], text
+
+
+def test_explain_of_an_edit_naming_no_function_of_a_checkpoint_with_several_says_to_name_one():
+    text = explain_edit(StateEdit("delete", "/ck", None, "true"), "bulk", several=True)
+    assert text.splitlines()[1] == (
+        "DELETE the keyed state of checkpoint '/ck', function (none named, and the checkpoint holds several: name one)"
+    )
