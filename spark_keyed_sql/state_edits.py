@@ -27,7 +27,6 @@ from .state.faults import crash_point
 from .state.filesystems import filesystem
 from .state.lock import CheckpointLock, lock_holder
 from .state.reader import pick_operator
-from .streaming.checkpoints import engine_of
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -155,8 +154,15 @@ def edit_state(
     request = EditRequest.new(edit.kind, op.function, edit.where, edit.assignments)
     path = queue.submit(request)
     crash_point("edit_queued")
-    waiting = _Waiting(spark, edit, layout, engine, registered, queue, request, path, wait_s)
-    return waiting.answer()
+    audit = _Waiting(spark, edit, layout, engine, registered, queue, request, path, wait_s).answer()
+    if not audit.get("keys_matched"):  # DESIGN: "a predicate that matches nothing says so"
+        # (a warning, not only the log: the package's logger is quiet until the application sets logging up)
+        warnings.warn(
+            f"{edit.verb} of keyed state on {edit.checkpoint}: WHERE {edit.where} matched no key of "
+            f"{op.function}; nothing {'erased' if edit.kind == 'delete' else 'updated'}, nothing written",
+            stacklevel=4,  # (the caller of ks.delete_state / ks.update_state, past its @quietly wrapper)
+        )
+    return audit
 
 
 class _Waiting:
@@ -196,17 +202,7 @@ class _Waiting:
                 if got.error is not None:
                     raise CheckpointError(got.error)
                 assert got.audit is not None
-                audit = dict(got.audit) | {"checkpoint": self.edit.checkpoint}
-                if not audit.get("keys_matched"):  # DESIGN: "a predicate that matches nothing says so"
-                    # (a warning, not only the log: the package's logger is quiet until the application sets logging up)
-                    e = self.edit
-                    warnings.warn(
-                        f"{e.verb} of keyed state on {e.checkpoint}: WHERE {e.where} matched no key of "
-                        f"{audit.get('function') or 'its function'}; nothing "
-                        f"{'erased' if e.kind == 'delete' else 'updated'}, nothing written",
-                        stacklevel=4,
-                    )
-                return audit
+                return dict(got.audit) | {"checkpoint": self.edit.checkpoint}
             if now - started >= self.wait_s:
                 raise self._pending()
             time.sleep(self.LOOK_S)
@@ -282,16 +278,16 @@ def audit_frame(spark: SparkSession, audit: dict[str, Any]) -> DataFrame:
 
 def edit_plan(spark: SparkSession, edit: StateEdit) -> str:
     """EXPLAIN KEYED of an edit: what it would erase or change, on which engine; nothing runs."""
-    engine = engine_of(spark, edit.checkpoint)
+    try:
+        meta = read_metadata(edit.checkpoint, spark)
+    except CheckpointError:  # (not a keyed checkpoint: the plan says so)
+        meta = None
+    ops = meta.operators if meta else []
+    engine = ops[0].engine_or(LEGACY_ENGINE) if ops else None
     reason = get_engine(engine).layout.edit_unavailable(spark) if engine else None
-    several = False
-    if edit.function is None and engine:  # the checkpoint's only function, by name
-        try:
-            _, op = pick_operator(read_metadata(edit.checkpoint, spark), None, edit.checkpoint)
-        except KeyedSQLError:  # several, none named (the edit itself is refused, naming them)
-            op, several = None, True
-        if op is not None:
-            edit = replace(edit, function=op.function)
+    several = edit.function is None and len(ops) > 1  # (the edit itself is refused, naming them)
+    if edit.function is None and len(ops) == 1:  # the checkpoint's only function, by name
+        edit = replace(edit, function=ops[0].function)
     return explain_edit(edit, engine, reason, several)
 
 
