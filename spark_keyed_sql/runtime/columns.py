@@ -1,20 +1,25 @@
 """Column lists and ORDER BY lists given as strings (``key => 'a, b'``, ``order_by => 'ts DESC'``),
-read with sqlglot's Spark dialect rather than split by hand."""
+read with sqlglot's Spark dialect rather than split by hand. (sqlglot loads when a list is
+read: the Python workers that import this module never read one.)"""
 
 from __future__ import annotations
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError
+from typing import TYPE_CHECKING
 
 from ..api.errors import SchemaError
 from ..compat.names import quote
 from .keys import OrderSpec
 
+if TYPE_CHECKING:
+    from sqlglot import exp
+
 __all__ = ["parse_column_list", "parse_order_list", "quote"]
 
 
 def _parse(sql: str, what: str, text: str) -> exp.Expression:
+    import sqlglot
+    from sqlglot.errors import ParseError
+
     try:
         return sqlglot.parse_one(sql, read="spark")
     except ParseError as exc:
@@ -31,6 +36,8 @@ def parse_column_list(text: str | list[str] | None, what: str = "key") -> list[s
         raise SchemaError(f"{what} must be a string of column names, got {text!r}")
     if not text.strip():
         return []
+    from sqlglot import exp
+
     select = _parse(f"SELECT {text}", what, text)
     names = []
     for e in select.expressions:
@@ -61,6 +68,8 @@ def parse_order_list(text: str | list[str] | None) -> list[OrderSpec]:
 def _order_items(text: str) -> list[OrderSpec]:
     if not text.strip():
         return []
+    from sqlglot import exp
+
     select = _parse(f"SELECT 1 ORDER BY {text}", "order_by", text)
     out = []
     for o in select.args["order"].expressions:
