@@ -24,10 +24,21 @@ class HadoopFS(CheckpointFS):
         self.spark = spark
         self.jvm = spark._jvm
         self.conf = spark._jsparkSession.sessionState().newHadoopConf()
+        self._classes: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ resolution
+    def _class(self, name: str) -> Any:
+        """The JVM class ``name``, looked up once (each ``jvm.org.apache...`` walk is a JVM call
+        per dotted name: 5 ms a Path, against 0.3 with the class kept)."""
+        if name not in self._classes:
+            found = self.jvm
+            for part in name.split("."):
+                found = getattr(found, part)
+            self._classes[name] = found
+        return self._classes[name]
+
     def _path(self, path: str):
-        return self.jvm.org.apache.hadoop.fs.Path(path)
+        return self._class("org.apache.hadoop.fs.Path")(path)
 
     def _fs(self, path: str, what: str = "path"):
         try:
@@ -105,9 +116,12 @@ class HadoopFS(CheckpointFS):
     def is_dir(self, path: str) -> bool:
 
         def f(fs, p):
+            # (asked first: a missing path's exception costs ~40 ms through py4j, the question ~2)
+            if not fs.exists(p):
+                return False
             try:
                 return fs.getFileStatus(p).isDirectory()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - removed in between
                 if "FileNotFoundException" in str(exc):
                     return False
                 raise
@@ -118,9 +132,11 @@ class HadoopFS(CheckpointFS):
         """Names in directory ``path`` (empty when it does not exist), Hadoop's checksum files left out."""
 
         def f(fs, p):
+            if not fs.exists(p):  # (as in is_dir)
+                return []
             try:
                 statuses = fs.listStatus(p)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - removed in between
                 if "FileNotFoundException" in str(exc):
                     return []
                 raise
@@ -135,11 +151,9 @@ class HadoopFS(CheckpointFS):
         n = len(statuses)
         if n == 0:
             return []
-        jvm = self.jvm
         # "{<path>,<path>,...}" (commons-lang3, on Spark's classpath; takes the array as one Object)
-        text = str(
-            jvm.org.apache.commons.lang3.ArrayUtils.toString(jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(statuses))
-        )
+        paths = self._class("org.apache.hadoop.fs.FileUtil").stat2Paths(statuses)
+        text = str(self._class("org.apache.commons.lang3.ArrayUtils").toString(paths))
         head = str(fs.makeQualified(p).toString()).rstrip("/") + "/"
         names = text[1:-1].split("," + head)
         if names and names[0].startswith(head):
@@ -176,6 +190,8 @@ class HadoopFS(CheckpointFS):
 
     def _read(self, path: str) -> bytes:
         def f(fs, p):
+            if not fs.exists(p):  # (as in is_dir)
+                raise FileNotFoundError(path)
             dfs, dp = self._direct(fs, p)
             stream = dfs.open(dp)
             try:
@@ -317,5 +333,5 @@ class HadoopFS(CheckpointFS):
     def copy(self, src: str, dst: str) -> None:
         """Copy a file or directory tree (``FileUtil.copy``), possibly across file systems."""
         dfs, dp = self._fs(dst, "path")
-        copier = self.jvm.org.apache.hadoop.fs.FileUtil
+        copier = self._class("org.apache.hadoop.fs.FileUtil")
         self._call(src, "path", lambda sfs, sp: copier.copy(sfs, sp, dfs, dp, False, self.conf))
