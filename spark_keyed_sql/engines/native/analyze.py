@@ -23,6 +23,7 @@ import inspect
 import logging
 import sys
 import textwrap
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,17 @@ EXISTS = "#exists"  # a per-key dict entry's virtual attribute: "<attr>#exists"
 _INT_BITS = {"tinyint": 7, "smallint": 15, "int": 31, "bigint": 63}
 _PLANNED_METHODS = {"__init__", "execute"}
 _HOOKS = ("on_timer", "on_broadcast", "open", "close", "initial_state", "process")
+# a class's source lines, first line and file, read once: inspect finds a class by parsing its
+# whole module, at every statement that plans it (0.2 s for a long module)
+_SOURCES: weakref.WeakKeyDictionary[type, tuple[list[str], int, str]] = weakref.WeakKeyDictionary()
+
+
+def _source(cls: type) -> tuple[list[str], int, str]:
+    found = _SOURCES.get(cls)
+    if found is None:
+        lines, first = inspect.getsourcelines(cls)
+        found = _SOURCES[cls] = (lines, first, inspect.getsourcefile(cls) or inspect.getfile(cls))
+    return found
 
 
 class Declined(Exception):
@@ -140,10 +152,10 @@ class _Analyzer:
         self.fields, self.key = fields, key
         self.errors: list[tuple[Expr, list[Any]]] = []
         try:
-            lines, self.first = inspect.getsourcelines(cls)
+            lines, self.first, self.file = _source(cls)
         except (OSError, TypeError) as exc:
             raise Declined(f"the class's source is not available ({exc})") from None
-        self.lines, self.file = lines, inspect.getsourcefile(cls) or inspect.getfile(cls)
+        self.lines = lines
         self.frame = ""  # the statement being read, as a traceback names it (each error's last part)
         tree = ast.parse(textwrap.dedent("".join(lines)))
         self.cdef = next(n for n in tree.body if isinstance(n, ast.ClassDef))
