@@ -20,22 +20,24 @@ _WHOLE_OBJECT_SCHEMES = frozenset({"s3a", "s3", "s3n", "gs", "abfs", "abfss", "w
 class HadoopFS(CheckpointFS):
     """File operations on paths/URIs through the session's Hadoop ``FileSystem``."""
 
+    _classes: dict[tuple[int, str], Any] = {}  # (the JVM view, a class name) -> the class: ``_class``
+
     def __init__(self, spark: Any):
         self.spark = spark
         self.jvm = spark._jvm
         self.conf = spark._jsparkSession.sessionState().newHadoopConf()
-        self._classes: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ resolution
     def _class(self, name: str) -> Any:
         """The JVM class ``name``, looked up once (each ``jvm.org.apache...`` walk is a JVM call
         per dotted name: 5 ms a Path, against 0.3 with the class kept)."""
-        if name not in self._classes:
+        key = (id(self.jvm), name)
+        if key not in HadoopFS._classes:
             found = self.jvm
             for part in name.split("."):
                 found = getattr(found, part)
-            self._classes[name] = found
-        return self._classes[name]
+            HadoopFS._classes[key] = found
+        return HadoopFS._classes[key]
 
     def _path(self, path: str):
         return self._class("org.apache.hadoop.fs.Path")(path)
