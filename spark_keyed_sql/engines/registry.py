@@ -8,27 +8,20 @@ import logging
 from ..api.errors import SchemaError
 from ..compat.features import SparkFeatures
 from ..runtime.spec import FunctionSpec
-from .base import Capabilities, Engine, Position, StateLayout, StreamJob, StreamRun, output_schema
+from .base import Engine
 from .bulk.engine import BulkEngine
 from .tws.engine import TransformWithStateEngine
 
 __all__ = [
     "AUTO",
-    "Capabilities",
     "ENGINES",
-    "Engine",
     "LEGACY_ENGINE",
-    "Position",
-    "StateLayout",
-    "StreamJob",
-    "StreamRun",
     "available",
     "choose",
     "engine_names",
-    "keeps_state_names",
     "get_engine",
+    "keeps_state_names",
     "migration_target",
-    "output_schema",
     "require_engine",
 ]
 
