@@ -54,6 +54,37 @@ def test_fs_operations_on_viewfs(spark, viewfs):
     assert fs.qualify("relative/dir") == "file:" + os.path.abspath("relative/dir")
 
 
+class _CountingFS:
+    """A Hadoop FileSystem stand-in counting the exists() questions asked of it."""
+
+    def __init__(self, there):
+        self.there, self.asked = there, 0
+
+    def exists(self, _p):
+        self.asked += 1
+        return self.there
+
+
+@pytest.mark.parametrize(
+    "path, there, missing, asked",
+    [
+        ("file:/tmp/x", False, True, 1),
+        ("/tmp/x", True, False, 1),
+        ("viewfs://ks/data/x", False, True, 1),
+        ("hdfs://nn/x", False, True, 1),
+        ("s3a://bucket/x", False, False, 0),  # an object store: the call's own exception answers
+        ("ABFSS://c@a.dfs.core.windows.net/x", False, False, 0),
+        ("gs://bucket/x", True, False, 0),
+    ],
+)
+def test_a_missing_path_is_asked_first_except_on_object_stores(path, there, missing, asked):
+    from spark_keyed_sql.state.hadoop_fs import HadoopFS
+
+    fs = _CountingFS(there)
+    assert HadoopFS._missing(fs, None, path) is missing
+    assert fs.asked == asked
+
+
 @pytest.mark.parametrize("where", ["local", "viewfs"])
 def test_list_names_odd_and_many_entries(spark, viewfs, where):
     """A listing comes back from the JVM as one string split at the parent's path; names with
