@@ -83,7 +83,7 @@ _STATS_READ_HERE = 16
 def _stats(spark: SparkSession, directory: str, fs: Any) -> dict[int, TaskStats]:
     """Per state partition: the stats a job wrote."""
     path = join(directory, OutputKind.STATS.directory)
-    files = [n for n in fs.list(path) if n.endswith(".parquet")]
+    files = [n for n in fs.list(path) if n.endswith(".parquet") and not n.startswith(("_", "."))]  # (as Spark reads)
     if not files:
         return {}
     columns = [PART, *TaskStats.COLUMNS]
