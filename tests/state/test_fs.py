@@ -301,6 +301,7 @@ ALLOWED = {
     ("cli.py", "read_sql_file"),  # the user's SQL file
     ("cli.py", "_load"),  # the SQL file's directory, to find its UDF modules
     ("faults.py", "crash_point"),  # the crash tests' hit counter: a local test directory, never a checkpoint
+    ("step.py", "_stats"),  # parses stats files' bytes that CheckpointFS read (pq over a BytesIO, no path)
 }
 
 
