@@ -127,19 +127,24 @@ class HadoopFS(CheckpointFS):
     def exists(self, path: str) -> bool:
         return bool(self._call(path, "path", lambda fs, p: fs.exists(p)))
 
-    def is_dir(self, path: str) -> bool:
+    def _status(self, path: str) -> Any | None:
+        """``path``'s Hadoop ``FileStatus``; None when it does not exist."""
 
         def f(fs, p):
             if self._missing(fs, p, path):
-                return False
+                return None
             try:
-                return fs.getFileStatus(p).isDirectory()
-            except Exception as exc:  # noqa: BLE001 - removed in between
+                return fs.getFileStatus(p)
+            except Exception as exc:  # noqa: BLE001 - removed in between (or missing, on an object store)
                 if "FileNotFoundException" in str(exc):
-                    return False
+                    return None
                 raise
 
-        return bool(self._call(path, "path", f))
+        return self._call(path, "path", f)
+
+    def is_dir(self, path: str) -> bool:
+        status = self._status(path)
+        return status is not None and bool(status.isDirectory())
 
     def list(self, path: str) -> list[str]:
         """Names in directory ``path`` (empty when it does not exist), Hadoop's checksum files left out."""
@@ -196,15 +201,18 @@ class HadoopFS(CheckpointFS):
 
     # ------------------------------------------------------------------ reading
     def read_bytes(self, path: str) -> bytes:
-        part = self._record(path)
-        if part is not None:
-            return record_text(self._read(part))
+        # one status answers missing, a record directory (a Connect session wrote it) or a file
+        status = self._status(path)
+        if status is None:
+            raise FileNotFoundError(path)
+        if status.isDirectory():
+            return record_text(self._read(self._part(path)))
         return self._read(path)
 
     def _read(self, path: str) -> bytes:
+        """The bytes of a file ``read_bytes`` found (one removed since: ``FileNotFoundError``)."""
+
         def f(fs, p):
-            if self._missing(fs, p, path):
-                raise FileNotFoundError(path)
             dfs, dp = self._direct(fs, p)
             stream = dfs.open(dp)
             try:
