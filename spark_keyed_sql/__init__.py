@@ -8,15 +8,15 @@ that the installed PySpark is one this package supports (docs/compatibility.md).
 from __future__ import annotations
 
 import logging
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # quiet unless the application configures logging ("spark_keyed_sql" and its per-module
 # loggers; the CLI's --debug shows them): docs/troubleshooting.md
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 from .compat.interpreter import default_worker_python  # noqa: E402
-from .compat.versions import check_python  # noqa: E402
+from .compat.lazy import lazy_names  # noqa: E402
+from .compat.versions import check_python, require_pyspark  # noqa: E402
 
 check_python()
 default_worker_python()
@@ -62,17 +62,7 @@ _ON_SPARK = {
     "StateEvolutionError": ".state.evolution",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _ON_SPARK.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spark_keyed_sql' has no attribute {name!r}")
-    from .compat.versions import require_pyspark
-
-    require_pyspark(name)
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _ON_SPARK, before=require_pyspark)
 
 
 __all__ = [

@@ -11,14 +11,19 @@ from typing import Any
 __all__ = ["lazy_names"]
 
 
-def lazy_names(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
+def lazy_names(
+    package: str, where: Mapping[str, str], before: Callable[[str], object] | None = None
+) -> Callable[[str], Any]:
     """The module ``__getattr__`` of ``package`` loading each name of ``where`` (name -> the
-    relative module holding it) on first use and keeping it in the package's namespace."""
+    relative module holding it) on first use and keeping it in the package's namespace.
+    ``before(name)`` runs first (e.g. a check that raises a clear error instead)."""
 
     def __getattr__(name: str) -> Any:
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        if before is not None:
+            before(name)
         value = getattr(import_module(module, package), name)
         setattr(sys.modules[package], name, value)
         return value
