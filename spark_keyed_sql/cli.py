@@ -158,10 +158,9 @@ def _session(master: str | None):
         return spark
     if master is None and _under_spark_submit():
         spark = SparkSession.builder.appName("spark-keyed-sql").getOrCreate()  # spark-submit's master and conf
-    elif master is None or master.startswith("local"):
-        with filtered_jvm_stderr(enabled=not _DEBUG):  # (the JVM starts here: tws's worker lines left out)
-            level = "WARN" if _DEBUG else "ERROR"
-            return local_session("spark-keyed-sql", master=master or "local[2]", log_level=level, quiet=not _DEBUG)
+    elif master is None or master.startswith("local"):  # (quiet: tws's worker lines left out as the JVM starts)
+        level = "WARN" if _DEBUG else "ERROR"
+        return local_session("spark-keyed-sql", master=master or "local[2]", log_level=level, quiet=not _DEBUG)
     else:
         with filtered_jvm_stderr(enabled=not _DEBUG):
             spark = (

@@ -1,12 +1,14 @@
-"""The CLI's console without PySpark's transformWithState driver-worker lines.
+"""A quiet local session's console (``local_session``, the CLI) without PySpark's
+transformWithState driver-worker lines.
 
 A query on engine ``tws`` starts pyspark's driver-side transformWithState worker once per query
 run, and that worker ``print``s five lines (and a blank line after each) that the JVM copies to
-its standard error, past log4j, so no log level hides them. The CLI starts its JVM with a pipe
-as that standard error and passes everything through but those lines and the JVM's own notice
-of the incubator module Spark 4 loads ("WARNING: Using incubator modules: jdk.incubator.vector",
-printed before anything else, so a failure's one ``error:`` line was not the first line); what
-the JVM writes once the CLI has exited, while it shuts down, is not shown.
+its standard error, past log4j, so no log level hides them. A quiet ``local_session`` (the CLI's
+too) starts its JVM with a pipe as that standard error and passes everything through but those
+lines and the JVM's own notice of the incubator module Spark 4 loads ("WARNING: Using incubator
+modules: jdk.incubator.vector", printed before anything else, so a failure's one ``error:`` line
+was not the first line); what the JVM writes once the process has exited, while it shuts down,
+is not shown.
 """
 
 from __future__ import annotations

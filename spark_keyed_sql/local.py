@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 from .engines.settings import configure_session
+from .engines.streams import RUN_QUERY_NAME
 from .java import require_java
+from .jvm_stderr import filtered_jvm_stderr
 
-__all__ = ["local_session", "QUIET_LOGGERS"]
+__all__ = ["local_session", "QUIET_LOGGERS", "QUIET_MESSAGES"]
 
 # Spark's known-harmless noise, and the loggers that repeat a failure the user gets anyway as
 # the exception a call raises (a task's stack trace, logged by the executor and the scheduler)
@@ -26,6 +28,18 @@ QUIET_LOGGERS = {
     "org.apache.spark.sql.execution.streaming.sinks.FileStreamSink": "error",
     "org.apache.hadoop.util.NativeCodeLoader": "error",
     "org.apache.spark.util.Utils": "error",  # "Your hostname resolves to a loopback address"
+}
+
+# Lines (each with a stack trace) that repeat a failure the caller gets as the exception a call
+# raises, left out by message: a task that fails ("Aborting task"), the write it was part of
+# ("Aborting job", "Job ... aborted."), and a ks.run whose query ended with the error ks.run
+# raises. The same loggers' other lines stay, and so does a ks.start query's failure (no call
+# raises it: the log is where a stream that dies in the background says so).
+_QUERY_RUNS = ("org.apache.spark.sql.execution.streaming", "org.apache.spark.sql.execution.streaming.runtime")
+QUIET_MESSAGES = {
+    "org.apache.spark.util.Utils": "Aborting task",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter": "Aborting job |Job:? .* aborted",
+    **{f"{p}.MicroBatchExecution": f"Query {RUN_QUERY_NAME} .*terminated with error" for p in _QUERY_RUNS},
 }
 
 
@@ -43,8 +57,17 @@ def _log4j_config() -> str:
         "appender.console.layout.type = PatternLayout",
         "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex",
     ]
-    for i, (name, lvl) in enumerate(sorted(QUIET_LOGGERS.items())):
-        lines += [f"logger.ks{i}.name = {name}", f"logger.ks{i}.level = {lvl}"]
+    for i, name in enumerate(sorted(QUIET_LOGGERS.keys() | QUIET_MESSAGES.keys())):
+        lines += [f"logger.ks{i}.name = {name}"]
+        if name in QUIET_LOGGERS:  # (else the level is the root's, as set_log_level makes it)
+            lines += [f"logger.ks{i}.level = {QUIET_LOGGERS[name]}"]
+        if name in QUIET_MESSAGES:
+            lines += [
+                f"logger.ks{i}.filter.quiet.type = RegexFilter",
+                f"logger.ks{i}.filter.quiet.regex = (?s)({QUIET_MESSAGES[name]}).*",
+                f"logger.ks{i}.filter.quiet.onMatch = DENY",
+                f"logger.ks{i}.filter.quiet.onMismatch = NEUTRAL",
+            ]
     text = "\n".join(lines) + "\n"
     # one file per content, reused by every session (not one more temp file per start)
     path = os.path.join(
@@ -72,7 +95,9 @@ def local_session(
 
     Python workers use this interpreter (``PYSPARK_PYTHON`` is set before Spark starts, unless
     it is already set), a few shuffle partitions suit a laptop's data, there are no stage
-    progress bars, and (``quiet``) Spark's start-up and known-harmless log lines are not shown.
+    progress bars, and (``quiet``) Spark's start-up and known-harmless log lines are not shown,
+    nor the executor's and Spark's logs of a failure a call raises as its own error (a ks.run
+    whose class raised), nor the lines pyspark's transformWithState worker prints.
     ``conf``: more Spark settings for a new session, e.g. ``spark.hadoop.*`` for a checkpoint
     store (they must be given when the session starts); ``java_options``: more options for the
     driver's JVM (a new session only)."""
@@ -86,7 +111,15 @@ def local_session(
     java_options = f"-Duser.timezone=UTC {java_options}".strip()
     if quiet:
         java_options += f" -Dlog4j2.configurationFile={_log4j_config()}"
-    spark = (
+    with filtered_jvm_stderr(enabled=quiet):  # (a JVM started here: tws's worker lines left out)
+        spark = _start(builder, app, master, shuffle_partitions, java_options)
+    spark.sparkContext.setLogLevel(log_level.upper())
+    configure_session(spark)
+    return spark
+
+
+def _start(builder: SparkSession.Builder, app: str, master: str, shuffle_partitions: int, java_options: str):
+    return (
         builder.appName(app)
         .master(master)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -97,6 +130,3 @@ def local_session(
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel(log_level.upper())
-    configure_session(spark)
-    return spark

@@ -94,6 +94,8 @@ def main(argv: list[str]) -> int:
             # reference pair's full run
             if name == LOWEST:
                 tests.append("tests/test_packaging.py")
+            elif spark == OLDEST[0]:  # (the oldest Spark's log lines and logger names differ)
+                tests.append("tests/test_local_quiet.py")
             code = _run(py, ["-m", "not slow and not cluster", *tests], log)
         log.flush()
         results.append((name, code, log.name))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from typing import Any
 from urllib.parse import unquote
 
@@ -16,6 +17,7 @@ from .background import failure_of
 from .base import StreamJob
 
 __all__ = [
+    "RUN_QUERY_NAME",
     "configure_writer",
     "not_a_stream",
     "reattach_table",
@@ -26,6 +28,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# the name of a ks.run's query (and a suffix of its own: names are unique among a session's
+# active queries): its failure reaches the caller as the error ks.run raises, so a quiet session
+# (``local.py``) leaves out Spark's "terminated with error" log of it
+RUN_QUERY_NAME = "spark-keyed-sql run"
 
 
 def table_details(spark: Any, table: str) -> dict[str, str] | None:
@@ -118,7 +124,7 @@ def configure_writer(writer: Any, job: StreamJob, checkpoint: str | None) -> Any
     if checkpoint:
         writer = writer.option("checkpointLocation", checkpoint)
     if job.available_now:
-        return writer.trigger(availableNow=True)
+        return writer.queryName(f"{RUN_QUERY_NAME} {uuid.uuid4().hex[:12]}").trigger(availableNow=True)
     if job.trigger:
         return writer.trigger(processingTime=job.trigger)
     return writer
