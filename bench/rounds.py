@@ -5,7 +5,8 @@ Python worker costs by itself), the hand-written ``mapInArrow`` floor and ``ks.s
 ``bulk``, alternating in one session, each path's whole output to Spark's ``noop`` sink: after a
 warm-up of every path, ``--rounds`` rounds of the four, each ratio from each path's best time.
 What a ratio near its target needs: native Spark's own time moves 20-40% between runs, and
-alternating puts every path under the same conditions.
+alternating puts every path under the same conditions. A second line gives the median of the
+ratios taken within each round (less moved by one lucky round than a ratio of bests).
 
 ``--root DIR`` runs another checkout's package and bench (e.g. ``git archive <rev> spark_keyed_sql
 bench | tar -x -C DIR``) on the same data, for a before/after pair of runs.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 
 
@@ -85,6 +87,14 @@ def main() -> None:
             f"ks-native / native {best['ks-native'] / best['native']:.2f}x",
             flush=True,
         )
+        # the same ratios round by round (each round runs every path once, one after the other:
+        # a ratio within a round shares the machine's moment), their median: one lucky best
+        # round of either side moves it far less than it moves a ratio of bests
+        pairs = {"bulk / no-work": ("bulk", "no-work"), "ks-native / native": ("ks-native", "native")}
+        paired = {
+            name: statistics.median(x / y for x, y in zip(times[a_], times[b_])) for name, (a_, b_) in pairs.items()
+        }
+        print("  median of the rounds' ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in paired.items()), flush=True)
     spark.stop()
 
 

@@ -392,7 +392,7 @@ def _for_streams(source: str, annotate: bool) -> str:
 
 
 @settings(
-    max_examples=int(os.environ.get("KS_NATIVE_STREAM_EXAMPLES", "4")),
+    max_examples=int(os.environ.get("KS_NATIVE_STREAM_EXAMPLES", "100")),  # (hypothesis' default)
     database=None,
     deadline=None,
     suppress_health_check=list(HealthCheck),
