@@ -1,5 +1,5 @@
 """A file sink's metadata log (``<output>/_spark_metadata``) kept in step with a checkpoint whose
-batches an edit added.
+batches an edit added, or that ran before this output was given.
 
 A DELETE / UPDATE of a ``tws`` checkpoint commits a batch of its own (``engines/tws/erase.py``)
 that Spark never ran, so the query's file sink has no log entry for it. Spark's reader of the
@@ -7,7 +7,9 @@ output (and the sink's own compaction) needs every batch's entry from the last c
 once the query's next batch is logged after the gap, ``spark.read.parquet(output)`` fails with
 "_spark_metadata/N doesn't exist". Before a run starts on the checkpoint, the batches it
 committed that the log lacks are logged here with no file — what Spark's sink writes for a batch
-without output rows — as Spark names and compacts them (``CompactibleFileStreamLog``)."""
+without output rows — as Spark names and compacts them (``CompactibleFileStreamLog``). The same
+holds for an output directory new to a checkpoint that has run (``ks.run`` into another
+``output``): its log starts with the checkpoint's batches so far, each without a file."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 
 METADATA_DIR = "_spark_metadata"
 _COMPACT = ".compact"
+_VERSION = "v1"  # FileStreamSinkLog.VERSION
 _INTERVAL_CONF = "spark.sql.streaming.fileSink.log.compactInterval"
 
 
@@ -67,15 +70,22 @@ def _compacted(entries: list[str]) -> list[str]:
 def fill_sink_log(spark: Any, fs: Any, committed: int | None, output: str) -> list[int]:
     """Log the batches up to ``committed`` (the query's checkpoint's last committed batch, read
     before this lists the log) that ``output``'s file sink log lacks, each with no file; the
-    batch ids logged. Nothing when the output has no log yet."""
+    batch ids logged. An output without a log (new to a checkpoint that has committed batches)
+    gets one from batch 0 on: Spark's sink would log the next batch alone, which its reader
+    refuses ("_spark_metadata/0 doesn't exist")."""
     metadata = join(output, METADATA_DIR)
-    if committed is None or not fs.exists(metadata):
+    if committed is None:
         return []
-    files = {b: name for name in fs.list(metadata) if (b := _batch_id(name)) is not None}
-    if not files or committed <= max(files):
+    files = {b: name for name in fs.list(metadata) if (b := _batch_id(name)) is not None} if fs.exists(metadata) else {}
+    if committed <= max(files, default=-1):
         return []
-    latest = max(files)
-    version = fs.read_text(join(metadata, files[latest])).split("\n", 1)[0].strip() or "v1"
+    # (no log yet, on a checkpoint with batches: an output directory new to a running checkpoint,
+    # whose first logged batch would be the next one; logged from batch 0 on, with no file)
+    latest = max(files, default=-1)
+    version = fs.read_text(join(metadata, files[latest])).split("\n", 1)[0].strip() if files else ""
+    version = version or _VERSION
+    if not files:
+        fs.mkdirs(metadata)
     try:
         default = int(spark.conf.get(_INTERVAL_CONF, None) or 10)
     except (TypeError, ValueError):
@@ -107,7 +117,8 @@ def fill_sink_log(spark: Any, fs: Any, committed: int | None, output: str) -> li
     if not written:
         return written
     log.info(
-        "output %s: its file sink log lacked batch(es) %s that the query's checkpoint committed (an edit's); "
+        "output %s: its file sink log lacked batch(es) %s that the query's checkpoint committed (an edit's, or "
+        "all before this output was first given); "
         "logged them without files, so the output stays readable",
         output,
         ", ".join(map(str, written)),

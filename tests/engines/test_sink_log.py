@@ -37,6 +37,9 @@ class LocalFS:
         os.rename(src, dst)
         return True
 
+    def mkdirs(self, p):
+        os.makedirs(p, exist_ok=True)
+
     def delete(self, p, recursive=True):
         os.remove(p)
         return True
@@ -118,9 +121,19 @@ def test_a_log_spark_could_not_compact_is_not_written_over(tmp_path):
     assert "9.compact" not in log_files(out)
 
 
-def test_nothing_is_written_for_an_output_without_a_log_or_one_as_new_as_the_checkpoint(tmp_path):
+def test_nothing_is_written_for_a_log_as_new_as_the_checkpoint_or_a_new_output_of_a_new_checkpoint(tmp_path):
     out, last = make(tmp_path, {"0": [entry(0)], "1": [entry(1)]}, committed=1)
     assert fill_sink_log(Session(), LocalFS(), last, out) == []
     assert sorted(log_files(out)) == ["0", "1"]
-    assert fill_sink_log(Session(), LocalFS(), last, str(tmp_path / "new-output")) == []
+    assert fill_sink_log(Session(), LocalFS(), None, str(tmp_path / "new-output")) == []  # no batch yet
     assert not os.path.exists(tmp_path / "new-output")
+
+
+def test_an_output_new_to_a_checkpoint_that_ran_gets_a_log_of_its_batches_so_far(tmp_path):
+    # (ks.run into another output: Spark's sink would log the next batch alone, and its reader
+    # refuses a log without batch 0)
+    out = str(tmp_path / "new-output")
+    assert fill_sink_log(Session(interval=5), LocalFS(), 6, out) == list(range(7))
+    files = log_files(out)
+    assert sorted(files) == sorted(["0", "1", "2", "3", "4.compact", "5", "6"])
+    assert all(text == "v1" for text in files.values())  # every batch without a file

@@ -105,6 +105,29 @@ def test_run_incremental_exactly_once(spark, ks, tmp_path):
     assert got == oracle(files[0] + files[1] + files[2])
 
 
+def test_run_into_another_output_directory_continues_the_state_and_reads_back(spark, ks, tmp_path):
+    """A later ks.run of a checkpoint into a new output directory: the directory holds that
+    run's rows (state continued), readers can read it, and the summary counts them (on tws,
+    Spark's file sink would log the run's batch alone, which its reader refuses)."""
+    ks.register("running_sum", RunningSum, returns="n bigint, total double")
+    src, cp = str(tmp_path / "in"), str(tmp_path / "cp")
+    files = [make_events(60, per_key=2, seed=s, start_second=10_000 * s) for s in (7, 8, 9)]
+    sql = (
+        f"SELECT user_id, s.n, s.total FROM parquet.`{src}` GROUP BY KEY user_id "
+        "WITH STATE running_sum(value) AS s ORDER BY ts"
+    )
+    for i, part in enumerate(files):
+        write_parquet(spark, part, src)
+        ks.run(sql, checkpoint=cp, output=str(tmp_path / ("out0" if i < 2 else "out2")))
+    earlier = set(oracle(files[0] + files[1]))
+    expected = sorted(set(oracle(files[0] + files[1] + files[2])) - earlier)  # the third run's rows
+    assert sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out2")).collect()) == expected
+    assert sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out0")).collect()) == sorted(earlier)
+    write_parquet(spark, make_events(30, per_key=1, seed=10, start_second=50_000), src)
+    summary = ks.run(sql, checkpoint=cp, output=str(tmp_path / "out3"))
+    assert summary["output_rows"] == 30 == spark.read.parquet(str(tmp_path / "out3")).count()
+
+
 @pytest.mark.parametrize("spelling", ["{t} AS e", "STREAM {t}", "STREAM({t}) AS e"])
 def test_run_reads_a_catalog_table_as_a_stream(spark, ks_auto, tmp_path, spelling):
     """A catalog table, aliased, and Spark 4.1's ``FROM STREAM t`` / ``FROM STREAM(t)`` (taken
