@@ -52,16 +52,18 @@ def test_tws_without_the_rocksdb_store_says_what_to_set(spark, bare_conf):
 
 
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
 @pytest.fixture
 def encoding_restored(spark):
-    before = spark.conf.get(ENCODING, None)
+    before = {k: spark.conf.get(k, None) for k in (ENCODING, CHANGELOG)}
     yield
-    if before is None:
-        spark.conf.unset(ENCODING)
-    else:
-        spark.conf.set(ENCODING, before)
+    for k, v in before.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
 
 
 def _events(spark, path, users):
@@ -103,10 +105,13 @@ def test_a_tws_stream_starts_in_avro_and_leaves_the_session_as_it_was(spark, tmp
     src, cp = str(tmp_path / "in"), tmp_path / "cp"
     users = ["a", "b", "a"]
     _events(spark, src, users)
-    before = spark.conf.get(ENCODING, None)
+    before, changelog = spark.conf.get(ENCODING, None), spark.conf.get(CHANGELOG, None)
     sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE se_count_tws(value)"
     ks.run(sql, checkpoint=str(cp), output=str(tmp_path / "out"))
     assert spark.conf.get(ENCODING, None) == before
+    assert spark.conf.get(CHANGELOG, None) == changelog  # (started with it, the session left as it was)
+    if changelog is None:  # (unless an earlier test's session says otherwise)
+        assert list(cp.rglob("*.changelog"))  # RocksDB changelogs: what a DELETE's audit reads
     offsets = [p for p in cp.rglob("offsets/0") if p.is_file()]
     assert offsets, sorted(str(p) for p in cp.rglob("*"))[:20]
     metadata = json.loads(offsets[0].read_text().splitlines()[1])
@@ -141,6 +146,7 @@ def test_a_tws_stream_you_start_yourself_gets_avro_through_the_session(spark, tm
     import json
 
     spark.conf.unset(ENCODING)
+    spark.conf.unset(CHANGELOG)
     ks = KeyedSQL(spark, engine="tws")
     ks.register("se_count_own", Count, returns="n bigint")
     src, cp, out = str(tmp_path / "in"), tmp_path / "cp", str(tmp_path / "out")
@@ -150,6 +156,8 @@ def test_a_tws_stream_you_start_yourself_gets_avro_through_the_session(spark, tm
     df = ks.apply(stream, "se_count_own", key="user_id")
     assert spark.conf.get(ENCODING, None) == "avro"
     assert any(ENCODING in e and "start" in e for e in ks.side_effects()), ks.side_effects()
+    assert spark.conf.get(CHANGELOG) == "true"
+    assert any(CHANGELOG in e for e in ks.side_effects()), ks.side_effects()
     q = df.writeStream.format("parquet").option("path", out).option("checkpointLocation", str(cp))
     q = q.trigger(availableNow=True).start()
     q.awaitTermination(300)
@@ -161,3 +169,20 @@ def test_a_tws_stream_you_start_yourself_gets_avro_through_the_session(spark, tm
         seen[u] = seen.get(u, 0) + 1
         want.append((u, seen[u]))
     assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == sorted(want)
+
+
+@pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
+def test_a_users_own_changelog_setting_is_kept(spark, tmp_path, encoding_restored):
+    """RocksDB changelog checkpointing is a default a tws stream starts with, not an override: a
+    session that turned it off runs its tws streams without changelogs (and a DELETE's audit
+    then knows no output batch)."""
+    spark.conf.set(CHANGELOG, "false")
+    ks = KeyedSQL(spark, engine="tws")
+    ks.register("se_count_off", Count, returns="n bigint")
+    src, cp = str(tmp_path / "in"), tmp_path / "cp"
+    _events(spark, src, ["a", "b", "a"])
+    sql = f"SELECT user_id, n FROM parquet.`{src}` GROUP BY KEY user_id WITH STATE se_count_off(value)"
+    ks.run(sql, checkpoint=str(cp), output=str(tmp_path / "out"))
+    assert spark.conf.get(CHANGELOG) == "false"
+    assert not list(cp.rglob("*.changelog")) and list(cp.rglob("*.zip"))
+    assert not any(CHANGELOG in e for e in ks.side_effects()), ks.side_effects()

@@ -259,6 +259,8 @@ class Engine(ABC):
     # session settings a stream of this engine starts with (ks.start / ks.run give them to the
     # query while it starts; a streaming DataFrame handed to the user puts them in the session)
     stream_conf: ClassVar[dict[str, str]] = {}
+    # the same for settings the session does not set itself (a user's own value is kept)
+    stream_defaults: ClassVar[dict[str, str]] = {}
 
     @abstractmethod
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:

@@ -71,6 +71,35 @@ def test_delete_on_a_stopped_tws_checkpoint_erases_and_the_query_continues_once(
     assert again["keys_matched"] == 0 and again["batch_id"] is None
 
 
+def test_the_audit_names_the_batches_that_changed_the_erased_key_and_no_changelog_keeps_it(spark, kt, tmp_path):
+    """output_batches on tws: read from Spark's change feed of the checkpoint's changelogs (the
+    engine's streams keep them) before the edit removes that history; the erased key ran in
+    batches 0, 2 and 4 only. Afterwards no changelog or snapshot holds it."""
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    batches = []
+    for b in range(6):
+        rows = [r for r in _rows(b) if b % 2 == 0 or r[0] != ERASED]
+        batches.append(rows)
+        _batch(spark, src, rows)
+        kt.run(SQL.format(src=src), checkpoint=cp, output=out)
+    assert glob.glob(f"{cp}/state/*/*/*.changelog")  # (the history the audit reads: it can fail)
+    expected = [b for b, rows in enumerate(batches) if any(r[0] == ERASED for r in rows)]
+    assert expected == [0, 2, 4]
+    audit = kt.delete_state(cp, where=f"user_id = '{ERASED}'")
+    assert audit["keys_matched"] == 1 and audit["batch_id"] == 6
+    assert audit["output_batches"] == expected
+    assert not glob.glob(f"{cp}/state/*/*/*.changelog")
+    for needle in (ERASED.encode(), SECRET.encode()):
+        assert [p for p, data in _all_bytes(os.path.join(cp, "state")).items() if needle in data] == []
+    # batches after the erase: their changelogs again, and a second erase reads them
+    batches.append(_rows(6))
+    _batch(spark, src, batches[-1])
+    kt.run(SQL.format(src=src), checkpoint=cp, output=out)
+    assert _state(kt, cp) == _oracle(batches, erased_after=5)
+    again = kt.delete_state(cp, where=f"user_id = '{ERASED}'")
+    assert again["keys_matched"] == 1 and again["output_batches"] == [7]
+
+
 def test_an_output_table_reads_whole_after_a_delete(spark, kt, tmp_path):
     """ks.run into a table (a file table: Spark's file sink at its location): after the edit's
     batch, which Spark never ran, the next run's rows and the earlier ones all read back."""

@@ -50,7 +50,7 @@ from ...state.reader import null_safe_match
 from ..base import new_audit
 from ..edit_values import assigned_values, check_statement, first_line
 from .collection_edit import COLLECTION_KINDS, collection_rows, counted_lists, swapped
-from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, batch_time_ms, state_variable, stored_targets
+from .layout import ADDED, ATTRIBUTES_VAR, HIDDEN, batch_time_ms, operator_info, state_variable, stored_targets
 from .unsafe_row import encoded
 
 __all__ = ["ERASED_FILE", "applied", "edit_state", "edit_unavailable", "erased_before", "has_state_rewriter"]
@@ -215,6 +215,7 @@ def edit_state(
         audit["seconds"] = round(time.time() - started, 3)
         return audit
     key_fields = [f"__ks_k{i}" for i in range(len(keys))]
+    output_batches = _output_batches(spark, fs, checkpoint, op_index, matched, len(keys), n)
     if kind == "update":
         values, collections = _new_values(spark, checkpoint, n, op, op_index, targets, flagged, assignments, spec, what)
         try:  # computed (and every value encoded) before anything is written
@@ -262,17 +263,81 @@ def edit_state(
     fs.copy(join(checkpoint, "commits", str(n)), join(checkpoint, "commits", str(n + 1)))
     # 4. the history before it: recorded as erased, then removed
     counts = {k: audit[k] for k in ("operation", "function", "keys_matched", "state_rows")}
-    record = {"before": n + 1, "request": request, "audit": counts | {"batch_id": n + 1, "output_batches": []}}
+    counts |= {"batch_id": n + 1, "output_batches": output_batches}
+    record = {"before": n + 1, "request": request, "audit": counts}
     fs.create_text(join(checkpoint, ERASED_FILE), json.dumps(record), overwrite=True)
     removed = _purge(fs, join(checkpoint, "state"), n + 2)
     audit.update(
         versions_rewritten=len(commits),
         files_removed=removed,
         batch_id=n + 1,
+        output_batches=output_batches,
         seconds=round(time.time() - started, 3),
     )
     log.info("%s: %d key(s) erased at batch %d; %d file(s) removed", what, found, n + 1, removed)
     return audit
+
+
+def _changelog_start(fs: Any, op_dir: str, n: int) -> int | None:
+    """The first batch from which every partition of the operator keeps a changelog of each
+    state version up to batch ``n``'s (Spark's state version = batch + 1; a checkpoint written
+    with RocksDB changelog checkpointing keeps one per version it retains); None: none kept."""
+    if not fs.exists(op_dir):
+        return None
+    lows = []
+    for part in fs.list(op_dir):
+        d = join(op_dir, part)
+        if not part.isdigit() or not fs.is_dir(d):
+            continue
+        versions = {
+            int(head)
+            for name in fs.list(d)
+            if name.endswith(".changelog") and (head := name.split(".", 1)[0].split("_", 1)[0]).isdigit()
+        }
+        low = n + 1
+        if low not in versions:
+            return None
+        while low - 1 in versions:
+            low -= 1
+        lows.append(low)
+    return max(lows) - 1 if lows else None
+
+
+def _output_batches(
+    spark: SparkSession, fs: Any, checkpoint: str, op_index: int, matched: DataFrame, key_count: int, n: int
+) -> list[int]:
+    """The batches, as far as the checkpoint's changelogs go back, that changed a matched key's
+    state (any of its variables): the batches that ran the key with a change, whose output may
+    hold it. Read with Spark's change feed of each state variable (``readChangeFeed``), before
+    the edit removes that history; none kept (changelog checkpointing off): empty."""
+    start = _changelog_start(fs, join(checkpoint, "state", str(op_index)), n)
+    if start is None:
+        return []
+    try:
+        info = operator_info(spark, checkpoint, op_index)
+        families = [v["stateName"] for v in json.loads(info.operatorProperties).get("stateVariables", [])]
+    except Exception as exc:  # noqa: BLE001 - the audit says none known, the edit goes on
+        log.info("output batches of %s not read: %s", checkpoint, first_line(exc))
+        return []
+    found: set[int] = set()
+    for family in families:
+        try:
+            feed = (
+                spark.read.format("statestore")
+                .option("operatorId", op_index)
+                .option("stateVarName", family)
+                .option("readChangeFeed", "true")
+                .option("changeStartBatchId", start)
+                .option("changeEndBatchId", n)
+                .load(checkpoint)
+            )
+            names = [f.name for f in feed.schema["key"].dataType.fields][:key_count]
+            cond = null_safe_match((F.col("key")[f], F.col(f"__m{i}")) for i, f in enumerate(names))
+            hits = feed.join(matched, on=cond, how="left_semi") if cond is not None else feed
+            found |= {int(r[0]) for r in hits.select("batch_id").distinct().collect()}
+        except Exception as exc:  # noqa: BLE001 - a variable Spark's feed cannot read: left out, said
+            log.info("output batches of %s: state variable %r not read: %s", checkpoint, family, first_line(exc))
+    return sorted(found)
 
 
 def _new_values(

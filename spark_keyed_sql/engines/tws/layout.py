@@ -30,6 +30,7 @@ __all__ = [
     "StoredTarget",
     "TwsLayout",
     "batch_time_ms",
+    "operator_info",
     "state_variable",
     "stored_targets",
 ]
@@ -102,7 +103,7 @@ def _live_items(items: Any, now: int | None, stored: Any = lambda x: x) -> Any:
     return F.when(F.size(kept) > 0, kept)
 
 
-def _operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
+def operator_info(spark: SparkSession, checkpoint: str, op_index: int) -> Any:
     ensure_state_store_coordinator(spark)  # Spark's statestore reader is a batch query on the state store
     found = features(spark)
     if not found.has(Feature.STATE_READER):
@@ -154,7 +155,7 @@ class StoredTarget:
 
 def stored_targets(spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord) -> dict[str, StoredTarget]:
     """Each state column read_state shows (by that name) -> where it is stored."""
-    info = _operator_info(spark, checkpoint, op_index)
+    info = operator_info(spark, checkpoint, op_index)
     props = json.loads(info.operatorProperties)
     attribute_names, variable_names = _shown_names(op.attributes), _shown_names(op.variables)
     out: dict[str, StoredTarget] = {}
@@ -230,13 +231,13 @@ class TwsLayout(StateLayout):
     def batch_range(
         self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None
     ) -> tuple[int, int]:
-        info = _operator_info(spark, checkpoint, op_index)
+        info = operator_info(spark, checkpoint, op_index)
         return info.minBatchId, info.maxBatchId
 
     def read(
         self, spark: SparkSession, checkpoint: str, op_index: int, op: OperatorRecord | None, batch_id: int | None
     ) -> DataFrame:
-        info = _operator_info(spark, checkpoint, op_index)
+        info = operator_info(spark, checkpoint, op_index)
         batch = info.maxBatchId if batch_id is None else int(batch_id)
         erased = self.erased_before(spark, checkpoint)
         if erased is not None and batch < erased:
