@@ -6,8 +6,7 @@ session's conf then and keeps the encoding in the checkpoint; in the session it 
 user's own streaming aggregations, which Spark refuses in Avro), and RocksDB changelog
 checkpointing unless the session says otherwise (``TWS_STREAM_DEFAULTS``: each batch's changes
 kept as a changelog beside periodic snapshots, so Spark's change feed can tell which batches
-changed a key, what a DELETE's audit reports; Spark's recommended setting, and a cheaper commit
-than a snapshot each batch)."""
+changed a key, what a DELETE's audit reports; the setting Spark's docs recommend for RocksDB)."""
 
 from __future__ import annotations
 

@@ -391,8 +391,13 @@ def _for_streams(source: str, annotate: bool) -> str:
     )
 
 
+# make fuzz: the examples in shards, one per pytest-xdist worker (each shard draws its own)
+_SHARDS = max(1, int(os.environ.get("KS_NATIVE_STREAM_SHARDS", "1")))
+
+
+@pytest.mark.parametrize("shard", range(_SHARDS))
 @settings(
-    max_examples=int(os.environ.get("KS_NATIVE_STREAM_EXAMPLES", "100")),  # (hypothesis' default)
+    max_examples=-(-int(os.environ.get("KS_NATIVE_STREAM_EXAMPLES", "100")) // _SHARDS),  # (hypothesis' default)
     database=None,
     deadline=None,
     suppress_health_check=list(HealthCheck),
@@ -411,7 +416,9 @@ def _for_streams(source: str, annotate: bool) -> str:
     ),
     annotate=st.booleans(),
 )
-def test_generated_classes_on_streams_agree_with_plain_python(ks_auto, spark, tmp_path_factory, source, data, annotate):
+def test_generated_classes_on_streams_agree_with_plain_python(
+    ks_auto, spark, tmp_path_factory, shard, source, data, annotate
+):
     """Three ks.run increments on one checkpoint (native, Python, native) against the class run
     in plain Python with its instances kept across increments: outputs, state, and what Python
     raises."""
