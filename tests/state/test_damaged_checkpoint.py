@@ -43,7 +43,7 @@ def test_damaged_bulk_state_is_refused(spark, ks_auto, tmp_path, damage):
 
 
 @pytest.mark.spark_feature("TRANSFORM_WITH_STATE")
-@pytest.mark.parametrize("damage", ["truncate_snapshot", "delete_snapshot", "delete_sst"])
+@pytest.mark.parametrize("damage", ["truncate_snapshot", "delete_snapshot", "delete_sst", "truncate_changelog"])
 def test_damaged_tws_state_is_a_clear_error_and_changes_nothing(spark, ks_auto, tmp_path, damage):
     """Spark's RocksDB store refuses damaged files itself (checksums, missing files); ks.run
     turns that into a CheckpointError naming the checkpoint, and nothing is committed."""
@@ -58,10 +58,20 @@ def test_damaged_tws_state_is_a_clear_error_and_changes_nothing(spark, ks_auto, 
     )
     write_parquet(spark, make_events(10, 2, seed=1), src)
     ks.run(sql, checkpoint=cp, output=out)
+    rows = 20
+    if damage == "truncate_changelog":  # (a second batch: its state is the first's snapshot and a changelog)
+        write_parquet(spark, make_events(10, 1, seed=3, start_second=20_000), src)
+        ks.run(sql, checkpoint=cp, output=out)
+        rows = 30
     state_before = sorted(tuple(r) for r in ks.read_state(cp).collect())
     snapshots = sorted(glob.glob(f"{cp}/state/0/*/1.zip"))
     assert snapshots, os.listdir(f"{cp}/state/0")
-    if damage == "truncate_snapshot":
+    if damage == "truncate_changelog":
+        changelogs = [p for p in sorted(glob.glob(f"{cp}/state/0/*/2.changelog")) if os.path.getsize(p) > 64]
+        assert changelogs, sorted(glob.glob(f"{cp}/state/0/*/*"))  # (the engine's streams keep changelogs)
+        with open(changelogs[0], "r+b") as f:
+            f.truncate(os.path.getsize(changelogs[0]) // 2)
+    elif damage == "truncate_snapshot":
         with open(snapshots[0], "r+b") as f:
             f.truncate(os.path.getsize(snapshots[0]) // 2)
     elif damage == "delete_snapshot":
@@ -74,7 +84,7 @@ def test_damaged_tws_state_is_a_clear_error_and_changes_nothing(spark, ks_auto, 
         ks.run(sql, checkpoint=cp, output=out)
     assert "Traceback" not in str(info.value)
     assert sorted(os.listdir(f"{cp}/commits")) == commits  # the batch was not committed
-    assert spark.read.parquet(out).count() == 20  # nor its output
+    assert spark.read.parquet(out).count() == rows  # nor its output
     # reading the damaged state fails loudly too (Spark's own error, when the DataFrame is
     # collected): never a silently shorter table
     with pytest.raises(Exception, match="CANNOT_LOAD_STATE_STORE"):
