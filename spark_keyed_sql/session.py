@@ -33,7 +33,7 @@ from .sql.statement import RunMode, release_views
 from .state_edits import edit_plan, edit_result, edit_state, state_edit_of
 from .streaming import queries
 from .streaming.checkpoints import engine_of
-from .streaming.failures import translating
+from .streaming.failures import from_spark_failure, translating
 
 if TYPE_CHECKING:
     from sqlglot.exp import Expression
@@ -354,15 +354,24 @@ class KeyedSQL:
         keys with their state before and after side by side (columns: the keys, ``old``, ``new``)."""
         from .migrate import migrate_checkpoint
 
-        return migrate_checkpoint(
-            self.spark,
-            src_checkpoint,
-            dst_checkpoint,
-            self.function,
-            function,
-            to_function,
-            transform,
-            partitions,
-            dry_run=dry_run,
-            sample=sample,
-        )
+        try:
+            out = migrate_checkpoint(
+                self.spark,
+                src_checkpoint,
+                dst_checkpoint,
+                self.function,
+                function,
+                to_function,
+                transform,
+                partitions,
+                dry_run=dry_run,
+                sample=sample,
+            )
+        except KeyedSQLError:
+            raise
+        except Exception as exc:  # a Spark job's failure carrying ours (a class's converter that raised)
+            err = from_spark_failure(exc, src_checkpoint)
+            if err is exc:
+                raise
+            raise err from None
+        return translating(out) if isinstance(out, DataFrame) else out

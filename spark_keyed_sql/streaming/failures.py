@@ -32,6 +32,7 @@ from ..api.errors import KeyedSQLError, UserFunctionError, WorkerPythonError
 from ..compat.exceptions import exception_texts
 from ..engines.background import failure_of
 from ..state.checkpoint import CheckpointError, MigrationError
+from ..state.evolution import StateEvolutionError
 
 __all__ = ["cause_of", "from_spark_failure", "from_stream_failure", "key_value", "translating"]
 
@@ -42,6 +43,7 @@ _OURS = {
 }
 _OURS["CheckpointError"] = CheckpointError
 _OURS["MigrationError"] = MigrationError
+_OURS["StateEvolutionError"] = StateEvolutionError  # (a class's converter that raised, in a Spark job)
 # our error's class name, then its message: a first line and the lines indented below it (the
 # user's frames, continuation lines of the cause's message)
 _LINE = re.compile(r"(?:spark_keyed_sql\.[\w.]+\.)?\b(" + "|".join(sorted(_OURS)) + r"): (.+(?:\n  .*)*)")

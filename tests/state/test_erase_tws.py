@@ -88,6 +88,7 @@ def test_the_audit_names_the_batches_that_changed_the_erased_key_and_no_changelo
     audit = kt.delete_state(cp, where=f"user_id = '{ERASED}'")
     assert audit["keys_matched"] == 1 and audit["batch_id"] == 6
     assert audit["output_batches"] == expected
+    assert audit["versions_rewritten"] == 6  # the state of batches 0..5, all kept (Spark keeps 100)
     assert not glob.glob(f"{cp}/state/*/*/*.changelog")
     for needle in (ERASED.encode(), SECRET.encode()):
         assert [p for p, data in _all_bytes(os.path.join(cp, "state")).items() if needle in data] == []
@@ -98,6 +99,7 @@ def test_the_audit_names_the_batches_that_changed_the_erased_key_and_no_changelo
     assert _state(kt, cp) == _oracle(batches, erased_after=5)
     again = kt.delete_state(cp, where=f"user_id = '{ERASED}'")
     assert again["keys_matched"] == 1 and again["output_batches"] == [7]
+    assert again["versions_rewritten"] == 2  # the edit's version and batch 7's: the older were erased
 
 
 def test_an_output_table_reads_whole_after_a_delete(spark, kt, tmp_path):

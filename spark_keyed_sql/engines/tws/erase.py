@@ -216,6 +216,7 @@ def edit_state(
         return audit
     key_fields = [f"__ks_k{i}" for i in range(len(keys))]
     output_batches = _output_batches(spark, fs, checkpoint, op_index, matched, len(keys), n)
+    kept = _kept_versions(fs, join(checkpoint, "state"), n + 1)
     if kind == "update":
         values, collections = _new_values(spark, checkpoint, n, op, op_index, targets, flagged, assignments, spec, what)
         try:  # computed (and every value encoded) before anything is written
@@ -268,7 +269,7 @@ def edit_state(
     fs.create_text(join(checkpoint, ERASED_FILE), json.dumps(record), overwrite=True)
     removed = _purge(fs, join(checkpoint, "state"), n + 2)
     audit.update(
-        versions_rewritten=len(commits),
+        versions_rewritten=kept,
         files_removed=removed,
         batch_id=n + 1,
         output_batches=output_batches,
@@ -276,6 +277,21 @@ def edit_state(
     )
     log.info("%s: %d key(s) erased at batch %d; %d file(s) removed", what, found, n + 1, removed)
     return audit
+
+
+def _kept_versions(fs: Any, state_root: str, newest: int) -> int:
+    """The state versions up to ``newest`` the checkpoint's state files hold (snapshots,
+    changelogs, in any partition of any operator): the history an edit rewrites or drops."""
+    versions: set[int] = set()
+    for op_dir in fs.list(state_root) if fs.exists(state_root) else []:
+        for part in fs.list(join(state_root, op_dir)):
+            d = join(state_root, op_dir, part)
+            if part.isdigit() and fs.is_dir(d):
+                for name in fs.list(d):
+                    head = name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
+                    if head.isdigit() and int(head) <= newest:
+                        versions.add(int(head))
+    return len(versions)
 
 
 def _changelog_start(fs: Any, op_dir: str, n: int) -> int | None:
