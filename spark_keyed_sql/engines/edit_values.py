@@ -152,7 +152,9 @@ def check_statement(
                 vtype = readable.select(F.expr(text).alias("v")).schema["v"].dataType
             except (AnalysisException, ParseException) as exc:
                 raise CheckpointError(
-                    f"{what}: SET {column} = {text}: {first_line(exc)} (columns: {columns})"
+                    f"{what}: SET {column} = {text}: {first_line(exc)} (columns: {columns}). A SET value is an SQL "
+                    "expression: a string value is written quoted, 'text' (from Python: set={'col': \"'text'\"}, or "
+                    "a Python value that is no str: None, a number, a bool, a date or datetime)"
                 ) from None
             target = readable.schema[internal].dataType
             try:  # (a value of a type the column's cannot be cast from: e.g. an array of strings for a list of structs)

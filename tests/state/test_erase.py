@@ -367,6 +367,10 @@ def test_an_update_the_type_cannot_hold_is_refused_naming_column_and_key_before_
         with pytest.raises(KeyedSQLError, match=r"SET total = totl \+ 1: .*totl") as info:
             kb.update_state(cp, set={"total": "totl + 1"}, where=where)
         assert "__ks" not in str(info.value) and f"(columns: {shown})" in str(info.value)
+    # a str from Python is SQL, so text meant as a value is said to need quotes
+    for text in ('["reset"]', "reset me"):
+        with pytest.raises(KeyedSQLError, match=r"SET note = .*a string value is written quoted, 'text'"):
+            kb.update_state(cp, set={"note": text}, where="true")
     with pytest.raises(KeyedSQLError, match=r"WHERE usr = 'k01': .*usr") as info:
         kb.delete_state(cp, where="usr = 'k01'")
     assert "__ks" not in str(info.value) and f"(columns: {shown})" in str(info.value)
