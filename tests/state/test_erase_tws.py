@@ -102,6 +102,25 @@ def test_the_audit_names_the_batches_that_changed_the_erased_key_and_no_changelo
     assert again["versions_rewritten"] == 2  # the edit's version and batch 7's: the older were erased
 
 
+def test_the_audits_look_back_is_bounded_by_the_session(spark, kt, tmp_path):
+    """spark.keyedsql.editOutputBatches: the newest batches whose changelogs the audit reads (a
+    pass over them, bounded)."""
+    src, cp, out = str(tmp_path / "in"), str(tmp_path / "cp"), str(tmp_path / "out")
+    for b in range(4):  # the erased key in batches 0 and 2
+        _batch(spark, src, [r for r in _rows(b) if b % 2 == 0 or r[0] != ERASED])
+        kt.run(SQL.format(src=src), checkpoint=cp, output=out)
+    conf = "spark.keyedsql.editOutputBatches"
+    spark.conf.set(conf, "one")
+    try:
+        with pytest.raises(KeyedSQLError, match=f"{conf} must be a whole number of batches, got 'one'"):
+            kt.delete_state(cp, where=f"user_id = '{ERASED}'")
+        spark.conf.set(conf, "2")  # batches 2 and 3
+        audit = kt.delete_state(cp, where=f"user_id = '{ERASED}'")
+    finally:
+        spark.conf.unset(conf)
+    assert audit["keys_matched"] == 1 and audit["output_batches"] == [2]
+
+
 def test_an_output_table_reads_whole_after_a_delete(spark, kt, tmp_path):
     """ks.run into a table (a file table: Spark's file sink at its location): after the edit's
     batch, which Spark never ran, the next run's rows and the earlier ones all read back."""

@@ -58,6 +58,11 @@ __all__ = ["ERASED_FILE", "applied", "edit_state", "edit_unavailable", "erased_b
 log = logging.getLogger(__name__)
 
 ERASED_FILE = "tws_erased.json"
+# how many of the newest batches an edit's audit reads Spark's change feed of for output_batches:
+# the read is a pass over those batches' changelogs, so it is bounded: an erase's time grows with
+# this, not with the batches Spark retains (100 by default)
+OUTPUT_BATCHES_CONF = "spark.keyedsql.editOutputBatches"
+OUTPUT_BATCHES_DEFAULT = 20
 _REWRITER = "org.apache.spark.sql.execution.streaming.state.StateRewriter"
 _MATCH, _FAMILY, _BYTES = "__ks_match", "__ks_family", "__ks_bytes"
 
@@ -322,13 +327,21 @@ def _changelog_start(fs: Any, op_dir: str, n: int) -> int | None:
 def _output_batches(
     spark: SparkSession, fs: Any, checkpoint: str, op_index: int, matched: DataFrame, key_count: int, n: int
 ) -> list[int]:
-    """The batches, as far as the checkpoint's changelogs go back, that changed a matched key's
-    state (any of its variables): the batches that ran the key with a change, whose output may
-    hold it. Read with Spark's change feed of each state variable (``readChangeFeed``), before
-    the edit removes that history; none kept (changelog checkpointing off): empty."""
+    """The batches, among the newest ``spark.keyedsql.editOutputBatches`` as far as the
+    checkpoint's changelogs go back, that changed a matched key's state (any of its variables):
+    the batches that ran the key with a change, whose output may hold it. Read with Spark's
+    change feed of each state variable (``readChangeFeed``), before the edit removes that
+    history; none kept (changelog checkpointing off): empty."""
     start = _changelog_start(fs, join(checkpoint, "state", str(op_index)), n)
-    if start is None:
+    try:
+        window = int(spark.conf.get(OUTPUT_BATCHES_CONF, None) or OUTPUT_BATCHES_DEFAULT)
+    except ValueError:
+        raise CheckpointError(
+            f"{OUTPUT_BATCHES_CONF} must be a whole number of batches, got {spark.conf.get(OUTPUT_BATCHES_CONF)!r}"
+        ) from None
+    if start is None or window <= 0:
         return []
+    start = max(start, n - window + 1)
     try:
         info = operator_info(spark, checkpoint, op_index)
         families = [v["stateName"] for v in json.loads(info.operatorProperties).get("stateVariables", [])]
