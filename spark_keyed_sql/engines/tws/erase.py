@@ -214,6 +214,7 @@ def edit_state(
     targets = stored_targets(spark, checkpoint, op_index, op) if assignments else {}
     flagged = state.withColumn(_MATCH, F.coalesce(F.expr(where).cast("boolean"), F.lit(False)))
     matched = flagged.where(F.col(_MATCH)).select(*[named(k).alias(f"__m{i}") for i, k in enumerate(keys)])
+    matched = matched.localCheckpoint()  # (one pass over the state: counted, joined to the feed, filtered by)
     found = matched.count()
     audit = new_audit(kind, checkpoint, op.function, found, state_rows=found)
     if found == 0:
@@ -233,7 +234,7 @@ def edit_state(
             ) from None
         transform: _KeyFilter = _ValueSwap(spark, values, collections, key_fields)
     else:
-        transform = _KeyFilter(spark, matched.localCheckpoint(), key_fields)
+        transform = _KeyFilter(spark, matched, key_fields)
     from pyspark.java_gateway import ensure_callback_server_started
 
     ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[attr-defined]
@@ -362,7 +363,7 @@ def _output_batches(
             )
             names = [f.name for f in feed.schema["key"].dataType.fields][:key_count]
             cond = null_safe_match((F.col("key")[f], F.col(f"__m{i}")) for i, f in enumerate(names))
-            hits = feed.join(matched, on=cond, how="left_semi") if cond is not None else feed
+            hits = feed.join(F.broadcast(matched), on=cond, how="left_semi") if cond is not None else feed
             found |= {int(r[0]) for r in hits.select("batch_id").distinct().collect()}
         except Exception as exc:  # noqa: BLE001 - a variable Spark's feed cannot read: left out, said
             log.info("output batches of %s: state variable %r not read: %s", checkpoint, family, first_line(exc))
