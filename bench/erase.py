@@ -78,7 +78,7 @@ def main() -> None:
         print(
             f"round {r + 1}: batch {batches[-1]:.1f} s, erase {erases[-1]:.1f} s (keys matched "
             f"{audit['keys_matched']:,}, versions rewritten {audit['versions_rewritten']}, files removed "
-            f"{audit['files_removed']})",
+            f"{audit['files_removed']}, output batches {audit['output_batches']})",
             flush=True,
         )
     print(
