@@ -18,7 +18,7 @@ from .compat.pandas_warning import preload_quietly, quietly
 from .engines import AUTO, require_engine
 from .engines import choose as choose_engine
 from .engines.base import output_schema
-from .engines.settings import ROCKSDB_PROVIDER, SESSION_SETTINGS, configure_session, unset_defaults
+from .engines.settings import ROCKSDB_PROVIDER, SESSION_SETTINGS, configure_session
 from .engines.state_tables import read_broadcast, read_state, read_state_changes
 from .runtime.clock import session_offset_ms
 from .runtime.connect import is_connect
@@ -206,8 +206,7 @@ class KeyedSQL:
         its engines' streams start with (``ks.start`` / ``ks.run`` give them to their query only),
         listed by ``side_effects``."""
         for eng in engines:
-            settings = unset_defaults(self.spark, eng.stream_defaults) | eng.stream_conf
-            for change in configure_session(self.spark, settings):
+            for change in configure_session(self.spark, eng.stream_settings(self.spark)):
                 change += f" (a streaming DataFrame of engine '{eng.name}' returned for you to start needs it)"
                 self._changes.append(change)
                 log.info("%s", change)

@@ -262,6 +262,12 @@ class Engine(ABC):
     # the same for settings the session does not set itself (a user's own value is kept)
     stream_defaults: ClassVar[dict[str, str]] = {}
 
+    def stream_settings(self, spark: SparkSession) -> dict[str, str]:
+        """What a stream of this engine starts with in ``spark``: ``stream_conf``, and the
+        ``stream_defaults`` the session does not set itself."""
+        own = {key: value for key, value in self.stream_defaults.items() if spark.conf.get(key, None) is None}
+        return own | self.stream_conf
+
     @abstractmethod
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
         """Run ``plan`` over ``df``: a one-shot batch, or (``streams_as_dataframe``) a stream. The

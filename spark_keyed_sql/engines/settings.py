@@ -20,7 +20,6 @@ __all__ = [
     "TWS_STREAM_DEFAULTS",
     "TWS_STREAM_SETTINGS",
     "configure_session",
-    "unset_defaults",
 ]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -32,11 +31,6 @@ ENCODING_CONF = "spark.sql.streaming.stateStore.encodingFormat"
 TWS_STREAM_SETTINGS = {ENCODING_CONF: "avro"}
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 TWS_STREAM_DEFAULTS = {CHANGELOG_CONF: "true"}
-
-
-def unset_defaults(spark: SparkSession, defaults: dict[str, str]) -> dict[str, str]:
-    """``defaults`` the session does not set itself (a user's own value of one is kept)."""
-    return {key: value for key, value in defaults.items() if spark.conf.get(key, None) is None}
 
 
 def configure_session(spark: SparkSession, settings: dict[str, str] = SESSION_SETTINGS) -> list[str]:

@@ -28,7 +28,7 @@ from ...runtime.plan import KeyedPlan
 from ..base import Capabilities, Engine, StreamJob, StreamRun, output_schema
 from ..broadcast_rows import take_broadcasts
 from ..dataframe_stream import DataFrameStreamRun
-from ..settings import TWS_STREAM_DEFAULTS, TWS_STREAM_SETTINGS, unset_defaults
+from ..settings import TWS_STREAM_DEFAULTS, TWS_STREAM_SETTINGS
 from .chunks import CHUNK_COLUMN, ROWS_COLUMN, ChunkFormat, ChunkPacker, ChunkUnpacker, chunk_schema, column_kinds
 from .layout import TwsLayout
 from .touches import KeyTouches
@@ -88,7 +88,7 @@ class TransformWithStateEngine(Engine):
     stream_defaults = TWS_STREAM_DEFAULTS
 
     def start_stream(self, job: StreamJob) -> StreamRun:
-        return DataFrameStreamRun.start(job, conf=unset_defaults(job.spark, self.stream_defaults) | self.stream_conf)
+        return DataFrameStreamRun.start(job, conf=self.stream_settings(job.spark))
 
     def apply(self, df: DataFrame, plan: KeyedPlan) -> DataFrame:
         provider = df.sparkSession.conf.get(PROVIDER_CONF, None) or ""

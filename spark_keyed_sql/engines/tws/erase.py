@@ -34,7 +34,7 @@ import json
 import logging
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -285,19 +285,34 @@ def edit_state(
     return audit
 
 
+def _partition_dirs(fs: Any, op_dir: str) -> Iterator[str]:
+    """The state partition directories of one operator (``state/<op>/<partition>``)."""
+    for part in fs.list(op_dir):
+        d = join(op_dir, part)
+        if part.isdigit() and fs.is_dir(d):
+            yield d
+
+
+def _all_partition_dirs(fs: Any, state_root: str) -> Iterator[str]:
+    """Every operator's state partition directories under ``state_root``."""
+    for op_dir in fs.list(state_root):
+        yield from _partition_dirs(fs, join(state_root, op_dir))
+
+
+def _version_of(name: str) -> int | None:
+    """The state version a RocksDB store file is of (``12.zip``, ``12.changelog``,
+    ``12_<id>.zip``, their ``.crc`` files ``.12.zip.crc``); None: not a version's file."""
+    head = name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
 def _kept_versions(fs: Any, state_root: str, newest: int) -> int:
     """The state versions up to ``newest`` the checkpoint's state files hold (snapshots,
     changelogs, in any partition of any operator): the history an edit rewrites or drops."""
-    versions: set[int] = set()
-    for op_dir in fs.list(state_root) if fs.exists(state_root) else []:
-        for part in fs.list(join(state_root, op_dir)):
-            d = join(state_root, op_dir, part)
-            if part.isdigit() and fs.is_dir(d):
-                for name in fs.list(d):
-                    head = name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
-                    if head.isdigit() and int(head) <= newest:
-                        versions.add(int(head))
-    return len(versions)
+    if not fs.exists(state_root):
+        return 0
+    versions = {_version_of(name) for d in _all_partition_dirs(fs, state_root) for name in fs.list(d)}
+    return len({v for v in versions if v is not None and v <= newest})
 
 
 def _changelog_start(fs: Any, op_dir: str, n: int) -> int | None:
@@ -307,15 +322,8 @@ def _changelog_start(fs: Any, op_dir: str, n: int) -> int | None:
     if not fs.exists(op_dir):
         return None
     lows = []
-    for part in fs.list(op_dir):
-        d = join(op_dir, part)
-        if not part.isdigit() or not fs.is_dir(d):
-            continue
-        versions = {
-            int(head)
-            for name in fs.list(d)
-            if name.endswith(".changelog") and (head := name.split(".", 1)[0].split("_", 1)[0]).isdigit()
-        }
+    for d in _partition_dirs(fs, op_dir):
+        versions = {_version_of(name) for name in fs.list(d) if name.endswith(".changelog")}
         low = n + 1
         if low not in versions:
             return None
@@ -478,39 +486,31 @@ def _set(column: str) -> str:
 
 def _remove_version(fs: Any, state_root: str, version: int) -> None:
     """The files of state ``version`` in every partition directory (a crashed attempt's)."""
-    for op_dir in fs.list(state_root):
-        for part in fs.list(join(state_root, op_dir)):
-            d = join(state_root, op_dir, part)
-            if part.isdigit() and fs.is_dir(d):
-                for name in fs.list(d):
-                    head = name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
-                    if head == str(version):
-                        fs.delete(join(d, name), recursive=False)
+    for d in _all_partition_dirs(fs, state_root):
+        for name in fs.list(d):
+            if _version_of(name) == version:
+                fs.delete(join(d, name), recursive=False)
 
 
 def _purge(fs: Any, state_root: str, version: int) -> int:
     """In every partition directory under ``state_root``: remove the files of versions before
     ``version`` and the SST files its snapshot does not name. Returns the files removed."""
     removed = 0
-    for op_dir in fs.list(state_root):
-        for part in fs.list(join(state_root, op_dir)):
-            d = join(state_root, op_dir, part)
-            if not part.isdigit() or not fs.is_dir(d):
-                continue
-            names = fs.list(d)
-            snapshot = f"{version}.zip"
-            if snapshot not in names:
-                continue  # not rewritten (e.g. another store of the operator): left as it is
-            keep = _snapshot_files(fs.read_bytes(join(d, snapshot)))
-            for name in names:
-                head = name.lstrip(".").split(".", 1)[0].split("_", 1)[0]
-                if head.isdigit() and int(head) < version:
-                    removed += fs.delete(join(d, name), recursive=False)
-            sst_dir = join(d, "SSTs")
-            if fs.exists(sst_dir):
-                for name in fs.list(sst_dir):
-                    if name.lstrip(".").removesuffix(".crc") not in keep:
-                        removed += fs.delete(join(sst_dir, name), recursive=False)
+    for d in _all_partition_dirs(fs, state_root):
+        names = fs.list(d)
+        snapshot = f"{version}.zip"
+        if snapshot not in names:
+            continue  # not rewritten (e.g. another store of the operator): left as it is
+        keep = _snapshot_files(fs.read_bytes(join(d, snapshot)))
+        for name in names:
+            v = _version_of(name)
+            if v is not None and v < version:
+                removed += fs.delete(join(d, name), recursive=False)
+        sst_dir = join(d, "SSTs")
+        if fs.exists(sst_dir):
+            for name in fs.list(sst_dir):
+                if name.lstrip(".").removesuffix(".crc") not in keep:
+                    removed += fs.delete(join(sst_dir, name), recursive=False)
     return removed
 
 
