@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 import tempfile
@@ -15,7 +16,7 @@ from .engines.streams import RUN_QUERY_NAME
 from .java import require_java
 from .jvm_stderr import filtered_jvm_stderr
 
-__all__ = ["local_session", "QUIET_LOGGERS", "QUIET_MESSAGES"]
+__all__ = ["local_session", "QUIET_LOGGERS", "QUIET_MESSAGES", "QUIET_PYSPARK_LOGGERS"]
 
 # Spark's known-harmless noise, and the loggers that repeat a failure the user gets anyway as
 # the exception a call raises (a task's stack trace, logged by the executor and the scheduler)
@@ -41,6 +42,22 @@ QUIET_MESSAGES = {
     "org.apache.spark.sql.execution.datasources.FileFormatWriter": "Aborting job |Job:? .* aborted",
     **{f"{p}.MicroBatchExecution": f"Query {RUN_QUERY_NAME} .*terminated with error" for p in _QUERY_RUNS},
 }
+
+
+# PySpark 4's Python loggers that write an error a call raises anyway (an AnalysisException of
+# spark.sql or ks.sql: a JSON line with the JVM's whole stack in it, before the caller sees the
+# exception)
+QUIET_PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _quiet_pyspark_loggers() -> None:
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # PySpark 3.5: no such logging
+        return
+    for name in QUIET_PYSPARK_LOGGERS:
+        # made as PySpark makes it (a plain Logger in its place would refuse PySpark's keywords)
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _log4j_config() -> str:
@@ -97,7 +114,8 @@ def local_session(
     it is already set), a few shuffle partitions suit a laptop's data, there are no stage
     progress bars, and (``quiet``) Spark's start-up and known-harmless log lines are not shown,
     nor the executor's and Spark's logs of a failure a call raises as its own error (a ks.run
-    whose class raised), nor the lines pyspark's transformWithState worker prints.
+    whose class raised), nor the lines pyspark's transformWithState worker prints, nor PySpark's
+    JSON log line of a SQL error the call raises.
     ``conf``: more Spark settings for a new session, e.g. ``spark.hadoop.*`` for a checkpoint
     store (they must be given when the session starts); ``java_options``: more options for the
     driver's JVM (a new session only)."""
@@ -114,6 +132,8 @@ def local_session(
     with filtered_jvm_stderr(enabled=quiet):  # (a JVM started here: tws's worker lines left out)
         spark = _start(builder, app, master, shuffle_partitions, java_options)
     spark.sparkContext.setLogLevel(log_level.upper())
+    if quiet:
+        _quiet_pyspark_loggers()
     configure_session(spark)
     return spark
 

@@ -1,6 +1,7 @@
 """A quiet local session (``local_session()``, the default): a class that raises inside ks.run
 gives the caller the project's error and nothing else on the console (no executor, writer or
-query stack traces repeating it, no tws worker prints); a ks.start query that dies in the
+query stack traces repeating it, no tws worker prints), and so does a SQL error (no PySpark
+JSON log line of it); a ks.start query that dies in the
 background still says so in the log, where nothing else would.
 
 A child process of its own: the JVM's standard error is the console being checked (the test
@@ -43,6 +44,17 @@ SCRIPT = textwrap.dedent(
             print("NO ERROR", engine)
         except Exception as exc:
             print("RAISED", engine, type(exc).__name__, str(exc).splitlines()[0], flush=True)
+    spark.read.parquet(work + "/in").createOrReplaceTempView("events")
+    statements = {
+        "ks.sql": lambda: ks.sql("SELECT nope FROM events").collect(),
+        "spark.sql": lambda: spark.sql("SELECT * FROM boom(TABLE(events), key => 'k', ttl => '1 hour')").collect(),
+    }
+    for what, call in statements.items():
+        try:
+            call()
+            print("NO ERROR", what)
+        except Exception as exc:
+            print("RAISED", what, type(exc).__name__, str(exc).replace(chr(10), " ")[:600], flush=True)
     print("STARTING-MARK", file=sys.stderr, flush=True)
     query = ks.start(q.format("bulk"), checkpoint=work + "/cp_start", sink=work + "/out_start")
     deadline = time.time() + 120
@@ -66,6 +78,11 @@ def test_a_failing_run_shows_its_error_alone_and_a_failing_stream_is_still_logge
         # the error names the function, key and row, and what Python raised
         assert f"RAISED {engine} UserFunctionError function 'boom' failed for key 'a'" in run.stdout, run.stdout
         assert "ValueError: v is too big: 3" in run.stdout
+    # SQL errors: the caller's exception (Spark's, naming the column; ours, naming what plain
+    # spark.sql takes), and no line of PySpark's own log of it (PySpark 4 writes one, with the JVM's stack)
+    assert "RAISED ks.sql AnalysisException" in run.stdout and "`nope`" in run.stdout, run.stdout
+    if not spark_lacks("table_function"):
+        assert "RAISED spark.sql AnalysisException" in run.stdout and "got ttl =>" in run.stdout, run.stdout
     during_runs = run.stderr.split("CONSOLE-MARK", 1)[1].split("STARTING-MARK", 1)[0]
     assert during_runs.strip() == "", during_runs[:3000]  # not one line while the runs failed
     assert CHATTER not in run.stderr
