@@ -193,10 +193,9 @@ class KeyedSQL:
         try:
             df = translating(self.spark.sql(statement.final_sql))
         except (AnalysisException, ParseException) as exc:
-            from .sql.errors import KeyedQueryError
+            from .sql.errors import outer_part_error
 
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise KeyedQueryError(f"Spark cannot run the statement's outer part: {first}") from None
+            raise outer_part_error(exc) from None
         if df.isStreaming:
             self._started_by_you([step.engine for step in statement.steps])
         return df

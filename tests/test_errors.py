@@ -483,3 +483,69 @@ def test_started_query_raises_a_failing_timer_as_user_function_error(spark, ks, 
         assert not q.isActive
     finally:
         q.stop()
+
+
+class EchoDoor(StatefulFunction):
+    def execute(self, event):
+        return {"door": "out", "n": 1}
+
+
+def test_a_returns_column_named_as_the_key_is_refused_before_anything_runs(spark, ks, tmp_path):
+    """The output holds the key columns, then the returns columns: a returns column of a key's
+    name would make two columns of that name, which Spark then refused mid-run (ks.run,
+    ks.start) as an ambiguous reference. Refused while planning, naming both and where, on
+    every way in; nothing is written."""
+    ks.register("echo_door", EchoDoor, returns="door string, n int")
+    src = tmp_path / "src"
+    spark.createDataFrame([("d1", 1)], "door string, v int").write.parquet(str(src))
+    spark.readStream.schema("door string, v int").parquet(str(src)).createOrReplaceTempView("door_stream")
+    keyed = "SELECT door, n FROM {src} GROUP BY KEY door WITH STATE echo_door(v)"
+    calls = {
+        "ks.sql": lambda: ks.sql(keyed.format(src=f"parquet.`{src}`")).collect(),
+        "table function": lambda: ks.sql(f"SELECT * FROM echo_door(TABLE(parquet.`{src}`), key => 'door')").collect(),
+        "ks.run": lambda: ks.run(
+            keyed.format(src=f"parquet.`{src}`"), checkpoint=str(tmp_path / "cp1"), output=str(tmp_path / "o1")
+        ),
+        "ks.start": lambda: ks.start(
+            keyed.format(src="door_stream"), checkpoint=str(tmp_path / "cp2"), sink=str(tmp_path / "o2")
+        ),
+    }
+    for call in calls.values():
+        with pytest.raises(
+            KeyedQueryError, match=r"key 'door' and returns column 'door' of echo_door have the same name"
+        ):
+            call()
+    assert sorted(os.listdir(tmp_path)) == ["src"], "nothing written"
+    renamed = "SELECT d, n FROM {src} GROUP BY KEY door AS d WITH STATE echo_door(v)"
+    assert [tuple(r) for r in ks.sql(renamed.format(src=f"parquet.`{src}`")).collect()] == [("d1", 1)]
+
+
+def test_an_outer_select_spark_refuses_fails_ks_run_and_ks_start_before_a_batch(spark, ks, tmp_path):
+    """What Spark refuses in the SQL around the keyed select (here a function it does not know)
+    is ks.sql's KeyedQueryError on ks.run and ks.start too, raised before a batch runs (it
+    failed the first micro-batch with Spark's exception); the checkpoint then runs the corrected
+    statement as if nothing had happened."""
+    ks.register("echo_n", EchoDoor, returns="door string, n int")
+    src = tmp_path / "src"
+    rows = [("d1", 1), ("d2", 2), ("d1", 3)]
+    spark.createDataFrame(rows, "gate string, v int").write.parquet(str(src))
+    spark.readStream.schema("gate string, v int").parquet(str(src)).createOrReplaceTempView("gate_stream")
+    bad = "SELECT gate, no_such_fn(n) AS m FROM {src} GROUP BY KEY gate WITH STATE echo_n(v)"
+    good = "SELECT gate, n + 1 AS m FROM {src} GROUP BY KEY gate WITH STATE echo_n(v)"
+    expected = sorted((g, 2) for g, _ in rows)  # (echo_n returns n = 1 for every row)
+    run_cp, start_cp = str(tmp_path / "cp_run"), str(tmp_path / "cp_start")
+    run_out, start_out = str(tmp_path / "out_run"), str(tmp_path / "out_start")
+    outer = r"^Spark cannot run the statement's outer part: .*no_such_fn"
+    with pytest.raises(KeyedQueryError, match=outer):
+        ks.run(bad.format(src=f"parquet.`{src}`"), checkpoint=run_cp, output=run_out)
+    with pytest.raises(KeyedQueryError, match=outer):
+        ks.start(bad.format(src="gate_stream"), checkpoint=start_cp, sink=start_out)
+    assert not os.path.exists(run_out) and not os.path.exists(start_out)
+    ks.run(good.format(src=f"parquet.`{src}`"), checkpoint=run_cp, output=run_out)
+    q = ks.start(good.format(src="gate_stream"), checkpoint=start_cp, sink=start_out)
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    for out in (run_out, start_out):
+        assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == expected

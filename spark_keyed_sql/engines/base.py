@@ -117,6 +117,8 @@ class StreamJob:
     native: Any = None
     # each keyed step's count of the keys its batches run (KeyedPlan.key_touches; None: not counted)
     key_touches: list[Any] = field(default_factory=list)
+    # final_sql, analysed when the stream was planned (what an engine that streams it starts)
+    outer: DataFrame | None = None
 
 
 class StreamRun(ABC):
@@ -134,8 +136,14 @@ class StreamRun(ABC):
 
     def close(self) -> None:
         """Once the query has ended and before its lease is released: the run stops what it does
-        beside its batches (an edit being applied in this process finishes first; one on a
-        Connect server stops at its commit, when the lease is no longer its query's)."""
+        beside its batches (an edit being applied in this process finishes first, and so does a
+        step it runs without input; one on a Connect server stops at its commit, when the lease
+        is no longer its query's)."""
+        return None
+
+    def settle(self) -> None:
+        """After Spark's ``processAllAvailable()`` of a running query: what the query still owes
+        for the data it has processed, done now (Spark's no-data batch where Spark runs none)."""
         return None
 
     @abstractmethod

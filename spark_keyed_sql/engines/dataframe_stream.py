@@ -240,7 +240,7 @@ class DataFrameStreamRun(StreamRun):
     @classmethod
     def start(cls, job: StreamJob, conf: dict[str, str] | None = None) -> DataFrameStreamRun:
         """``conf``: settings the query starts with (its engine's), besides the job's state partitions."""
-        df = job.spark.sql(job.final_sql)
+        df = job.outer if job.outer is not None else job.spark.sql(job.final_sql)
         if not df.isStreaming:
             raise not_a_stream(job)
         writer = configure_writer(df.writeStream.outputMode("append"), job, job.checkpoint)

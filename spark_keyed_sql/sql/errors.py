@@ -8,7 +8,7 @@ from typing import Any
 from ..api.errors import KeyedSQLError
 from ..compat.exceptions import exception_texts, first_line
 
-__all__ = ["KeyedSQLSyntaxError", "KeyedQueryError", "position", "spark_hint"]
+__all__ = ["KeyedSQLSyntaxError", "KeyedQueryError", "outer_part_error", "position", "spark_hint"]
 
 
 def _located(message: str, line: int | None, col: int | None, sql: str) -> str:
@@ -40,6 +40,13 @@ class KeyedQueryError(KeyedSQLError):
         if self.line is None or self.sql:
             return self
         return KeyedQueryError(self.description, self.line, self.col, sql)
+
+
+def outer_part_error(exc: BaseException) -> KeyedQueryError:
+    """Spark's refusal of the SQL around a statement's keyed selects (an ambiguous or unknown
+    column of the outer SELECT, say), in one line: what ks.sql, ks.run and ks.start raise."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return KeyedQueryError(f"Spark cannot run the statement's outer part: {first}")
 
 
 def position(node: Any) -> tuple[int | None, int | None]:

@@ -10,22 +10,23 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from ..api.errors import SchemaError
 from ..engines import ENGINES, Engine, StreamJob, StreamRun
 from ..engines.background import fail_query
 from ..engines.dataframe_stream import DataFrameStreamRun, recent_progress, state_metrics
 from ..engines.native import NativePlan
+from ..runtime.connect import is_connect
 from ..runtime.spec import FunctionSpec
-from ..sql.errors import KeyedQueryError
+from ..sql.errors import KeyedQueryError, outer_part_error
 from ..sql.statement import KeyedStatement, release_views
 from ..state.filesystems import filesystem
 from ..state.fs import is_path
 from ..state.lock import CheckpointLock
 from .checkpoints import checkpoint_in_sql, prepare_checkpoint
 from .edit_restarts import EditRestarts, apply_queued
-from .failures import from_stream_failure, translating
+from .failures import from_spark_failure, from_stream_failure, translating
 
 __all__ = ["checkpoint_lease", "start", "run", "metrics"]
 
@@ -33,9 +34,10 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[dict[str, Any]], None]
 
-# checkpoint -> (lock, query started by ks.start) held by this process
-_HELD: dict[str, tuple[CheckpointLock, StreamRun]] = {}
+# checkpoint -> the lease of a query ks.start started, held by this process
+_HELD: dict[str, _Held] = {}
 _HELD_LOCK = threading.Lock()
+_OUR_THREADS = "spark-keyed-sql"  # how the threads of work beside a query are named
 # query id -> the run that started it (ks.metrics)
 _RUNS: dict[str, StreamRun] = {}
 
@@ -60,6 +62,7 @@ def start(
             apply_queued(spark, checkpoint, edits.layout, edits.name, _spec_of(function), lock)
         stream = _launch(spark, statement, query, checkpoint, sink, trigger, False, "ks.start", function, None)
         stream.query = translating(stream.query)
+        _settling(stream)
         if edits is not None and checkpoint:
             EditRestarts(
                 spark,
@@ -194,6 +197,8 @@ def _launch(
             (int(s.options["state_partitions"]) for s in steps if "state_partitions" in s.options), default=None
         ),
     )
+    if statement is not None:
+        job.outer = _outer_frame(spark, job.final_sql)
     per_batch = statement.per_batch_steps if statement else []
     if not per_batch:
         engine = steps[0].engine if steps else None
@@ -259,29 +264,107 @@ def _lock(spark: SparkSession, checkpoint: str | None, where: str) -> Checkpoint
     key = filesystem(spark).qualify(checkpoint, "checkpoint")
     with _HELD_LOCK:
         held = _HELD.get(key)
-        restarts = getattr(held[1], "edit_restarts", None) if held is not None else None
-        running = restarts.held() if restarts is not None else held is not None and held[1].query.isActive
-        if held is not None and not running:  # stopped, its waiter not yet run: take over
-            _HELD.pop(key, None)
-        else:
-            held = None
-    if held is not None:
-        held[1].close()
-        held[0].release()
+    if held is not None and not held.running():
+        held.end()  # stopped, its lease not given up yet (or being given up): done first
     return CheckpointLock(checkpoint, spark, query=where or None).acquire()
+
+
+def _outer_frame(spark: SparkSession, final_sql: str) -> DataFrame:
+    """The SQL around the statement's keyed selects, analysed before the query starts (over a
+    step run per micro-batch, its empty placeholder view): what Spark refuses there is ks.sql's
+    error, raised now rather than from the first batch."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    try:
+        df = spark.sql(final_sql)
+        if is_connect(spark):
+            df.schema  # noqa: B018 - (Spark Connect analyses a frame when asked)
+    except (AnalysisException, ParseException) as exc:
+        raise outer_part_error(exc) from None
+    return df
+
+
+def _settling(run: StreamRun) -> None:
+    """The handle's ``processAllAvailable()`` returns with what the query owes for the data it
+    has processed done (``StreamRun.settle``: on bulk, the timers its last watermark made due,
+    which the timer pump would fire a moment later). A failure there fails the query, as the
+    pump's would."""
+    query = run.query
+    process = query.processAllAvailable  # (the translating class's, or the engine's own)
+
+    def process_all_available() -> None:
+        process()
+        if not query.isActive:
+            return
+        try:
+            run.settle()
+        except Exception as exc:
+            fail_query(query, exc, "processAllAvailable: the steps the processed data made due")
+            raise from_spark_failure(exc) from None
+
+    query.processAllAvailable = process_all_available
+
+
+class _Held:
+    """The lease of a query ``ks.start`` started, held by this process until the query has
+    ended. ``end()`` gives it up once — called by whoever comes first: the thread waiting for the
+    query to end, the handle's ``stop()``, or a start on the same checkpoint — and a second
+    caller waits until the first is done, so a restart right after ``stop()`` finds the
+    checkpoint free."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        key: str | None,
+        lock: CheckpointLock | None,
+        run: StreamRun,
+        statement: KeyedStatement | None,
+    ):
+        self.spark, self.key, self.lock, self.run, self.statement = spark, key, lock, run, statement
+        self._once = threading.Lock()
+        self._ended = False
+
+    def running(self) -> bool:
+        restarts = getattr(self.run, "edit_restarts", None)
+        return restarts.held() if restarts is not None else bool(self.run.query.isActive)
+
+    def end(self) -> None:
+        with self._once:
+            if self._ended:
+                return
+            self._ended = True
+            try:
+                self.run.close()  # (waits for a step it runs beside the query's batches)
+                if self.lock:
+                    self.lock.release()
+            finally:
+                with _HELD_LOCK:
+                    if _HELD.get(self.key) is self:  # type: ignore[arg-type]
+                        del _HELD[self.key]  # type: ignore[arg-type]
+                release_views(self.spark, self.statement, ended=True)
 
 
 def _release_when_done(
     spark: SparkSession, run: StreamRun, lock: CheckpointLock | None, statement: KeyedStatement | None
 ) -> None:
     """Once ``run``'s query has ended: its checkpoint's lease (``lock``) released and the
-    statement's temp views dropped (its micro-batches read them by name until then)."""
+    statement's temp views dropped (its micro-batches read them by name until then); at once
+    when the user's ``stop()`` returns, with what the run did beside the batches finished."""
     query = run.query
     key = lock.fs.qualify(lock.checkpoint) if lock else None
+    held = _Held(spark, key, lock, run, statement)
     if lock:
         with _HELD_LOCK:
-            _HELD[key] = (lock, run)
+            _HELD[key] = held  # type: ignore[index]
         lock.on_lost = lambda err: fail_query(query, err, "the checkpoint lease")
+    stop = query.stop  # (the translating class's, or the edit restarts' own)
+
+    def stopping() -> None:
+        stop()
+        if not threading.current_thread().name.startswith(_OUR_THREADS):
+            held.end()  # (a stop by work beside the query, e.g. its lease's watchdog, leaves the end to the waiter)
+
+    query.stop = stopping
 
     def wait() -> None:
         try:
@@ -289,15 +372,6 @@ def _release_when_done(
         except Exception:  # noqa: BLE001 - the failure is the query's to report
             pass
         finally:
-            mine = False
-            if lock:
-                with _HELD_LOCK:
-                    mine = _HELD.get(key, (None,))[0] is lock
-                    if mine:
-                        _HELD.pop(key, None)
-            if mine:
-                run.close()
-                lock.release()  # type: ignore[union-attr]
-            release_views(spark, statement, ended=True)
+            held.end()
 
     threading.Thread(target=wait, name="spark-keyed-sql query end", daemon=True).start()

@@ -1,5 +1,6 @@
 """ks.start over a streaming view (stop, restart) and ks.run incremental batches."""
 
+import datetime as dt
 import os
 import time
 
@@ -307,6 +308,71 @@ def test_run_and_start_over_a_cte(spark, ks, tmp_path):
     assert expected and len(expected) < len(files[0] + files[1])  # the CTE's filter mattered
     assert sorted(tuple(r) for r in spark.read.parquet(run_out).collect()) == expected
     assert sorted(tuple(r) for r in spark.read.parquet(start_out).collect()) == expected
+
+
+class DoorGate(StatefulFunction):
+    """Counts a key's rows from its first, whose time plus five minutes is an event-time timer
+    that emits the count and forgets the key."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.count = 0
+
+    def execute(self, e):
+        if self.count == 0:
+            self.ctx.register_timer(e["ts"] + dt.timedelta(minutes=5))
+        self.count += 1
+
+    def on_timer(self, key, ts):
+        out = {"count": self.count}
+        self.ctx.clear_state()
+        return out
+
+
+def _gate_oracle(batches, watermark=dt.timedelta(minutes=1), after=dt.timedelta(minutes=5)):
+    """What has fired once every batch ran: Spark's watermark after a batch is its rows' latest
+    time less the delay (timers due by it fire in the batch after, or a no-data batch)."""
+    first, count, fired, latest = {}, {}, [], None
+    for rows in batches:
+        for door, ts in sorted(rows, key=lambda r: r[1]):
+            first.setdefault(door, ts)
+            count[door] = count.get(door, 0) + 1
+        latest = max([ts for _, ts in rows] + ([latest] if latest else []))
+        for door in sorted(first, key=first.get):
+            if first[door] + after <= latest - watermark:
+                fired.append((door, count.pop(door)))
+                del first[door]
+    return sorted(fired)
+
+
+def test_process_all_available_returns_with_the_due_timers_fired_and_stop_frees_the_checkpoint(spark, ks, tmp_path):
+    """Every engine: processAllAvailable() returns once the timers the processed rows' watermark
+    made due have fired and committed (Spark's no-data batch; on bulk the timer pump would fire
+    them a moment later), and the checkpoint can be started again the moment stop() returns."""
+    ks.register("door_gate", DoorGate, returns="count int")
+    src, sink, cp = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "cp")
+    t0 = dt.datetime(2026, 3, 3, 12)
+    m = lambda n: t0 + dt.timedelta(minutes=n)  # noqa: E731
+    batches = [[("d1", m(0)), ("d1", m(1)), ("d2", m(2)), ("d3", m(20))], [("d3", m(21)), ("d4", m(40))]]
+    schema = "door string, ts timestamp"
+    spark.createDataFrame(batches[0], schema).coalesce(1).write.parquet(src)
+    spark.readStream.schema(schema).parquet(src).createOrReplaceTempView("doors")
+    sql = (
+        "SELECT door, count FROM doors GROUP BY KEY door WITH STATE door_gate(ts) ORDER BY ts "
+        "EVENT TIME ts WATERMARK '1 minute'"
+    )
+    q = ks.start(sql, checkpoint=cp, sink=sink)
+    q.processAllAvailable()
+    assert sorted(tuple(r) for r in spark.read.parquet(sink).collect()) == _gate_oracle(batches[:1])
+    q.stop()
+    spark.createDataFrame(batches[1], schema).coalesce(1).write.mode("append").parquet(src)
+    q = ks.start(sql, checkpoint=cp, sink=sink)  # (no CheckpointError: the stopped query's lease went with it)
+    try:
+        q.processAllAvailable()
+        assert sorted(tuple(r) for r in spark.read.parquet(sink).collect()) == _gate_oracle(batches)
+    finally:
+        q.stop()
+    assert _gate_oracle(batches) == [("d1", 2), ("d2", 1), ("d3", 2)]  # (the oracle's own reading of the rows)
 
 
 class TypedCount(KeyedProcessor):

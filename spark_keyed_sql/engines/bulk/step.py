@@ -259,7 +259,8 @@ class BulkStream:
             return self._apply_edits()
 
     def close(self) -> None:
-        """No edit is applied from now on (waits for one being applied)."""
+        """No edit is applied and no step without input runs from now on (waits for one that
+        runs)."""
         with self.lock:
             self.closed = True
 
@@ -308,7 +309,7 @@ class BulkStream:
         """A step without input: fires timers due by the last watermark / now (what Spark's
         no-data batch does). Commits only if a timer fired."""
         with self.lock:
-            if not self._may_be_due(self.store.latest(), now_ms(self.plan.clock_offset_ms)):
+            if self.closed or not self._may_be_due(self.store.latest(), now_ms(self.plan.clock_offset_ms)):
                 return None
             empty = self.driver.createDataFrame([], self.source_schema)
             return self.step(empty, None, only_if_timers=True)

@@ -114,6 +114,12 @@ class BulkStreamRun(StreamRun):
     def close(self) -> None:
         self.stream.close()
 
+    def settle(self) -> None:
+        # the pump fires timers a moment later; processAllAvailable() returns with them fired
+        # (on Connect the step and its pump run on the server)
+        if self.job.plan is not None and _idle_steps(self.job.plan) and not is_connect(self.job.spark):
+            self.stream.flush_timers()
+
     def _report_commits(self) -> None:
         """Each commit since the last look to the progress callback, in order: those this
         process made, and on Spark Connect (whose batches commit on the server) those read back
