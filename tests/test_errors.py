@@ -7,7 +7,14 @@ import sys
 
 import pytest
 
-from spark_keyed_sql import KeyedProcessor, KeyedQueryError, KeyedSQLError, KeyedTester, StatefulFunction
+from spark_keyed_sql import (
+    CheckpointError,
+    KeyedProcessor,
+    KeyedQueryError,
+    KeyedSQLError,
+    KeyedTester,
+    StatefulFunction,
+)
 from spark_keyed_sql.api.errors import (
     JavaMissingError,
     OutputSchemaError,
@@ -549,3 +556,41 @@ def test_an_outer_select_spark_refuses_fails_ks_run_and_ks_start_before_a_batch(
         q.stop()
     for out in (run_out, start_out):
         assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == expected
+
+
+class CountRows(StatefulFunction):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.n = 0
+
+    def execute(self, event):
+        self.n += 1
+        return {"n": self.n}
+
+
+def test_a_memory_sink_started_again_on_its_checkpoint(spark, ks, tmp_path):
+    """A memory sink holds one run's output. bulk (foreachBatch) goes on from the checkpoint's
+    state into a fresh memory table; on tws Spark refuses to recover a memory sink from a
+    checkpoint at all, which is said as what to do (Spark's own message advises deleting the
+    offsets, which would start the state over)."""
+    ks.register("count_rows", CountRows, returns="n int")
+    src = str(tmp_path / "src")
+    spark.createDataFrame([("a", 1), ("a", 2), ("b", 3)], "k string, v int").write.parquet(src)
+    spark.readStream.schema("k string, v int").parquet(src).createOrReplaceTempView("mem_src")
+    sql = "SELECT k, n FROM mem_src GROUP BY KEY k WITH STATE count_rows(v)"
+    cp, table = str(tmp_path / "cp"), f"mem_again_{ks.default_engine}"
+    q = ks.start(sql, checkpoint=cp, sink=f"memory:{table}")
+    q.processAllAvailable()
+    q.stop()
+    assert sorted(tuple(r) for r in spark.table(table).collect()) == [("a", 1), ("a", 2), ("b", 1)]
+    spark.createDataFrame([("a", 4)], "k string, v int").write.mode("append").parquet(src)
+    if ks.default_engine == "tws":
+        with pytest.raises(CheckpointError, match=r"a memory sink \(memory:mem_again_tws\) cannot continue one.*"):
+            ks.start(sql, checkpoint=cp, sink=f"memory:{table}")
+        return
+    q = ks.start(sql, checkpoint=cp, sink=f"memory:{table}")
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert [tuple(r) for r in spark.table(table).collect()] == [("a", 3)]  # a's third row, from the state

@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from ..api.errors import SchemaError
 from ..compat.quirks import jvm_logger_off
 from ..state.checkpoint import last_committed_batch
+from ..state.errors import CheckpointError
 from ..state.filesystems import filesystem
 from ..state.fs import FSError, is_path
 from .base import StreamJob, StreamRun
@@ -115,6 +116,7 @@ def _start_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]
 
 
 _AVRO_REFUSED = "State store encoding format as avro is not supported for operator="
+_NOT_RECOVERABLE = "does not support recovering from checkpoint location"  # Spark's memory sink, restarted
 
 
 def process_all_available(query: Any, poll: float = 0.1) -> None:
@@ -259,6 +261,13 @@ class DataFrameStreamRun(StreamRun):
         except Exception as exc:
             if settings.get(ENCODING_CONF) == "avro" and _AVRO_REFUSED in str(exc):
                 raise _beside_an_avro_refusal(job, exc) from None
+            if job.sink.startswith("memory:") and _NOT_RECOVERABLE in str(exc):
+                raise CheckpointError(
+                    f"{job.where}: checkpoint {job.checkpoint!r} has run before, and a memory sink ({job.sink}) "
+                    "cannot continue one (Spark keeps none of its output to recover from): start the query with a "
+                    "table or directory sink to go on from the checkpoint's state, or on a new checkpoint (Spark's "
+                    "own remedy, deleting its offsets, would start the state over)"
+                ) from None
             raise
         if job.processing_timers and not job.available_now:
             # the user's query.processAllAvailable(): Spark's would never return (below)
