@@ -594,3 +594,19 @@ def test_a_memory_sink_started_again_on_its_checkpoint(spark, ks, tmp_path):
     finally:
         q.stop()
     assert [tuple(r) for r in spark.table(table).collect()] == [("a", 3)]  # a's third row, from the state
+
+
+class ExtraKey(StatefulFunction):
+    def execute(self, event):
+        return {"acc": 1, "extra": 2}
+
+
+def test_a_dict_with_a_key_outside_a_one_column_returns_names_the_key():
+    """With one returns column a dict is that column's value only when the column holds dicts
+    (a map or struct); else a dict with other keys is the same mistake as with several columns,
+    and says so (it said "expected BIGINT, got dict")."""
+    with pytest.raises(OutputSchemaError, match=r"with key\(s\) \['extra'\] that are not columns of returns"):
+        KeyedTester(ExtraKey, returns="acc bigint").run([{"v": 1}], key="k")
+    assert KeyedTester(ExtraKey, returns="m map<string, bigint>").run([{"v": 1}], key="k") == [
+        {"m": {"acc": 1, "extra": 2}}
+    ]

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..api.errors import OutputSchemaError, StateTypeError
-from ..api.types import StructType
+from ..api.types import MapType, StructType
 from ..api.values import FAST_CHECK_NAMES, coerce, fast_check, short_repr
 from ..compat.codegen import generated_function
 
@@ -199,8 +199,8 @@ def _row(value: Any, schema: StructType | None, where: Where) -> Any:
             if name_set.issuperset(value):
                 return from_dict(value)
             unknown = [k for k in value if k not in name_set]
-            if len(fields) == 1:
-                n, t, label = fields[0]
+            if len(fields) == 1 and isinstance(fields[0][1], (MapType, StructType)):
+                n, t, label = fields[0]  # a dict as the one column's value
                 return (coerce(value, t, label),)
             raise OutputSchemaError(
                 f"{resolve_where(where)} returned {short_repr(value)} with key(s) {unknown} that are not columns of "
