@@ -46,7 +46,11 @@ def outer_part_error(exc: BaseException) -> KeyedQueryError:
     """Spark's refusal of the SQL around a statement's keyed selects (an ambiguous or unknown
     column of the outer SELECT, say), in one line: what ks.sql, ks.run and ks.start raise."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return KeyedQueryError(f"Spark cannot run the statement's outer part: {first}")
+    # (Spark's "line 1 pos 22" is a place in the SQL the rewriter made, not in the user's)
+    return KeyedQueryError(f"Spark cannot run the statement's outer part: {_SPARK_POSITION.sub('', first)}")
+
+
+_SPARK_POSITION = re.compile(r";?\s*line \d+,? pos \d+\s*$")
 
 
 def position(node: Any) -> tuple[int | None, int | None]:
