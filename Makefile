@@ -113,13 +113,14 @@ crash: check-java $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) tests/crash/full.py $(CRASH_ARGS)
 
 # the SQL fuzzer with many more examples than CI's fixed-seed run, the native planner's generated
-# classes (5,000 one-shot, ~10 min; 5,000 on streams: three ks.run increments each, in two shards on two
-# workers, about 2 hours; KS_NATIVE_STREAM_EXAMPLES=1000 ~25 min), and the differential test
-# with more seeds on every (class, path) pair (CI runs one seed on a selection)
+# classes (5,000 one-shot, ~10 min; 5,000 on streams: two ks.run increments each, in two shards on two
+# workers, 2.5-3 hours (one worker ran ~25 examples a minute idle, ~12 beside other work); each
+# example that passed every check is a line in fuzz-stream.log, so a run cut short still counts),
+# and the differential test with more seeds on every (class, path) pair (CI runs one seed on a selection)
 fuzz: check-java $(STAMP)
 	KS_FUZZ_EXAMPLES=5000 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/sql/test_fuzz.py
 	KS_NATIVE_EXAMPLES=5000 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/native/test_native.py -k generated
-	KS_NATIVE_STREAM_EXAMPLES=$${KS_NATIVE_STREAM_EXAMPLES:-5000} KS_NATIVE_STREAM_SHARDS=2 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -n 2 --dist load tests/native/test_native_stream.py -k generated
+	KS_FUZZ_LOG=$(abspath fuzz-stream.log) KS_NATIVE_STREAM_EXAMPLES=$${KS_NATIVE_STREAM_EXAMPLES:-5000} KS_NATIVE_STREAM_SHARDS=2 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -n 2 --dist load tests/native/test_native_stream.py -k generated
 	KS_DIFF_EXAMPLES=$${KS_DIFF_EXAMPLES:-5} KS_DIFF_ALL=1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q tests/differential
 
 # quick benchmark (1k / 10k keys, 200k rows; a few minutes) -> bench-quick.md

@@ -457,6 +457,7 @@ def test_generated_classes_on_streams_agree_with_plain_python(
     hypothesis.note(source)
     hypothesis.event("native" if isinstance(planned, NativePlan) else f"declined: {str(planned).split(': ')[-1]}")
     if not isinstance(planned, NativePlan):
+        _log_example("declined")
         return
     oracle, expected, raised = Oracle(module.Gen, ["x", "y", "z", "ts"]), [], False
     for i, (part, native) in enumerate(zip(halves, ["true", "false"] if native_first else ["false", "true"])):
@@ -479,6 +480,7 @@ def test_generated_classes_on_streams_agree_with_plain_python(
     )
     assert canon(got) == canon(expected)
     if raised:
+        _log_example("agreed: both raised")
         return
     attrs = ["a", "b", "c", "m", "f", "at"]
     state = {
@@ -486,6 +488,16 @@ def test_generated_classes_on_streams_agree_with_plain_python(
         for r in ks_auto.read_state(cp).collect()
     }
     assert canon([(k, *v) for k, v in state.items()]) == canon([(k, *v) for k, v in oracle.state(attrs).items()])
+    _log_example("agreed: output and state")
+
+
+def _log_example(outcome: str) -> None:
+    """make fuzz (KS_FUZZ_LOG): a line per example that ended, so a long run stopped before its
+    end still says how many examples passed every check (hypothesis reports only at the end)."""
+    path = os.environ.get("KS_FUZZ_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{outcome}\n")
 
 
 class Sum64(StatefulFunction):  # a typed BIGINT attribute given a sum past 64 bits
