@@ -138,15 +138,6 @@ def resolve_call(group: KeyedGroup, spec: FunctionSpec, options: dict[str, Any],
         source.check(_unalias(k), "GROUP BY KEY")
         key_names.append(_name_of(k, f"key{i}"))
         key_exprs.append(_unalias(k))
-    returns = {n.lower(): n for n in (spec.returns.names if spec.returns else [])}
-    for k, name in zip(group.keys, key_names):
-        if name.lower() in returns:  # (the step's output would hold two columns of that name)
-            raise KeyedQueryError(
-                f"{where}: key '{name}' and returns column '{returns[name.lower()]}' of {fname} have the same name; "
-                f"the output holds the key columns, then the returns columns: rename the key (GROUP BY KEY ... AS "
-                f"<name>) or the returns column (ks.register(..., returns=...))",
-                *position(k),
-            )
     fn_args = group.function.expressions
     arg_names, arg_exprs = [], []
     if len(fn_args) == 1 and isinstance(fn_args[0], exp.Star):
